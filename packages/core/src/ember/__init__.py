@@ -1,0 +1,90 @@
+"""ember: PyTorch's Python API, in readable Python, split into components.
+
+>>> import ember as torch
+>>> torch.ones(2, 3).sum().item()
+6.0
+"""
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)
+
+from . import _dtype  # noqa: E402
+from ._dtype import (  # noqa: E402,F401
+    bfloat16, bool, can_cast, complex64, complex128, dtype, finfo, float8_e4m3fn, float8_e5m2,
+    float16, float32, float64, get_default_dtype, iinfo, int8, int16, int32, int64,
+    promote_types, result_type, set_default_dtype, uint8,
+)
+from ._device import device  # noqa: E402,F401
+from ._size import Size  # noqa: E402,F401
+from ._tensor import Tensor, UntypedStorage  # noqa: E402,F401
+from ._grad_mode import (  # noqa: E402,F401
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
+from ._components import MissingComponentError  # noqa: E402,F401
+from ._creation_api import as_tensor, asarray, from_numpy, tensor  # noqa: E402,F401
+from . import _ops  # noqa: E402
+from ._tensor_methods import bind_methods as _bind_methods  # noqa: E402
+
+half, float, double = float16, float32, float64  # noqa: A001
+long, int, short = int64, int32, int16  # noqa: A001
+cfloat, cdouble = complex64, complex128
+uint8 = uint8
+
+
+class layout:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"ember.{self.name}"
+
+
+strided = layout("strided")
+
+
+class memory_format:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"ember.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last")
+
+globals().update(_ops.FUNCTIONS)
+_bind_methods(_ops.METHODS)
+ops = None  # replaced below by the op namespaces
+
+from ._api import *  # noqa: E402,F401,F403 - composite public functions
+from ._ops_namespace import ops  # noqa: E402,F811
+
+_LAZY = {"autograd": "autograd", "optim": "autograd", "cuda": "devices", "fx": "compiler",
+         "compiler": "compiler", "export": "export", "distributed": "distributed"}
+
+
+def __getattr__(name):
+    # component subpackages load on first use; an absent one fails naming its wheel
+    import importlib
+    if name in _LAZY:
+        try:
+            return importlib.import_module(f"ember.{name}")
+        except ModuleNotFoundError as e:
+            if e.name not in (f"ember.{name}",):
+                raise
+            if name == "cuda":
+                from . import _cuda_stub
+                return _cuda_stub
+            from ._components import require
+            require(_LAZY[name], f"ember.{name}")
+    if name in ("nn", "utils", "testing", "library", "amp", "backends", "serialization"):
+        return importlib.import_module(f"ember.{name}")
+    raise AttributeError(f"module 'ember' has no attribute '{name}'")
+
+
+from ._components import ensure_loaded as _ensure_loaded  # noqa: E402
+
+_ensure_loaded()

@@ -1,0 +1,15 @@
+"""`ember.cuda` when ember-devices is not installed: queries answer 'no GPU', the rest names it."""
+
+
+def is_available() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return 0
+
+
+def __getattr__(name):
+    from ._components import MissingComponentError
+    raise MissingComponentError(f"ember.cuda.{name} needs the ember-devices component, which is "
+                                "not installed: pip install ember-devices")

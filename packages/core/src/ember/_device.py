@@ -1,0 +1,140 @@
+"""Devices: `ember.device`, and the registry through which backends (cpu, meta, plugins) plug in."""
+from __future__ import annotations
+
+from . import _state
+
+__all__ = ["device", "register_device", "get_backend", "DeviceBackend"]
+
+
+class device:
+    """`ember.device("cuda:1")`, `ember.device("cpu")`, `ember.device("cuda", 0)`."""
+
+    __slots__ = ("type", "index", "__weakref__")
+
+    def __new__(cls, type_or_str, index: int | None = None):
+        if isinstance(type_or_str, device):
+            return type_or_str
+        if isinstance(type_or_str, int) and not isinstance(type_or_str, bool):
+            type_or_str, index = _default_accelerator_type(), type_or_str
+        if not isinstance(type_or_str, str):
+            raise TypeError(f"device() received an invalid combination of arguments: "
+                            f"got {type(type_or_str).__name__}")
+        key = (type_or_str, index)
+        hit = _CACHE.get(key)
+        if hit is not None:
+            return hit
+        t, _, idx = type_or_str.partition(":")
+        if idx:
+            if index is not None:
+                raise RuntimeError(f"type (string) must not include an index because index was "
+                                   f"passed explicitly: {type_or_str}")
+            if not idx.isdigit():
+                raise RuntimeError(f"Invalid device string: '{type_or_str}'")
+            index = int(idx)
+        if t not in _KNOWN_TYPES and t not in _BACKENDS:
+            raise RuntimeError(f"Expected one of cpu, cuda, meta, ... device type at start of "
+                               f"device string: {type_or_str}")
+        self = object.__new__(cls)
+        object.__setattr__(self, "type", t)
+        object.__setattr__(self, "index", index)
+        _CACHE[key] = self
+        return self
+
+    def __setattr__(self, name, value):
+        raise AttributeError("ember.device is immutable")
+
+    def __repr__(self) -> str:
+        idx = "" if self.index is None else f", index={self.index}"
+        return f"device(type='{self.type}'{idx})"
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self):
+        return (device, (self.type, self.index))
+
+    def __enter__(self):
+        _state.state.device_stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _state.state.device_stack.pop()
+
+
+_CACHE: dict = {}
+_KNOWN_TYPES = {"cpu", "meta", "cuda", "xpu", "mps", "hip", "privateuseone"}
+
+
+class DeviceBackend:
+    """What a device plugin provides. CPU and meta are built in; ember-devices adds cuda.
+
+    A backend owns storage for its device: allocation, host<->device copies, and its kernels
+    (looked up per op by device type in the op table, see `ember.library`).
+    """
+
+    type: str = ""
+    is_accelerator = False
+
+    def is_available(self) -> bool:
+        return True
+
+    def device_count(self) -> int:
+        return 1
+
+    def current_device(self) -> int:
+        return 0
+
+    def synchronize(self, index: int | None = None) -> None:
+        pass
+
+    # storage: a backend-specific buffer of nbytes bytes
+    def empty(self, nbytes: int, dev: device):
+        raise NotImplementedError
+
+    def from_host(self, host_bytes, dev: device, non_blocking: bool = False):
+        """Copy a flat uint8 numpy array to a new buffer on dev."""
+        raise NotImplementedError
+
+    def to_host(self, tensor):
+        """A numpy array holding tensor's values (shape and dtype as the tensor's)."""
+        raise NotImplementedError
+
+
+_BACKENDS: dict[str, DeviceBackend] = {}
+_MISSING: dict[str, str] = {"cuda": "ember-devices"}
+
+
+def register_device(backend: DeviceBackend) -> None:
+    """Register a device backend under `backend.type` (what a device plugin calls)."""
+    _BACKENDS[backend.type] = backend
+    _KNOWN_TYPES.add(backend.type)
+
+
+def get_backend(type_: str) -> DeviceBackend:
+    b = _BACKENDS.get(type_)
+    if b is None:
+        from ._components import MissingComponentError, ensure_loaded
+        ensure_loaded()
+        b = _BACKENDS.get(type_)
+        if b is None:
+            wheel = _MISSING.get(type_)
+            if wheel:
+                raise MissingComponentError(
+                    f"device '{type_}' needs the {wheel} component: pip install {wheel}")
+            raise RuntimeError(f"no backend is registered for device type '{type_}'")
+    return b
+
+
+def _default_accelerator_type() -> str:
+    for b in _BACKENDS.values():
+        if b.is_accelerator:
+            return b.type
+    return "cuda"

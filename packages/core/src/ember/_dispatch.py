@@ -1,0 +1,335 @@
+"""Dispatch: modes first, then autograd recording, then the device kernel.
+
+    call(op, args, out) ─┬─ a mode is active?        -> mode.__ember_dispatch__(op, args, out)
+                         ├─ grad on and an input requires grad -> autograd_hook(op, args, out)
+                         └─ execute(op, args, out)   -> view rule | pointwise | kernel | decomp
+"""
+from __future__ import annotations
+
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+from . import _dtype as D
+from ._device import device as Device
+from ._device import get_backend
+from ._size import broadcast_shapes, contiguous_strides
+from ._state import state
+from ._tensor import Tensor
+
+__all__ = ["call", "execute", "DispatchMode", "TensorMeta", "autograd_hook"]
+
+autograd_hook = None  # set by ember-autograd: (op, args, out) -> result, recording a graph node
+_CPU = Device("cpu")
+_META = Device("meta")
+
+TensorMeta = namedtuple("TensorMeta", "shape dtype stride", defaults=(None,))
+
+
+class DispatchMode:
+    """Intercepts every op call while active (`with mode:`). Subclasses implement
+    `__ember_dispatch__(op, args, out)`; inside it, the mode is popped so calls go further down."""
+
+    def __enter__(self):
+        state.modes.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        state.modes.remove(self)
+
+    def __ember_dispatch__(self, op, args, out):
+        raise NotImplementedError
+
+
+def call(op, args: tuple, out=None):
+    """Run op on args (schema order), through modes and autograd."""
+    st = state
+    if st.modes:
+        mode = st.modes.pop()
+        try:
+            return mode.__ember_dispatch__(op, args, out)
+        finally:
+            st.modes.append(mode)
+    if st.grad_enabled and autograd_hook is not None:
+        for i in op.tensor_idx:
+            a = args[i]
+            if a.__class__ is not None and getattr(a, "_requires_grad", False):
+                return autograd_hook(op, args, out)
+        for i in op.list_idx:
+            for a in args[i]:
+                if getattr(a, "_requires_grad", False):
+                    return autograd_hook(op, args, out)
+    return execute(op, args, out)
+
+
+def find_device(op, args):
+    """The device an op runs on: its tensor inputs' (checked equal), else its device= argument."""
+    dev = None
+    for i in op.tensor_idx:
+        a = args[i]
+        if isinstance(a, Tensor):
+            d = a.device
+            if dev is None or (d is not dev and dev.type == "cpu" and a.ndim != 0):
+                dev = d
+    if dev is None:
+        for i in op.list_idx:
+            for a in args[i]:
+                if isinstance(a, Tensor):
+                    return a.device
+        if op.device_idx is not None and args[op.device_idx] is not None:
+            return Device(args[op.device_idx])
+        return state.device_stack[-1] if state.device_stack else _CPU
+    return dev
+
+
+def execute(op, args: tuple, out=None):
+    """Run op below autograd and modes: the device's kernel, view rule or decomposition."""
+    if op.inplace_of is not None:
+        return _inplace(op, args)
+    if op.view is not None:
+        shape, stride, offset = op.view(*args)
+        base = args[0]
+        return base._alias(shape, stride, offset)
+    if op.pointwise is not None:
+        result = run_pointwise(op, args)
+    else:
+        dev = find_device(op, args)
+        kernel = op.kernels.get(dev.type)
+        if kernel is not None:
+            if dev is _CPU:
+                result = _wrap(op, kernel(*_np_args(op, args)), args)
+            else:
+                result = kernel(*args)
+        elif op.decomp is not None:
+            result = op.decomp(*args)
+        elif dev.type == "meta" and op.meta is not None:
+            result = _from_meta(op.meta(*args))
+        else:
+            backend_kernel = getattr(get_backend(dev.type), "kernel_for", None)
+            kernel = backend_kernel(op) if backend_kernel else None
+            if kernel is None:
+                raise NotImplementedError(
+                    f"Could not run '{op.qualname}' with arguments from the '{dev.type}' "
+                    f"backend: ember has no {dev.type} kernel for it")
+            result = kernel(*args)
+    if op.mutated_idx:
+        for i in op.mutated_idx:
+            args[i]._bump()
+        if op.returns_alias:
+            result = args[op.mutated_idx[0]]
+    if out is not None:
+        return write_out(op, result, out)
+    return result
+
+
+def _np_args(op, args):
+    a = list(args)
+    for i in op.tensor_idx:
+        t = a[i]
+        if t is not None and isinstance(t, Tensor):
+            a[i] = t._np
+    for i in op.list_idx:
+        a[i] = [t._np if isinstance(t, Tensor) else t for t in a[i]]
+    return a
+
+
+def _wrap(op, r, args):
+    """Kernel results (numpy arrays, tuples of them, or tensors) -> tensors."""
+    if isinstance(r, np.ndarray):
+        return Tensor._from_np(_own(r))
+    if isinstance(r, Tensor) or r is None:
+        return r
+    if isinstance(r, (tuple, list)):
+        vals = [_wrap(op, x, args) for x in r]
+        if op.ret_names and op.ret_names[0]:
+            return _return_type(op)(*vals)
+        if op.schema.returns and op.schema.returns[0][0] == "Tensor[]":
+            return list(vals) if isinstance(r, list) else tuple(vals)
+        return tuple(vals)
+    if isinstance(r, (np.generic, int, float, bool, complex)):
+        return Tensor._from_np(np.asarray(r))
+    return r
+
+
+def _own(r: np.ndarray) -> np.ndarray:
+    # a kernel may hand back an input view (np.reshape, astype(copy=False)): never alias storage
+    return r if r.base is None else r.copy()
+
+
+_RETURN_TYPES: dict = {}
+
+
+def _return_type(op):
+    rt = _RETURN_TYPES.get(op.name)
+    if rt is None:
+        rt = namedtuple(op.name, op.ret_names)
+        rt.__module__ = "ember.return_types"
+        _RETURN_TYPES[op.name] = rt
+    return rt
+
+
+def _from_meta(m):
+    if isinstance(m, TensorMeta):
+        t = Tensor._empty(m.shape, m.dtype, _META)
+        if m.stride is not None:
+            t._stride = tuple(m.stride)
+        return t
+    return tuple(_from_meta(x) for x in m)
+
+
+# ---- pointwise ------------------------------------------------------------------------------
+_CAT_LETTER = "bifc"  # bool, int, float, complex (dtype._cat indexes it)
+
+
+def _opmath(d):
+    return D.float32 if d in (D.float16, D.bfloat16, D.float8_e4m3fn, D.float8_e5m2) else d
+
+
+def pointwise_dtypes(op, inputs):
+    """(common, result, compute) dtypes of a pointwise op, by its promotion kind."""
+    common = D.result_type_of(inputs)
+    if common is None:
+        raise TypeError(f"{op.name}(): expected at least one tensor or number argument")
+    if _CAT_LETTER[common._cat] not in op.supports:
+        raise RuntimeError(f"\"{op.name}_cpu\" not implemented for '{_TORCH_NAMES[common]}'")
+    kind = op.promote
+    if kind == "default":
+        return common, common, _opmath(common)
+    if kind == "int_to_float":
+        if common._cat < 2:
+            common = D.get_default_dtype()
+        return common, common, _opmath(common)
+    if kind == "bool":
+        return common, D.bool, _opmath(common)
+    if kind == "complex_to_float":
+        return common, common.to_real(), _opmath(common)
+    if kind == "first":
+        first = inputs[0].dtype
+        return common, first, _opmath(first)
+    raise AssertionError(kind)
+
+
+def run_pointwise(op, args):
+    idx = op.pw_idx
+    inputs = [args[i] for i in idx]
+    common, rdt, cdt = pointwise_dtypes(op, inputs)
+    dev = find_device(op, args)
+    if dev is not _CPU:
+        if dev.type == "meta":
+            shapes = [a.shape for a in inputs if isinstance(a, Tensor)]
+            return Tensor._empty(broadcast_shapes(*shapes), rdt, dev)
+        _check_same_device(op, inputs, dev)
+        return get_backend(dev.type).pointwise(op, args, rdt, cdt)
+    a = list(args)
+    npd = cdt.np
+    for i in idx:
+        x = a[i]
+        if isinstance(x, Tensor):
+            if x.device is not _CPU:
+                _check_same_device(op, inputs, dev)
+            x = x._np
+            a[i] = x if x.dtype == npd else x.astype(npd)
+        elif x is not None:
+            a[i] = npd.type(x)
+    for i in op.pw_other_idx:
+        x = a[i]
+        if isinstance(x, Tensor):
+            a[i] = x._np
+    try:
+        with np.errstate(all="ignore"):
+            r = op.pointwise(NP, *a)
+    except ValueError:
+        broadcast_shapes(*[x.shape for x in inputs if isinstance(x, Tensor)])  # names the dims
+        raise
+    if type(r) is not np.ndarray:
+        r = np.asarray(r)
+    if r.dtype != rdt.np:
+        r = r.astype(rdt.np)
+    elif r.base is not None or any(r is a[i] for i in idx):
+        r = r.copy()
+    if r.ndim == 0 or r.flags.c_contiguous:
+        return Tensor._from_np(r, rdt)
+    return Tensor._from_np(np.ascontiguousarray(r), rdt)
+
+
+def _check_same_device(op, inputs, dev):
+    for x in inputs:
+        if isinstance(x, Tensor) and x.device != dev and not (x.device.type == "cpu"
+                                                               and x.ndim == 0):
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                               f"least two devices, {dev} and {x.device}! ({op.name})")
+
+
+_TORCH_NAMES = {D.bool: "Bool", D.uint8: "Byte", D.int8: "Char", D.int16: "Short",
+                D.int32: "Int", D.int64: "Long", D.float16: "Half", D.bfloat16: "BFloat16",
+                D.float32: "Float", D.float64: "Double", D.complex64: "ComplexFloat",
+                D.complex128: "ComplexDouble", D.float8_e4m3fn: "Float8_e4m3fn",
+                D.float8_e5m2: "Float8_e5m2"}
+
+
+def torch_name(d) -> str:
+    """PyTorch's C++ name of a dtype ("Float", "Long"), as its error messages use."""
+    return _TORCH_NAMES[d]
+
+
+# ---- in-place and out= ------------------------------------------------------------------------
+def _inplace(op, args):
+    self = args[0]
+    r = execute(op.inplace_of, args)
+    copy_into(self, r, op.name)
+    return self
+
+
+def copy_into(dst: Tensor, src: Tensor, opname: str) -> None:
+    """Write a computed result into dst (in-place op / out=): shape and cast checks as PyTorch."""
+    if tuple(src.shape) != tuple(dst.shape):
+        try:
+            ok = broadcast_shapes(dst.shape, src.shape) == tuple(dst.shape)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the "
+                               f"broadcast shape {list(broadcast_shapes(dst.shape, src.shape))}")
+    if not D.can_cast(src.dtype, dst.dtype):
+        raise RuntimeError(f"result type {_TORCH_NAMES[src.dtype]} can't be cast to the desired "
+                           f"output type {_TORCH_NAMES[dst.dtype]}")
+    if dst.device.type == "meta":
+        pass
+    elif dst.device is _CPU and src.device is _CPU:
+        np.copyto(dst._np, src._np, casting="unsafe")
+    else:
+        get_backend(dst.device.type).copy_(dst, src)
+    dst._bump()
+
+
+def write_out(op, result, out):
+    if isinstance(result, tuple):
+        if not isinstance(out, (tuple, list)) or len(out) != len(result):
+            raise TypeError(f"{op.name}(): out= must be a tuple of {len(result)} tensors")
+        for o, r in zip(out, result):
+            write_out(op, r, o)
+        return type(result)(*out) if hasattr(result, "_fields") else tuple(out)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if tuple(out.shape) != tuple(result.shape):
+        if out.numel() != 0:
+            warnings.warn(f"An output with one or more elements was resized since it had shape "
+                          f"{list(out.shape)}, which does not match the required output shape "
+                          f"{list(result.shape)}. This behavior is deprecated.", UserWarning,
+                          stacklevel=3)
+        fresh = Tensor._empty(result.shape, out.dtype, out.device)
+        out._set_meta(fresh._storage, fresh._shape, fresh._stride, 0)
+    if result.dtype != out.dtype and not D.can_cast(result.dtype, out.dtype):
+        raise RuntimeError(f"result type {_TORCH_NAMES[result.dtype]} can't be cast to the "
+                           f"desired output type {_TORCH_NAMES[out.dtype]}")
+    copy_into(out, result, op.name)
+    return out
+
+
+class _NumpyOps:
+    """The numpy handler for pointwise formulas (filled by ember._ops._handlers)."""
+
+
+NP = _NumpyOps()
+contiguous_strides = contiguous_strides

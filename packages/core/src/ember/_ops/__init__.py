@@ -1,0 +1,16 @@
+"""The op table. Importing this package registers every op family (one module each)."""
+import importlib
+
+from . import _handlers  # noqa: F401 - installs the numpy handler
+from ._registry import FUNCTIONS, METHODS, NN_FUNCTIONAL, OPS, OpDef, defop, lookup
+
+FAMILIES = ("creation", "memory", "pointwise", "reduction", "movement", "indexing", "linalg",
+            "random", "nn")
+for _fam in FAMILIES:
+    try:
+        importlib.import_module(f"{__name__}.{_fam}")
+    except ModuleNotFoundError as e:  # a family not written yet
+        if e.name != f"{__name__}.{_fam}":
+            raise
+
+__all__ = ["OPS", "OpDef", "defop", "lookup", "FUNCTIONS", "METHODS", "NN_FUNCTIONAL"]

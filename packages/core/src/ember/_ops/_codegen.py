@@ -1,0 +1,73 @@
+"""Python functions generated from op schemas: `ember.add(input, other, *, alpha=1, out=None)`."""
+from __future__ import annotations
+
+__all__ = ["make_function"]
+
+
+def _varargs_arg(op, as_method: bool):
+    """The int-list arg that may also be passed as varargs (`x.view(2, 3)`, `zeros(2, 3)`)."""
+    pos = [a for a in op.schema.args if not a.kwonly]
+    want = 2 if as_method else 1
+    if len(pos) == want and pos[-1].is_int_list and not pos[-1].has_default:
+        return pos[-1]
+    return None
+
+
+def make_function(op, pyname: str, *, as_method: bool, with_out: bool):
+    from .._dispatch import call
+    args = op.schema.args
+    va = _varargs_arg(op, as_method)
+    ns = {"_call": call, "_op": op, "_fix": _fix_varargs}
+    params, names, kw_started = [], [], False
+    for i, a in enumerate(args):
+        pname = a.name
+        if pname == "self" and not as_method:
+            pname = "input"
+        names.append(pname)
+        if a is va:
+            params.append(f"*{pname}")
+            kw_started = True
+            continue
+        if a.kwonly and not kw_started:
+            params.append("*")
+            kw_started = True
+        if a.has_default:
+            ns[f"_d{i}"] = a.default
+            params.append(f"{pname}=_d{i}")
+        else:
+            params.append(pname)
+    if with_out:
+        if not kw_started:
+            params.append("*")
+        params.append("out=None")
+    if va is not None:
+        params.append("**_kw")
+    lines = [f"def {pyname}({', '.join(params)}):"]
+    if va is not None:
+        lines.append(f"    {va.name} = _fix({va.name}, _kw, {va.name!r}, {pyname!r})")
+    body = ", ".join(names)
+    call = f"_call(_op, ({body},), {'out' if with_out else 'None'})"
+    if "requires_grad" in names:
+        lines.append(f"    r = {call}")
+        lines.append("    return r.requires_grad_() if requires_grad else r")
+    else:
+        lines.append(f"    return {call}")
+    exec("\n".join(lines), ns)  # noqa: S102 - generated from our own schema text
+    fn = ns[pyname]
+    fn.__qualname__ = ("Tensor." if as_method else "") + pyname
+    fn.__module__ = "ember"
+    fn.__doc__ = f"{pyname}: ``{op.schema.text}``"
+    fn._opdef = op
+    return fn
+
+
+def _fix_varargs(values, kw, name, fname):
+    if kw:
+        if len(kw) == 1 and name in kw and not values:
+            values = kw[name]
+        else:
+            bad = next(k for k in kw if k != name)
+            raise TypeError(f"{fname}() got an unexpected keyword argument '{bad}'")
+    if len(values) == 1 and isinstance(values[0], (tuple, list)):
+        values = values[0]
+    return tuple(values)

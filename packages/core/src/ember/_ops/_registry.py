@@ -1,0 +1,148 @@
+"""The op table: one `OpDef` per op, and the Python API generated from it.
+
+An entry holds the schema, the meta function, kernels per device, an optional pointwise
+formula (which yields the numpy kernel and, in other packages, Triton and C++ code), an optional
+decomposition, an optional view rule, the vjp, and tags. `defop` registers an entry and binds
+`ember.<name>`, `Tensor.<name>` and, for pointwise ops, the in-place `Tensor.<name>_` form.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ._schema import parse_schema
+
+__all__ = ["OpDef", "defop", "OPS", "lookup"]
+
+OPS: dict[str, "OpDef"] = {}          # "add" / "max.dim" / "ns::name" -> OpDef
+FUNCTIONS: dict[str, Callable] = {}    # public functions by Python name, bound onto ember
+METHODS: dict[str, Callable] = {}      # Tensor methods by name
+NN_FUNCTIONAL: dict[str, Callable] = {}
+
+
+@dataclass(eq=False)
+class OpDef:
+    """One op: everything about it in one place (design.md, "Ops: each op defined once")."""
+
+    schema_text: str
+    meta: Callable | None = None        # (*args) -> TensorMeta | tuple[TensorMeta, ...]
+    kernels: dict = field(default_factory=dict)   # device type -> kernel
+    pointwise: Callable | None = None   # formula over an ops handler: lambda o, x, y: o.add(x, y)
+    promote: str = "default"            # pointwise type promotion kind (see _pointwise.py)
+    promote_args: tuple | None = None   # names of the args that take part in promotion
+    supports: str = "bifc"              # pointwise: dtype categories accepted (bool/int/float/cplx)
+    decomp: Callable | None = None      # the op written in other ops (composite)
+    view: Callable | None = None        # (*args) -> (shape, strides, offset): an aliasing view
+    vjp: Callable | None = None         # (ctx, *grads) -> grads for the differentiable inputs
+    jvp: Callable | None = None
+    save: Callable | None = None        # what the vjp needs, picked at record time
+    tags: frozenset = frozenset()
+    inplace_of: "OpDef | None" = None   # for add_: the functional op it writes back
+    differentiable: tuple | None = None  # arg names the vjp returns grads for (default: tensors)
+
+    def __post_init__(self):
+        s = parse_schema(self.schema_text)
+        self.schema = s
+        self.name = s.name
+        self.overload = s.overload
+        self.qualname = s.name + (f".{s.overload}" if s.overload else "")
+        self.tags = frozenset(self.tags)
+        args = s.args
+        self.arg_names = tuple(a.name for a in args)
+        self.tensor_idx = tuple(i for i, a in enumerate(args) if a.is_tensor)
+        self.list_idx = tuple(i for i, a in enumerate(args) if a.is_tensor_list)
+        self.mutated_idx = s.mutates
+        self.returns_alias = "(a!)" in s.text.split("->")[1]
+        self.nret = len(s.returns)
+        self.ret_names = tuple(n for _, n in s.returns)
+        self.device_idx = self.arg_names.index("device") if "device" in self.arg_names else None
+        self.dtype_idx = self.arg_names.index("dtype") if "dtype" in self.arg_names else None
+        if self.pointwise is not None:
+            names = self.promote_args or tuple(a.name for a in args if a.is_tensor)
+            self.pw_idx = tuple(self.arg_names.index(n) for n in names)
+            self.pw_other_idx = tuple(i for i in self.tensor_idx if i not in self.pw_idx)
+        if self.differentiable is None:
+            self.differentiable = tuple(a.name for a in args if a.is_tensor or a.is_tensor_list)
+        self.diff_idx = tuple(self.arg_names.index(n) for n in self.differentiable)
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.qualname}>"
+
+    def __call__(self, *args, **kwargs):
+        """Call the op by schema order (what `ember.ops.aten.add(x, y)` does)."""
+        from .._dispatch import call
+        return call(self, self.bind(args, kwargs), kwargs.get("out"))
+
+    def bind(self, args, kwargs) -> tuple:
+        """Positional+keyword arguments -> the full positional tuple in schema order."""
+        out = list(args)
+        for a in self.schema.args[len(args):]:
+            if a.name in kwargs:
+                out.append(kwargs[a.name])
+            elif a.has_default:
+                out.append(a.default)
+            else:
+                raise TypeError(f"{self.qualname}() missing required argument '{a.name}'")
+        return tuple(out)
+
+
+def lookup(qualname: str) -> OpDef:
+    try:
+        return OPS[qualname]
+    except KeyError:
+        raise RuntimeError(f"No such operator {qualname}") from None
+
+
+def defop(schema: str, *, function: str | bool | None = True, method: str | bool | None = True,
+          functional: str | None = None, inplace: bool | None = None, out: bool | None = None,
+          aliases: tuple = (), **fields) -> OpDef:
+    """Register an op and bind its Python API.
+
+    function / method: bind `ember.<name>` / `Tensor.<name>` (a string renames it, False skips);
+    functional: also bind `ember.nn.functional.<name>`; inplace: bind `Tensor.<name>_` (default:
+    pointwise ops); out: accept `out=` (default: functional ops returning tensors).
+    """
+    op = OpDef(schema, **fields)
+    OPS[op.qualname] = op
+    if op.overload and op.name not in OPS:
+        OPS[op.name] = op
+    from ._codegen import make_function
+    name = op.name
+    if out is None:
+        out = op.view is None and not op.mutated_idx and op.nret >= 1 and all(
+            t == "Tensor" for t, _ in op.schema.returns)
+    op.has_out = out
+    if function:
+        fname = function if isinstance(function, str) else name
+        fn = make_function(op, fname, as_method=False, with_out=out)
+        FUNCTIONS[fname] = fn
+        for a in aliases:
+            FUNCTIONS[a] = fn
+    if method and op.tensor_idx and op.tensor_idx[0] == 0:
+        mname = method if isinstance(method, str) else name
+        METHODS[mname] = make_function(op, mname, as_method=True, with_out=False)
+        for a in aliases:
+            METHODS[a] = METHODS[mname]
+    if functional:
+        NN_FUNCTIONAL[functional] = make_function(op, functional, as_method=False, with_out=False)
+    if inplace is None:
+        inplace = op.pointwise is not None and op.nret == 1
+    if inplace:
+        ip = OpDef(_inplace_schema(op), kernels={}, inplace_of=op, tags=op.tags | {"inplace"})
+        ip.has_out = False
+        OPS[ip.qualname] = ip
+        METHODS[ip.name] = make_function(ip, ip.name, as_method=True, with_out=False)
+        if function:
+            FUNCTIONS[ip.name] = make_function(ip, ip.name, as_method=False, with_out=False)
+        for a in aliases:
+            METHODS[a + "_"] = METHODS[ip.name]
+    return op
+
+
+def _inplace_schema(op: OpDef) -> str:
+    s = op.schema
+    head = s.text.split("->")[0].strip()
+    name = s.name + "_" + (f".{s.overload}" if s.overload else "")
+    body = head[head.index("("):]
+    body = body.replace("Tensor self", "Tensor(a!) self", 1)
+    return f"{name}{body} -> Tensor(a!)"

@@ -1,0 +1,95 @@
+"""Copies and fills: clone, copy_, _to_copy (dtype/device casts), fill_, zero_, detach, contiguous."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype as D
+from .._device import device as Device
+from .._device import get_backend
+from .._dispatch import TensorMeta
+from .._size import broadcast_shapes
+from ._registry import defop
+
+
+def _clone(x, memory_format):
+    return x.copy()  # numpy keeps the layout of x for order="K" (PyTorch's preserve_format)
+
+
+defop("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+      kernels={"cpu": lambda x, mf: np.array(x, copy=True)},
+      meta=lambda x, mf: TensorMeta(x.shape, x.dtype))
+
+
+def _copy_meta_check(dst, src):
+    if tuple(broadcast_shapes(dst.shape, src.shape)) != tuple(dst.shape):
+        raise RuntimeError(f"The size of tensor a ({dst.shape[-1] if dst.shape else 1}) must "
+                           f"match the size of tensor b ({src.shape[-1] if src.shape else 1})")
+
+
+def _copy_any(dst, src, non_blocking=False):
+    """copy_ across devices: the destination's backend (or the source's) moves the bytes."""
+    _copy_meta_check(dst, src)
+    if dst.device.type == "meta" or src.device.type == "meta":
+        return dst
+    if dst.device.type == "cpu" and src.device.type == "cpu":
+        np.copyto(dst._np, src._np, casting="unsafe")
+    elif dst.device.type == "cpu":
+        np.copyto(dst._np, get_backend(src.device.type).to_host(src), casting="unsafe")
+    else:
+        get_backend(dst.device.type).copy_(dst, src, non_blocking)
+    return dst
+
+
+def _copy_kernel(dst, src, non_blocking):
+    return _copy_any(dst, src, non_blocking)
+
+
+defop("copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
+      function=False, differentiable=("self", "src"),
+      decomp=_copy_kernel)
+
+
+def _to_copy_kernel(x, dtype, layout, device, pin_memory, non_blocking, memory_format):
+    dt = x.dtype if dtype is None else dtype
+    dev = x.device if device is None else Device(device)
+    if dev.type == "meta":
+        from .._tensor import Tensor
+        return Tensor._empty(x.shape, dt, dev)
+    if x.device.type == "cpu" and dev.type == "cpu":
+        from .._tensor import Tensor
+        return Tensor._from_np(x._np.astype(dt.np, copy=True), dt)
+    if x.device.type == "cpu":
+        src = x if x.dtype is dt else _to_copy_kernel(x, dt, None, None, False, False, None)
+        return get_backend(dev.type).from_tensor(src, dev, non_blocking)
+    if dev.type == "cpu":
+        from .._tensor import Tensor
+        return Tensor._from_np(get_backend(x.device.type).to_host(x).astype(dt.np), dt)
+    return get_backend(dev.type).to_copy(x, dt, dev, non_blocking)
+
+
+defop("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+      "bool? pin_memory=False, bool non_blocking=False, MemoryFormat? memory_format=None) -> "
+      "Tensor", function=False, method=False, decomp=_to_copy_kernel,
+      meta=lambda x, dtype, *_: TensorMeta(x.shape, dtype or x.dtype))
+
+
+def _fill(x, value):
+    v = value.item() if hasattr(value, "item") else value
+    x[...] = v
+    return x
+
+
+defop("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)", kernels={"cpu": _fill},
+      function=False, differentiable=("self",))
+defop("zero_(Tensor(a!) self) -> Tensor(a!)", function=False, differentiable=("self",),
+      kernels={"cpu": lambda x: _fill(x, 0)})
+
+
+def _detach_view(x):
+    return x._shape, x._stride, x._offset
+
+
+defop("detach(Tensor self) -> Tensor", view=_detach_view, differentiable=(), tags={"view"})
+defop("alias(Tensor self) -> Tensor", view=_detach_view, method=False, tags={"view"})
+defop("contiguous(Tensor self, *, MemoryFormat memory_format=contiguous_format) -> Tensor",
+      function=False, decomp=lambda x, mf: x if x.is_contiguous() else x.clone())

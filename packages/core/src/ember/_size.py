@@ -1,0 +1,60 @@
+"""`ember.Size`: a tuple of sizes (ints, or symbolic sizes under the compiler)."""
+from __future__ import annotations
+
+import math
+
+
+class Size(tuple):
+    """The shape of a tensor: `ember.Size([2, 3])`."""
+
+    def numel(self) -> int:
+        return math.prod(self)
+
+    def __repr__(self) -> str:
+        return f"ember.Size([{', '.join(str(s) for s in self)}])"
+
+    def __getitem__(self, k):
+        r = tuple.__getitem__(self, k)
+        return Size(r) if isinstance(k, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, tuple(other)))
+
+    def __reduce__(self):
+        return (Size, (tuple(self),))
+
+
+def contiguous_strides(shape) -> tuple:
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc = acc * (max(s, 1) if isinstance(s, int) else s)
+    return tuple(reversed(strides))
+
+
+def normalize_dim(dim: int, ndim: int, op: str = "") -> int:
+    """Wrap a negative dim; raise IndexError like PyTorch when out of range."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim + n if dim < 0 else dim
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """PyTorch's broadcasting of shapes; RuntimeError naming both sizes when they clash."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        off = ndim - len(s)
+        for i, d in enumerate(s):
+            j = i + off
+            o = out[j]
+            if o == 1:
+                out[j] = d
+            elif d != 1 and d != o:
+                raise RuntimeError(
+                    f"The size of tensor a ({o}) must match the size of tensor b ({d}) at "
+                    f"non-singleton dimension {j}")
+    return tuple(out)
