@@ -1,0 +1,190 @@
+"""Tensor printing in PyTorch's format (`tensor([[1., 2.], ...], dtype=ember.float64)`)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _dtype as D
+
+__all__ = ["set_printoptions", "get_printoptions", "tensor_repr"]
+
+
+@dataclass
+class _Options:
+    precision: int = 4
+    threshold: float = 1000
+    edgeitems: int = 3
+    linewidth: int = 80
+    sci_mode: bool | None = None
+
+
+_OPTS = _Options()
+_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+             "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+             "full": dict(precision=4, threshold=math.inf, edgeitems=3, linewidth=80)}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                     profile=None, sci_mode=None) -> None:
+    """Set how tensors print (as `torch.set_printoptions`)."""
+    if profile is not None:
+        for k, v in _PROFILES[profile].items():
+            setattr(_OPTS, k, v)
+    for k, v in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
+                 ("linewidth", linewidth)):
+        if v is not None:
+            setattr(_OPTS, k, v)
+    _OPTS.sci_mode = sci_mode
+
+
+def get_printoptions() -> dict:
+    return dict(vars(_OPTS))
+
+
+class _Formatter:
+    """Chooses int / fixed / scientific formatting and a common width from the values shown."""
+
+    def __init__(self, values: np.ndarray, kind: str):
+        self.kind = kind
+        self.int_mode = True
+        self.sci = False
+        self.width = 1
+        p = _OPTS.precision
+        if kind != "f":
+            strs = [self._plain(v) for v in values.ravel()]
+            self.width = max((len(s) for s in strs), default=1)
+            return
+        v = values.astype(np.float64).ravel()
+        finite = v[np.isfinite(v)]
+        nz = np.abs(finite[finite != 0])
+        for x in v[~np.isfinite(v)]:
+            self.width = max(self.width, len(str(x)))
+        if nz.size == 0:
+            self.width = max(self.width, 2 if finite.size else 1)
+            if finite.size == 0:
+                self.int_mode = False
+            return
+        self.int_mode = bool(np.all(finite == np.ceil(finite)))
+        hi, lo = nz.max(), nz.min()
+        if self.int_mode:
+            self.sci = hi / lo > 1000.0 or hi > 1.0e8
+        else:
+            self.sci = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        if _OPTS.sci_mode is not None:
+            self.sci = _OPTS.sci_mode
+        for x in nz:
+            if self.sci:
+                s = f"{x:.{p}e}"
+            elif self.int_mode:
+                s = f"{x:.0f}."
+            else:
+                s = f"{x:.{p}f}"
+            self.width = max(self.width, len(s) + (1 if (finite < 0).any() else 0))
+        if (finite < 0).any():
+            for x in finite[finite < 0]:
+                self.width = max(self.width, len(self.format_raw(x)))
+
+    def _plain(self, v) -> str:
+        if self.kind == "b":
+            return str(bool(v))
+        if self.kind == "c":
+            return _complex_str(v)
+        return str(int(v))
+
+    def format_raw(self, x) -> str:
+        p = _OPTS.precision
+        if self.kind != "f":
+            return self._plain(x)
+        x = float(x)
+        if not math.isfinite(x):
+            return str(x).replace("inf", "inf")
+        if self.sci:
+            return f"{x:.{p}e}"
+        if self.int_mode:
+            return f"{x:.0f}."
+        return f"{x:.{p}f}"
+
+    def format(self, x) -> str:
+        return self.format_raw(x).rjust(self.width)
+
+
+def _complex_str(v) -> str:
+    p = _OPTS.precision
+    re, im = float(v.real), float(v.imag)
+    sign = "+" if im >= 0 or math.isnan(im) else "-"
+    return f"{re:.{p}f}{sign}{abs(im):.{p}f}j"
+
+
+def _summarize(a: np.ndarray, edge: int) -> np.ndarray:
+    """The values shown when summarizing (first and last `edge` along every dim)."""
+    if a.ndim == 0:
+        return a.reshape(1)
+    parts = []
+    if a.shape[0] > 2 * edge:
+        for sub in (a[:edge], a[-edge:]):
+            parts.extend(_summarize(s, edge) for s in sub)
+    else:
+        parts.extend(_summarize(s, edge) for s in a) if a.ndim > 1 else parts.append(a)
+    return np.concatenate([p.ravel() for p in parts]) if parts else a.ravel()
+
+
+def _fmt_array(a: np.ndarray, fmt: _Formatter, indent: int, summarize: bool) -> str:
+    edge = _OPTS.edgeitems
+    if a.ndim == 0:
+        return fmt.format(a.item() if fmt.kind != "c" else a[()])
+    if a.ndim == 1:
+        items = [fmt.format(x) for x in a]
+        if summarize and a.shape[0] > 2 * edge:
+            items = items[:edge] + [" ..."] + items[-edge:]
+        per_line = max(1, (_OPTS.linewidth - indent) // (fmt.width + 2))
+        lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+        return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+    rows = list(range(a.shape[0]))
+    if summarize and a.shape[0] > 2 * edge:
+        rows = rows[:edge] + [None] + rows[-edge:]
+    subs = ["..." if r is None else _fmt_array(a[r], fmt, indent + 1, summarize) for r in rows]
+    sep = "," + "\n" * (a.ndim - 1) + " " * (indent + 1)
+    return "[" + sep.join(subs) + "]"
+
+
+def _values(t) -> np.ndarray:
+    a = t.detach()._host() if t.device.type != "meta" else None
+    if a is not None and t.dtype in (D.bfloat16, D.float16, D.float8_e4m3fn, D.float8_e5m2):
+        a = a.astype(np.float32)
+    return a
+
+
+def tensor_repr(t, prefix: str = "tensor(") -> str:
+    suffixes = []
+    dt = t.dtype
+    default_dts = (D.get_default_dtype(), D.int64, D.bool,
+                   D.get_default_dtype().to_complex())
+    if t.device.type != "cpu":
+        suffixes.append(f"device='{t.device}'")
+    indent = len(prefix)
+    if t.device.type == "meta":
+        body = "..."
+        suffixes.insert(1, f"size={tuple(t.shape)}")
+    elif t.numel() == 0:
+        body = "[]"
+        if tuple(t.shape) != (0,):
+            suffixes.append(f"size={tuple(t.shape)}")
+    else:
+        a = _values(t)
+        kind = "b" if dt is D.bool else ("c" if dt.is_complex else (
+            "f" if dt.is_floating_point else "i"))
+        summarize = t.numel() > _OPTS.threshold
+        shown = _summarize(a, _OPTS.edgeitems) if summarize else a
+        fmt = _Formatter(np.asarray(shown), kind)
+        body = _fmt_array(a, fmt, indent, summarize)
+    if dt not in default_dts or (t.numel() == 0 and dt is not D.get_default_dtype()):
+        if not (t.numel() == 0 and dt is D.get_default_dtype()):
+            suffixes.append(f"dtype={dt}")
+    if t.grad_fn is not None:
+        name = t.grad_fn.name() if hasattr(t.grad_fn, "name") else type(t.grad_fn).__name__
+        suffixes.append(f"grad_fn=<{name}>")
+    elif t.requires_grad:
+        suffixes.append("requires_grad=True")
+    return prefix + body + "".join(", " + s for s in suffixes) + ")"

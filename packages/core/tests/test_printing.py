@@ -1,0 +1,47 @@
+"""Tensor repr matches PyTorch's text (with 'torch' read as 'ember')."""
+import pytest
+from harness import torch
+
+import ember
+
+CASES = [
+    "t.tensor([[1., 2.], [3., 4.]])",
+    "t.tensor([1.5, 2.25, -3.0])",
+    "t.tensor(3.5)",
+    "t.tensor([1, 2, 3])",
+    "t.tensor([True, False])",
+    "t.tensor([1e-5, 1.0, 3e5])",
+    "t.tensor([0.1, 0.2], dtype=t.float64)",
+    "t.zeros(0, 3)",
+    "t.zeros(0)",
+    "t.tensor([float('nan'), float('inf'), -1.0, 2.5])",
+    "t.arange(2000)",
+    "t.arange(24).reshape(2, 3, 4)",
+    "t.tensor([1, 2], dtype=t.int32)",
+    "t.tensor([[1e10, 1.]])",
+    "t.arange(30.) / 7",
+    "t.tensor([1.0, 2.0], requires_grad=True)",
+    "t.tensor([0.0, 0.0])",
+    "t.tensor([-1., 2.])",
+    "t.tensor(2.0, dtype=t.bfloat16)",
+    "t.ones(200, 200)",
+    "t.ones(2, 3, 4, 5) * -0.5",
+]
+
+
+@pytest.mark.parametrize("expr", CASES)
+def test_repr_matches_torch(expr):
+    want = repr(eval(expr, {"t": torch})).replace("torch", "ember")
+    got = repr(eval(expr, {"t": ember}))
+    assert got == want
+
+
+def test_printoptions_precision():
+    try:
+        ember.set_printoptions(precision=2)
+        torch.set_printoptions(precision=2)
+        x = [1.23456, 2.5]
+        assert repr(ember.tensor(x)) == repr(torch.tensor(x))
+    finally:
+        ember.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")
