@@ -60,6 +60,7 @@ _bind_methods(_ops.METHODS)
 ops = None  # replaced below by the op namespaces
 
 from ._printing import get_printoptions, set_printoptions  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
 from ._api import *  # noqa: E402,F401,F403 - composite public functions
 from ._ops_namespace import ops  # noqa: E402,F811
 
