@@ -107,8 +107,18 @@ def build(m: dict) -> str:
     )
     entries[f"{distinfo}/METADATA"] = (metadata(m, version).encode(), False)
     entries[f"{distinfo}/WHEEL"] = (wheel_txt.encode(), False)
-    if m["entry_points"]:
-        entries[f"{distinfo}/entry_points.txt"] = (entry_points(m["entry_points"]).encode(), False)
+    eps = {g: dict(v) for g, v in m["entry_points"].items()}
+    for group in eps:
+        for name, value in list(eps[group].items()):
+            # A component whose code is not written yet gets no entry point: core would fail
+            # to import loading it. The wheel still installs (and `ember.<sub>` says it is absent).
+            target = value.split(":")[0].replace(".", "/") + ".py"
+            if target not in entries:
+                print(f"{m['dist']}: no {target}: entry point {group}:{name} left out")
+                del eps[group][name]
+    eps = {g: v for g, v in eps.items() if v}
+    if eps:
+        entries[f"{distinfo}/entry_points.txt"] = (entry_points(eps).encode(), False)
     top = sorted(
         {d.split("/", 1)[0].removesuffix(".py") for d in entries if "/" in d or d.endswith(".py")}
         - {distinfo}
