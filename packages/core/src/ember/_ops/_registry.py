@@ -12,7 +12,7 @@ from typing import Callable
 
 from ._schema import parse_schema
 
-__all__ = ["OpDef", "defop", "OPS", "lookup"]
+__all__ = ["OpDef", "defop", "OPS", "lookup", "bind_overloads"]
 
 OPS: dict[str, "OpDef"] = {}          # "add" / "max.dim" / "ns::name" -> OpDef
 FUNCTIONS: dict[str, Callable] = {}    # public functions by Python name, bound onto ember
@@ -137,6 +137,33 @@ def defop(schema: str, *, function: str | bool | None = True, method: str | bool
         for a in aliases:
             METHODS[a + "_"] = METHODS[ip.name]
     return op
+
+
+def bind_overloads(name: str, pick: Callable, *, function: bool = True,
+                   method: bool = True) -> None:
+    """Bind one public name over several overloads (`max(x)`, `max(x, 0)`, `max(x, y)`).
+
+    The overloads are registered with function=False, method=False; pick(*args, **kwargs) gets
+    the call's arguments and returns the qualname of the overload to run."""
+    from ._codegen import make_function
+    cache: dict = {}
+
+    def make(as_method):
+        def fn(*args, **kwargs):
+            key = (pick(*args, **kwargs), as_method)
+            f = cache.get(key)
+            if f is None:
+                op = OPS[key[0]]
+                f = cache[key] = make_function(op, name, as_method=as_method,
+                                               with_out=op.has_out and not as_method)
+            return f(*args, **kwargs)
+        fn.__name__ = fn.__qualname__ = name
+        fn.__module__ = "ember"
+        return fn
+    if function:
+        FUNCTIONS[name] = make(False)
+    if method:
+        METHODS[name] = make(True)
 
 
 def _inplace_schema(op: OpDef) -> str:
