@@ -88,9 +88,8 @@ def execute(op, args: tuple, out=None):
     if op.inplace_of is not None:
         return _inplace(op, args)
     if op.view is not None:
-        shape, stride, offset = op.view(*args)
-        base = args[0]
-        return base._alias(shape, stride, offset)
+        # (shape, strides, offset) or, for view(dtype), (shape, strides, offset, dtype)
+        return args[0]._alias(*op.view(*args))
     if op.pointwise is not None:
         result = run_pointwise(op, args)
     else:
