@@ -185,7 +185,7 @@ def _opmath(d):
     return D.float32 if d in (D.float16, D.bfloat16, D.float8_e4m3fn, D.float8_e5m2) else d
 
 
-def pointwise_dtypes(op, inputs):
+def pointwise_dtypes(op, inputs, args=()):
     """(common, result, compute) dtypes of a pointwise op, by its promotion kind."""
     common = D.result_type_of(inputs)
     if common is None:
@@ -193,6 +193,8 @@ def pointwise_dtypes(op, inputs):
     if _CAT_LETTER[common._cat] not in op.supports:
         raise RuntimeError(f"\"{op.name}_cpu\" not implemented for '{_TORCH_NAMES[common]}'")
     kind = op.promote
+    if kind.__class__ is not str:  # a function of the call's args (div's rounding_mode)
+        kind = kind(*args)
     if kind == "default":
         return common, common, _opmath(common)
     if kind == "int_to_float":
@@ -212,7 +214,9 @@ def pointwise_dtypes(op, inputs):
 def run_pointwise(op, args):
     idx = op.pw_idx
     inputs = [args[i] for i in idx]
-    common, rdt, cdt = pointwise_dtypes(op, inputs)
+    common, rdt, cdt = pointwise_dtypes(op, inputs, args)
+    if op.check is not None:  # PyTorch's argument errors (bool sub, integer alpha, ...)
+        op.check(common, *args)
     dev = find_device(op, args)
     if dev is not _CPU:
         if dev.type == "meta":

@@ -28,7 +28,9 @@ class OpDef:
     meta: Callable | None = None        # (*args) -> TensorMeta | tuple[TensorMeta, ...]
     kernels: dict = field(default_factory=dict)   # device type -> kernel
     pointwise: Callable | None = None   # formula over an ops handler: lambda o, x, y: o.add(x, y)
-    promote: str = "default"            # pointwise type promotion kind (see _pointwise.py)
+    promote: str = "default"            # pointwise type promotion kind (see _dispatch.py), or
+    #                                     a function of the args returning one
+    check: Callable | None = None       # pointwise: (common dtype, *args) -> raises bad args
     promote_args: tuple | None = None   # names of the args that take part in promotion
     supports: str = "bifc"              # pointwise: dtype categories accepted (bool/int/float/cplx)
     decomp: Callable | None = None      # the op written in other ops (composite)
