@@ -17,7 +17,7 @@ def _clone(x, memory_format):
 
 defop("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
       kernels={"cpu": lambda x, mf: np.array(x, copy=True)},
-      meta=lambda x, mf: TensorMeta(x.shape, x.dtype))
+      meta=lambda x, mf: TensorMeta(x.shape, x.dtype), vjp=lambda g, out, x, mf: (g,))
 
 
 def _copy_meta_check(dst, src):
@@ -45,8 +45,8 @@ def _copy_kernel(dst, src, non_blocking):
 
 
 defop("copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
-      function=False, differentiable=("self", "src"),
-      decomp=_copy_kernel)
+      function=False, differentiable=("self", "src"), decomp=_copy_kernel,
+      vjp=lambda g, out, self, src, nb: (g.new_zeros(g.shape), g))
 
 
 def _to_copy_kernel(x, dtype, layout, device, pin_memory, non_blocking, memory_format):
@@ -70,7 +70,8 @@ def _to_copy_kernel(x, dtype, layout, device, pin_memory, non_blocking, memory_f
 defop("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
       "bool? pin_memory=False, bool non_blocking=False, MemoryFormat? memory_format=None) -> "
       "Tensor", function=False, method=False, decomp=_to_copy_kernel,
-      meta=lambda x, dtype, *_: TensorMeta(x.shape, dtype or x.dtype))
+      meta=lambda x, dtype, *_: TensorMeta(x.shape, dtype or x.dtype),
+      vjp=lambda g, out, x, dtype, layout, device, pin, nb, mf: (g,))  # engine casts back
 
 
 def _fill(x, value):
@@ -80,9 +81,10 @@ def _fill(x, value):
 
 
 defop("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)", kernels={"cpu": _fill},
-      function=False, differentiable=("self",))
+      function=False, differentiable=("self",),
+      vjp=lambda g, out, self, value: (g.new_zeros(g.shape),))
 defop("zero_(Tensor(a!) self) -> Tensor(a!)", function=False, differentiable=("self",),
-      kernels={"cpu": lambda x: _fill(x, 0)})
+      kernels={"cpu": lambda x: _fill(x, 0)}, vjp=lambda g, out, self: (g.new_zeros(g.shape),))
 
 
 def _detach_view(x):
@@ -90,6 +92,7 @@ def _detach_view(x):
 
 
 defop("detach(Tensor self) -> Tensor", view=_detach_view, differentiable=(), tags={"view"})
-defop("alias(Tensor self) -> Tensor", view=_detach_view, method=False, tags={"view"})
+defop("alias(Tensor self) -> Tensor", view=_detach_view, method=False, tags={"view"},
+      vjp=lambda g, out, x: (g,))
 defop("contiguous(Tensor self, *, MemoryFormat memory_format=contiguous_format) -> Tensor",
       function=False, decomp=lambda x, mf: x if x.is_contiguous() else x.clone())

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import math
 
-from ._registry import defop
+from ._registry import FUNCTIONS, defop
+
+
+def _where(c, x, y):
+    return FUNCTIONS["where"](c, x, y)
+
+
+def _zeros_like(g):
+    return FUNCTIONS["zeros_like"](g)
+
 
 # ---- arithmetic -------------------------------------------------------------------------------
 
@@ -19,13 +28,17 @@ def _sub(o, x, y, alpha):
     return o.sub(x, y if alpha == 1 else o.mul(y, alpha))
 
 
-defop("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", pointwise=_add)
+# vjps: (grad, result, *args) -> one grad per tensor arg; the engine undoes broadcasting
+defop("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", pointwise=_add,
+      vjp=lambda g, out, x, y, alpha: (g, g if alpha == 1 else g * alpha))
 defop("sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", pointwise=_sub,
+      vjp=lambda g, out, x, y, alpha: (g, -g if alpha == 1 else g * -alpha),
       aliases=("subtract",))
 defop("mul(Tensor self, Tensor other) -> Tensor", pointwise=lambda o, x, y: o.mul(x, y),
-      aliases=("multiply",))
+      vjp=lambda g, out, x, y: (g * y, g * x), aliases=("multiply",))
 defop("rsub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", inplace=False,
-      pointwise=lambda o, x, y, alpha: _sub(o, y, x, alpha))
+      pointwise=lambda o, x, y, alpha: _sub(o, y, x, alpha),
+      vjp=lambda g, out, x, y, alpha: (-g if alpha == 1 else g * -alpha, g))
 
 
 def _div(o, x, y, rounding_mode):
@@ -41,44 +54,102 @@ def _div_promote(args):
     return "int_to_float"
 
 
+def _div_vjp(g, out, x, y, rounding_mode):
+    if rounding_mode is not None:  # floor / trunc division is piecewise constant
+        return _zeros_like(g), _zeros_like(g)
+    return g / y, -g * x / (y * y)
+
+
+def _pow_vjp(g, out, x, y):
+    from .._tensor import Tensor
+    gx = gy = None
+    if isinstance(x, Tensor) and x.requires_grad:
+        gx = _where(y == 0, 0.0, g * y * x ** (y - 1)) if isinstance(y, Tensor) else (
+            _zeros_like(g) if y == 0 else g * y * x ** (y - 1))
+    if isinstance(y, Tensor) and y.requires_grad:
+        # 0 ** y with y >= 0 has gradient 0 w.r.t. y (log 0 would give nan)
+        safe = out * FUNCTIONS["log"](x)
+        gy = g * _where(x == 0, _where(y >= 0, 0.0, safe), safe)
+    return gx, gy
+
+
 defop("div(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor", pointwise=_div,
-      promote="int_to_float", aliases=("divide", "true_divide"))
+      promote="int_to_float", vjp=_div_vjp, aliases=("divide", "true_divide"))
 defop("floor_divide(Tensor self, Tensor other) -> Tensor", supports="ifb",
       pointwise=lambda o, x, y: o.floordiv(x, y))
 defop("remainder(Tensor self, Tensor other) -> Tensor", supports="if",
-      pointwise=lambda o, x, y: o.remainder(x, y))
+      pointwise=lambda o, x, y: o.remainder(x, y),
+      vjp=lambda g, out, x, y: (g, -g * FUNCTIONS["floor_divide"](x, y)))
 defop("fmod(Tensor self, Tensor other) -> Tensor", supports="if",
-      pointwise=lambda o, x, y: o.fmod(x, y))
+      pointwise=lambda o, x, y: o.fmod(x, y),
+      vjp=lambda g, out, x, y: (g, -g * FUNCTIONS["div"](x, y, rounding_mode="trunc")))
 defop("pow(Tensor self, Tensor exponent) -> Tensor", pointwise=lambda o, x, y: o.pow(x, y),
-      promote_args=("self", "exponent"))
+      promote_args=("self", "exponent"), vjp=_pow_vjp)
 defop("neg(Tensor self) -> Tensor", supports="ifc", pointwise=lambda o, x: o.neg(x),
-      aliases=("negative",))
+      vjp=lambda g, out, x: (-g,), aliases=("negative",))
 defop("abs(Tensor self) -> Tensor", pointwise=lambda o, x: o.abs(x), promote="complex_to_float",
-      aliases=("absolute",))
-defop("sign(Tensor self) -> Tensor", supports="bif", pointwise=lambda o, x: o.sign(x))
+      vjp=lambda g, out, x: (g * x.sign(),), aliases=("absolute",))
+defop("sign(Tensor self) -> Tensor", supports="bif", pointwise=lambda o, x: o.sign(x),
+      vjp=lambda g, out, x: (_zeros_like(g),))
 defop("reciprocal(Tensor self) -> Tensor", promote="int_to_float",
-      pointwise=lambda o, x: o.reciprocal(x))
-defop("square(Tensor self) -> Tensor", pointwise=lambda o, x: o.mul(x, x))
+      pointwise=lambda o, x: o.reciprocal(x), vjp=lambda g, out, x: (-g * out * out,))
+defop("square(Tensor self) -> Tensor", pointwise=lambda o, x: o.mul(x, x),
+      vjp=lambda g, out, x: (g * 2 * x,))
 
 # ---- exp / log / powers ------------------------------------------------------------------------
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_UNARY_VJP = {  # name -> vjp(g, out, x) -> (grad,)
+    "exp": lambda g, out, x: (g * out,),
+    "exp2": lambda g, out, x: (g * out * _LN2,),
+    "expm1": lambda g, out, x: (g * (out + 1),),
+    "log": lambda g, out, x: (g / x,),
+    "log2": lambda g, out, x: (g / (x * _LN2),),
+    "log10": lambda g, out, x: (g / (x * _LN10),),
+    "log1p": lambda g, out, x: (g / (x + 1),),
+    "sqrt": lambda g, out, x: (g / (out * 2),),
+    "rsqrt": lambda g, out, x: (g * out * out * out * -0.5,),
+    "sin": lambda g, out, x: (g * x.cos(),),
+    "cos": lambda g, out, x: (g * -x.sin(),),
+    "tan": lambda g, out, x: (g * (out * out + 1),),
+    "sinh": lambda g, out, x: (g * x.cosh(),),
+    "cosh": lambda g, out, x: (g * x.sinh(),),
+    "tanh": lambda g, out, x: (g * (1 - out * out),),
+    "erf": lambda g, out, x: (g * (-x * x).exp() * (2 / math.sqrt(math.pi)),),
+    "erfc": lambda g, out, x: (g * (-x * x).exp() * (-2 / math.sqrt(math.pi)),),
+    "erfinv": lambda g, out, x: (g * (out * out).exp() * (math.sqrt(math.pi) / 2),),
+    "lgamma": lambda g, out, x: (g * x.digamma(),),
+    "asin": lambda g, out, x: (g * (1 - x * x).rsqrt(),),
+    "acos": lambda g, out, x: (g * -(1 - x * x).rsqrt(),),
+    "atan": lambda g, out, x: (g / (x * x + 1),),
+    "asinh": lambda g, out, x: (g * (x * x + 1).rsqrt(),),
+    "acosh": lambda g, out, x: (g * ((x - 1) * (x + 1)).rsqrt(),),
+    "atanh": lambda g, out, x: (g / (1 - x * x),),
+}
 for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin",
               "cos", "tan", "sinh", "cosh", "tanh", "erf", "erfc", "erfinv", "lgamma",
               "digamma"):
-    defop(f"{_name}(Tensor self) -> Tensor", promote="int_to_float",
+    defop(f"{_name}(Tensor self) -> Tensor", promote="int_to_float", vjp=_UNARY_VJP.get(_name),
           pointwise=(lambda n: lambda o, x: getattr(o, n)(x))(_name))
 for _name, _prim in (("asin", "asin"), ("acos", "acos"), ("atan", "atan"), ("asinh", "asinh"),
                      ("acosh", "acosh"), ("atanh", "atanh")):
-    defop(f"{_name}(Tensor self) -> Tensor", promote="int_to_float",
+    defop(f"{_name}(Tensor self) -> Tensor", promote="int_to_float", vjp=_UNARY_VJP[_name],
           pointwise=(lambda n: lambda o, x: getattr(o, n)(x))(_prim),
           aliases=("arc" + _name[1:],))
 defop("sigmoid(Tensor self) -> Tensor", promote="int_to_float",
-      pointwise=lambda o, x: o.sigmoid(x))
+      pointwise=lambda o, x: o.sigmoid(x), vjp=lambda g, out, x: (g * out * (1 - out),))
+
+
+def _atan2_vjp(g, out, x, y):
+    d = x * x + y * y
+    return g * y / d, g * -x / d
+
+
 defop("atan2(Tensor self, Tensor other) -> Tensor", promote="int_to_float",
-      pointwise=lambda o, x, y: o.atan2(x, y), aliases=("arctan2",))
+      pointwise=lambda o, x, y: o.atan2(x, y), vjp=_atan2_vjp, aliases=("arctan2",))
 
 # ---- activations ---------------------------------------------------------------------------------
 defop("relu(Tensor self) -> Tensor", supports="if", functional="relu",
-      pointwise=lambda o, x: o.maximum(x, 0))
+      pointwise=lambda o, x: o.maximum(x, 0), vjp=lambda g, out, x: (_where(out > 0, g, 0.0),))
 
 
 def _gelu(o, x, approximate):
@@ -88,10 +159,25 @@ def _gelu(o, x, approximate):
     return o.mul(o.mul(0.5, x), o.add(1, o.erf(o.mul(x, 1 / math.sqrt(2)))))
 
 
+def _gelu_vjp(g, out, x, approximate):
+    if approximate == "tanh":
+        k, c = math.sqrt(2 / math.pi), 0.044715
+        t = ((x + x * x * x * c) * k).tanh()
+        return (g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * k * (x * x * (3 * c) + 1)),)
+    cdf = ((x * (1 / math.sqrt(2))).erf() + 1) * 0.5
+    pdf = (x * x * -0.5).exp() * (1 / math.sqrt(2 * math.pi))
+    return (g * (cdf + x * pdf),)
+
+
+def _silu_vjp(g, out, x):
+    s = x.sigmoid()
+    return (g * s * (x * (1 - s) + 1),)
+
+
 defop("gelu(Tensor self, *, str approximate='none') -> Tensor", supports="f",
-      functional="gelu", pointwise=_gelu)
+      functional="gelu", pointwise=_gelu, vjp=_gelu_vjp)
 defop("silu(Tensor self) -> Tensor", supports="f", functional="silu", method=False,
-      pointwise=lambda o, x: o.mul(x, o.sigmoid(x)))
+      pointwise=lambda o, x: o.mul(x, o.sigmoid(x)), vjp=_silu_vjp)
 
 # ---- comparison ------------------------------------------------------------------------------------
 for _name, _alias in (("eq", None), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
@@ -102,9 +188,21 @@ for _name, _alias in (("eq", None), ("ne", "not_equal"), ("lt", "less"), ("le", 
 
 # ---- selection --------------------------------------------------------------------------------------
 defop("where(Tensor condition, Tensor self, Tensor other) -> Tensor", method=False,
-      promote_args=("self", "other"), inplace=False,
-      pointwise=lambda o, c, x, y: o.where(c, x, y))
+      promote_args=("self", "other"), inplace=False, differentiable=("self", "other"),
+      pointwise=lambda o, c, x, y: o.where(c, x, y),
+      vjp=lambda g, out, c, x, y: (_where(c, g, 0.0), _where(c, 0.0, g)))
+
+
+def _minmax_vjp(g, x, y, x_wins):
+    # ties split the gradient evenly, as PyTorch does
+    half = g * 0.5
+    return (_where(x == y, half, _where(x_wins, g, 0.0)),
+            _where(x == y, half, _where(x_wins, 0.0, g)))
+
+
 defop("maximum(Tensor self, Tensor other) -> Tensor", supports="bif",
-      pointwise=lambda o, x, y: o.maximum(x, y))
+      pointwise=lambda o, x, y: o.maximum(x, y),
+      vjp=lambda g, out, x, y: _minmax_vjp(g, x, y, x > y))
 defop("minimum(Tensor self, Tensor other) -> Tensor", supports="bif",
-      pointwise=lambda o, x, y: o.minimum(x, y))
+      pointwise=lambda o, x, y: o.minimum(x, y),
+      vjp=lambda g, out, x, y: _minmax_vjp(g, x, y, x < y))

@@ -1,0 +1,26 @@
+"""ember.autograd: reverse-mode automatic differentiation over the op table's vjps.
+
+>>> import ember
+>>> x = ember.tensor([1., 2.], requires_grad=True)
+>>> (x * x).sum().backward()
+>>> x.grad.tolist()
+[2.0, 4.0]
+"""
+from . import _component  # noqa: F401
+from ._engine import backward, grad
+from ._graph import Node
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
+                        set_grad_enabled)
+
+__all__ = ["backward", "grad", "Node", "no_grad", "enable_grad", "set_grad_enabled",
+           "inference_mode", "is_grad_enabled"]
+
+
+def _ensure_hook():
+    # importing ember.autograd directly (before core's component scan) still installs the hook
+    from ember import _components, _dispatch
+    if _dispatch.autograd_hook is None:
+        _component.register(_components.registry)
+
+
+_ensure_hook()

@@ -1,0 +1,510 @@
+"""The engine: `record` (the dispatcher's autograd hook) builds graph nodes from the op table's
+vjps; `run_backward` executes a graph in topological order with dependency counts.
+"""
+from __future__ import annotations
+
+import heapq
+
+from ember import _dispatch
+from ember._state import state
+from ember._tensor import Tensor
+
+from ._graph import (AccumulateGrad, CopySlices, Node, OpNode, TensorInfo, _Saved, add_hook,
+                     accumulate_grad_node, edge_of, info, op_info)
+
+__all__ = ["record", "run_backward", "Engine", "ENGINE"]
+
+_execute = _dispatch.execute
+_LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+_VIEW_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being used in an in-place "
+                      "operation.")
+
+
+# ---- recording -------------------------------------------------------------------------------
+def record(op, args: tuple, out=None):
+    """Run op below autograd and, if an input needs a gradient, attach a graph node."""
+    inf = op.__dict__.get("_ag_info") or op_info(op)
+    if out is not None:
+        raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires grad.")
+    if inf.composite:  # differentiate through the decomposition: its ops record themselves
+        return op.decomp(*args)
+    if inf.inplace:
+        return _record_inplace(op, inf, args)
+    st = state
+    st.grad_enabled = False
+    try:
+        result = _execute(op, args)
+    finally:
+        st.grad_enabled = True
+    edges = []
+    metas = []
+    any_edge = False
+    for i, is_list in zip(inf.diff_idx, inf.list_diff):
+        a = args[i]
+        for t in (a if is_list else (a,)):
+            e = edge_of(t) if t is not None else None
+            if e is None:
+                edges.append((None, 0))
+                metas.append(None)
+            else:
+                any_edge = True
+                edges.append(e)
+                metas.append((t._shape, t.dtype, t.device))
+    if not any_edge or (result.__class__ is Tensor and result.dtype._cat < 2):
+        if inf.detach and result._base is not None:
+            result._base = None  # detach() aliases storage but is no autograd view
+        return result
+    node = _make_node(op, inf, args, edges, metas)
+    _attach(node, inf, result)
+    if inf.view:
+        info(result).is_view = True
+    return result
+
+
+def _make_node(op, inf, args, edges, metas, snapshot=None):
+    node = OpNode.__new__(OpNode)
+    Node.__init__(node, tuple(edges))
+    node.op = op
+    node._info = inf
+    node.in_meta = metas
+    node.out = None
+    node.out_meta = None
+    node.freed = False
+    use = inf.use_args
+    saved = []
+    a = list(args)
+    for i, t in enumerate(args):
+        if not use[i]:
+            if t.__class__ is Tensor or isinstance(t, (Tensor, list, tuple)):
+                a[i] = None
+            continue
+        if i == 0 and snapshot is not None:
+            t = snapshot
+        if isinstance(t, Tensor):
+            saved.append((i, _Saved(t)))
+        elif isinstance(t, (list, tuple)) and t and isinstance(t[0], Tensor):
+            saved.append((i, [_Saved(x) for x in t]))
+    node.args = a
+    node.saved = saved
+    return node
+
+
+def _attach(node, inf, result):
+    """Make result(s) outputs of node: grad_fn, requires_grad, output_nr, saved outputs."""
+    if isinstance(result, Tensor):
+        if result.dtype._cat >= 2:
+            result.grad_fn = node
+            result._requires_grad = True
+        if inf.use_out:
+            node.out = _Saved(result, True)
+        return
+    outs = list(result)
+    node.out_meta = [(o._shape, o.dtype, o.device) if isinstance(o, Tensor) and o.dtype._cat >= 2
+                     else None for o in outs]
+    for nr, o in enumerate(outs):
+        if isinstance(o, Tensor) and o.dtype._cat >= 2:
+            o.grad_fn = node
+            o._requires_grad = True
+            if nr:
+                o._ag = TensorInfo(nr)
+    if inf.use_out:
+        node.out = tuple(_Saved(o, True, nr) if isinstance(o, Tensor) else None
+                         for nr, o in enumerate(outs))
+
+
+def _record_inplace(op, inf, args):
+    """In-place op: the mutated tensor's history becomes this op's node (through the base's
+    CopySlices when it is a view)."""
+    self_idx = op.mutated_idx[0] if op.mutated_idx else 0
+    self = args[self_idx]
+    base = self._base
+    if self.grad_fn is None and self._requires_grad and base is None:
+        raise RuntimeError(_LEAF_INPLACE)
+    if base is not None and base.grad_fn is None and base._requires_grad:
+        raise RuntimeError(_VIEW_LEAF_INPLACE)
+    snapshot = None
+    if inf.use_args[self_idx] and inf.vjp is not None:
+        st = state
+        st.grad_enabled = False
+        try:
+            snapshot = self.clone()  # the vjp reads the value self had before the write
+        finally:
+            st.grad_enabled = True
+    old_edge = edge_of(self)
+    st = state
+    st.grad_enabled = False
+    try:
+        result = _execute(op, args)
+    finally:
+        st.grad_enabled = True
+    edges, metas, any_edge = [], [], False
+    for i, is_list in zip(inf.diff_idx, inf.list_diff):
+        a = args[i]
+        for t in (a if is_list else (a,)):
+            e = old_edge if t is self else (edge_of(t) if t is not None else None)
+            if e is None:
+                edges.append((None, 0))
+                metas.append(None if t is not self else (t._shape, t.dtype, t.device))
+            else:
+                any_edge = True
+                edges.append(e)
+                metas.append((t._shape, t.dtype, t.device))
+    base_edge = edge_of(base) if base is not None else None
+    if not any_edge and base_edge is None:
+        return result
+    if self.dtype._cat < 2:
+        return result
+    node = _make_node(op, inf, args, edges, metas, snapshot)
+    if inf.use_out:
+        node.out = _Saved(self, True)
+    if base is None:
+        self.grad_fn = node
+        self._requires_grad = True
+        if self._ag is not None:
+            self._ag.output_nr = 0
+        return result
+    # in-place on a view: the base's new history is CopySlices(old base history, node)
+    cs = CopySlices(base_edge, node, base, self)
+    base.grad_fn = cs
+    base._requires_grad = True
+    if base._ag is not None:
+        base._ag.output_nr = 0
+    regen = base.as_strided(self._shape, self._stride, self._offset)
+    self.grad_fn = regen.grad_fn
+    self._requires_grad = True
+    info(self).output_nr = 0
+    self._ag.is_view = True
+    return result
+
+
+# ---- execution ------------------------------------------------------------------------------
+def _check_anomaly_nan(node, res):
+    import ember
+    for i, g in enumerate(res):
+        if g is not None and g.dtype._cat >= 2 and bool(ember.isnan(g).any()):
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
+                               f"output.")
+
+
+def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None,
+                 accumulate: bool = True):
+    """Backpropagate grads from roots [(node, nr)]. With inputs (tensors), return their
+    gradients (autograd.grad) or, when accumulate, accumulate only into them."""
+    # 1. dependencies: how many edges reach each node from the roots
+    deps: dict = {}
+    order: list = []
+    stack = [n for n, _ in roots]
+    seen = set(id(n) for n in stack)
+    while stack:
+        n = stack.pop()
+        order.append(n)
+        for nxt, _ in n.next_functions:
+            if nxt is None:
+                continue
+            k = id(nxt)
+            deps[k] = deps.get(k, 0) + 1
+            if k not in seen:
+                seen.add(k)
+                stack.append(nxt)
+    # 2. which nodes to run: those from which a wanted input is reachable
+    capture = None
+    needed = None
+    if inputs is not None:
+        capture = {}  # id(node) -> [(output_nr, slot)]
+        targets = set()
+        for slot, t in enumerate(inputs):
+            e = _input_edge(t)
+            if e is None:
+                continue
+            capture.setdefault(id(e[0]), []).append((e[1], slot))
+            targets.add(id(e[0]))
+        needed = _needed(order, targets)
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+    # 3. run nodes when all their inputs have arrived, latest-created first
+    buffers: dict = {}
+    ready: list = []
+    for (n, nr), g in zip(roots, grads):
+        buf = buffers.get(id(n))
+        if buf is None:
+            buf = buffers[id(n)] = [n, {}]
+        _acc(buf[1], nr, g)
+    for n, _ in roots:
+        k = id(n)
+        if deps.get(k, 0) == 0 and k in buffers and buffers[k][0] is n:
+            heapq.heappush(ready, (-n._seq, k, n))
+            buffers[k][0] = None  # queued marker
+    st = state
+    prev = st.grad_enabled
+    st.grad_enabled = create_graph
+    anomaly = st.__dict__.get("anomaly")
+    try:
+        while ready:
+            _, k, node = heapq.heappop(ready)
+            gin = buffers.pop(k)[1]
+            if node._tensor_hooks:
+                for nr, hooks in node._tensor_hooks.items():
+                    if nr in gin and gin[nr] is not None:
+                        for h in list(hooks.values()):
+                            r = h(gin[nr])
+                            if r is not None:
+                                gin[nr] = r
+            if node._retain:
+                for nr, h in node._retain.items():
+                    if gin.get(nr) is not None:
+                        h(gin[nr])
+            if capture is not None and k in capture:
+                for nr, slot in capture[k]:
+                    g = gin.get(nr)
+                    if g is not None:
+                        captured[slot] = g if captured[slot] is None else captured[slot] + g
+            run = needed is None or k in needed
+            if run and isinstance(node, AccumulateGrad) and inputs is not None:
+                run = accumulate and k in capture
+            out = None
+            if run and gin:
+                n_out = max(gin) + 1
+                glist = [gin.get(i) for i in range(n_out)]
+                if node._pre_hooks:
+                    for h in list(node._pre_hooks.values()):
+                        r = h(tuple(glist))
+                        if r is not None:
+                            glist = list(r)
+                try:
+                    out = node.apply(glist)
+                except Exception as e:
+                    if anomaly and node._trace:
+                        import warnings
+                        warnings.warn("Error detected in " + node.name() + ". Traceback of "
+                                      "forward call that caused the error:\n" +
+                                      "".join(node._trace), stacklevel=2)
+                    raise e
+                if anomaly and anomaly[1]:
+                    _check_anomaly_nan(node, out)
+                if node._hooks:
+                    for h in list(node._hooks.values()):
+                        r = h(tuple(out), tuple(glist))
+                        if r is not None:
+                            out = list(r)
+                if not keep_graph:
+                    node.release()
+            for i, (nxt, nr) in enumerate(node.next_functions):
+                if nxt is None:
+                    continue
+                kn = id(nxt)
+                if needed is not None and kn not in needed:
+                    continue
+                buf = buffers.get(kn)
+                if buf is None:
+                    buf = buffers[kn] = [nxt, {}]
+                if out is not None and i < len(out) and out[i] is not None:
+                    _acc(buf[1], nr, out[i])
+                d = deps[kn] - 1
+                deps[kn] = d
+                if d == 0:
+                    heapq.heappush(ready, (-nxt._seq, kn, nxt))
+    finally:
+        st.grad_enabled = prev
+    return captured
+
+
+def _acc(buf: dict, nr: int, g):
+    old = buf.get(nr)
+    buf[nr] = g if old is None else old + g
+
+
+def _input_edge(t):
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._ag.output_nr if t._ag is not None else 0)
+    if t._requires_grad:
+        return (accumulate_grad_node(t), 0)
+    return None
+
+
+def _needed(order, targets) -> set:
+    """Nodes from which a target node is reachable (order: a DFS pre-order from the roots)."""
+    needed = set()
+    memo: dict = {}
+
+    def reach(n):
+        k = id(n)
+        if k in memo:
+            return memo[k]
+        memo[k] = False
+        r = k in targets
+        for nxt, _ in n.next_functions:
+            if nxt is not None and reach(nxt):
+                r = True
+        memo[k] = r
+        if r:
+            needed.add(k)
+        return r
+
+    import sys
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 10000 + 4 * len(order)))
+    try:
+        for n in order:
+            reach(n)
+    finally:
+        sys.setrecursionlimit(old)
+    return needed
+
+
+# ---- the engine object core's Tensor calls ----------------------------------------------------
+def _root_edge(t, i):
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._ag.output_nr if t._ag is not None else 0)
+    if t._requires_grad:
+        return (accumulate_grad_node(t), 0)
+    raise RuntimeError(f"element {i} of tensors does not require grad and does not have a "
+                       f"grad_fn")
+
+
+def make_grads(outputs, grad_outputs, is_grads_batched=False):
+    import ember
+    res = []
+    for i, (o, g) in enumerate(zip(outputs, grad_outputs)):
+        if g is None:
+            if o._requires_grad:
+                if o.numel() != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                if not o.dtype.is_floating_point and not o.dtype.is_complex:
+                    raise RuntimeError(f"grad can be implicitly created only for real scalar "
+                                       f"outputs but got {o.dtype}")
+                g = ember.ones_like(o)
+        elif not isinstance(g, Tensor):
+            g = ember.full_like(o, g)
+        elif tuple(g.shape) != tuple(o.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} "
+                               f"and output[{i}] has a shape of {o.shape}.")
+        res.append(g)
+    return res
+
+
+def _as_list(x):
+    if x is None:
+        return None
+    if isinstance(x, Tensor):
+        return [x]
+    return list(x)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    """Accumulate gradients of `tensors` into the graph leaves' `.grad` (PyTorch semantics)."""
+    tensors = _as_list(tensors)
+    if grad_tensors is None:
+        grad_tensors = grad_variables
+    grads = _as_list(grad_tensors) or [None] * len(tensors)
+    if len(grads) != len(tensors):
+        raise RuntimeError(f"got {len(grads)} tensors and {len(tensors)} gradients")
+    if inputs is not None:
+        inputs = _as_list(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = [_root_edge(t, i) for i, t in enumerate(tensors)]
+    grads = make_grads(tensors, grads)
+    captured = run_backward(roots, grads, retain_graph, create_graph, inputs, True)
+    if inputs is not None:
+        for t, g in zip(inputs, captured):
+            if g is not None and t.grad_fn is not None:  # non-leaf inputs accumulate too
+                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """Gradients of outputs w.r.t. inputs, returned (not accumulated into `.grad`)."""
+    import ember
+    single = isinstance(inputs, Tensor)
+    outputs = _as_list(outputs)
+    inputs = _as_list(inputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if not allow_unused and materialize_grads:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads "
+                         "is True, but got False.")
+    grads = _as_list(grad_outputs) or [None] * len(outputs)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"grad requires one grad_output per output: got {len(grads)} and "
+                           f"{len(outputs)}")
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TypeError("grad(): inputs must be Tensors")
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = [_root_edge(t, i) for i, t in enumerate(outputs)]
+    grads = make_grads(outputs, grads)
+    if is_grads_batched:
+        raise NotImplementedError("grad(is_grads_batched=True) is not supported by ember")
+    captured = run_backward(roots, grads, retain_graph, create_graph, inputs, False)
+    res = []
+    for i, (t, g) in enumerate(zip(inputs, captured)):
+        if g is None:
+            if materialize_grads:
+                g = ember.zeros_like(t)
+            elif not allow_unused:
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "
+                                   f"been used in the graph. Set allow_unused=True if this is "
+                                   f"the desired behavior.")
+        elif not create_graph and g._requires_grad:
+            g = g.detach()
+        res.append(g)
+    return tuple(res) if not single else tuple(res)
+
+
+class Engine:
+    """The object core's Tensor methods call (registered as component "autograd")."""
+
+    def backward(self, tensor, gradient=None, retain_graph=None, create_graph=False,
+                 inputs=None):
+        backward(tensor, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def register_hook(self, t, hook):
+        if not t._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if t.grad_fn is not None:
+            nr = t._ag.output_nr if t._ag is not None else 0
+            return add_hook(t.grad_fn._tensor_hook_dict(nr), hook)
+        return add_hook(accumulate_grad_node(t)._tensor_hook_dict(0), hook)
+
+    def register_post_hook(self, t, hook):
+        if t.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        if not t._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        i = info(t)
+        if i.post_hooks is None:
+            from ._graph import _HookDict
+            i.post_hooks = _HookDict()
+        return add_hook(i.post_hooks, hook)
+
+    def retain_grad(self, t):
+        if not t._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if t.grad_fn is None:
+            return
+        i = info(t)
+        if i.retains_grad:
+            return
+        i.retains_grad = True
+        import weakref
+        ref = weakref.ref(t)
+
+        def retain(g):
+            x = ref()
+            if x is not None:
+                gd = g.detach()
+                x.grad = gd.clone() if x.grad is None else x.grad + gd
+        fn = t.grad_fn
+        if fn._retain is None:
+            fn._retain = {}
+        fn._retain[i.output_nr] = retain
+
+
+ENGINE = Engine()

@@ -1,0 +1,419 @@
+"""Graph nodes: the `grad_fn` objects autograd records, one per op call, and their hooks.
+
+    y = x * w           y.grad_fn = MulBackward0, next_functions = ((AccumulateGrad, 0), ...)
+
+An `OpNode` runs the op's `vjp` from the op table; `AccumulateGrad` writes into a leaf's `.grad`;
+`CopySlices` carries an in-place op on a view back to the view's base.
+"""
+from __future__ import annotations
+
+import dis
+import itertools
+import weakref
+
+from ember._state import state
+from ember._tensor import Tensor
+
+__all__ = ["Node", "OpNode", "AccumulateGrad", "CopySlices", "TensorInfo", "RemovableHandle",
+           "info", "edge_of", "accumulate_grad_node"]
+
+_seq = itertools.count()
+
+FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
+         "after they have already been freed). Saved intermediate values of the graph are freed "
+         "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+         "backward through the graph a second time or if you need to access saved tensors after "
+         "calling backward.")
+
+
+class RemovableHandle:
+    """What `register_hook` returns: `.remove()` takes the hook off again."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict):
+        self.id = next(RemovableHandle._ids)
+        self._hooks = weakref.ref(hooks) if hooks is not None else None
+
+    def remove(self) -> None:
+        hooks = self._hooks() if self._hooks is not None else None
+        if hooks is not None:
+            hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _HookDict(dict):
+    """A dict that a weakref can point at (handles must not keep hooks alive)."""
+
+    __slots__ = ("__weakref__",)
+
+
+def add_hook(hooks: _HookDict, fn) -> RemovableHandle:
+    h = RemovableHandle(hooks)
+    hooks[h.id] = fn
+    return h
+
+
+class TensorInfo:
+    """Autograd's per-tensor record (`tensor._ag`): output number, hooks, retain_grad."""
+
+    __slots__ = ("output_nr", "retains_grad", "acc", "post_hooks", "is_view")
+
+    def __init__(self, output_nr: int = 0):
+        self.output_nr = output_nr
+        self.retains_grad = False
+        self.acc = None          # the leaf's AccumulateGrad node (kept: hooks live on it)
+        self.post_hooks = None   # post-accumulate-grad hooks (leaves)
+        self.is_view = False     # a differentiable view (its _base carries the history)
+
+    def get(self, key, default=None):  # core's Tensor.retains_grad reads _ag.get(...)
+        return getattr(self, key, default)
+
+
+def info(t: Tensor) -> TensorInfo:
+    i = t._ag
+    if i is None:
+        i = t._ag = TensorInfo()
+    return i
+
+
+class Node:
+    """A backward function (a tensor's `grad_fn`)."""
+
+    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_hooks", "_tensor_hooks", "_retain",
+                 "_trace", "_metadata", "__weakref__")
+
+    def __init__(self, next_functions=()):
+        self.next_functions = next_functions  # ((node | None, input_nr), ...)
+        self._seq = next(_seq)
+        self._pre_hooks = None     # fn(grad_outputs) -> new grad_outputs | None
+        self._hooks = None         # fn(grad_inputs, grad_outputs) -> new grad_inputs | None
+        self._tensor_hooks = None  # {output_nr: _HookDict} from Tensor.register_hook
+        self._retain = None        # {output_nr: fn}: retain_grad, run after the tensor hooks
+        self._trace = None         # forward traceback (anomaly mode)
+        self._metadata = None
+        if state.__dict__.get("anomaly"):
+            import traceback
+            self._trace = traceback.format_stack()[:-3]
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def apply(self, grads: list) -> list:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Free saved tensors after a backward without retain_graph."""
+
+    def register_hook(self, fn) -> RemovableHandle:
+        if self._hooks is None:
+            self._hooks = _HookDict()
+        return add_hook(self._hooks, fn)
+
+    def register_prehook(self, fn) -> RemovableHandle:
+        if self._pre_hooks is None:
+            self._pre_hooks = _HookDict()
+        return add_hook(self._pre_hooks, fn)
+
+    def _tensor_hook_dict(self, nr: int) -> _HookDict:
+        if self._tensor_hooks is None:
+            self._tensor_hooks = {}
+        d = self._tensor_hooks.get(nr)
+        if d is None:
+            d = self._tensor_hooks[nr] = _HookDict()
+        return d
+
+    def __call__(self, *grads):
+        out = self.apply(list(grads))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+
+def camel_backward(opname: str) -> str:
+    """"floor_divide" -> "FloorDivideBackward0" (PyTorch's grad_fn names)."""
+    base = opname.split(".")[0].strip("_")
+    return "".join(p[:1].upper() + p[1:] for p in base.split("_") if p) + "Backward0"
+
+
+def used_params(fn) -> tuple | None:
+    """Which parameters a vjp reads (by bytecode), so only those are saved; None: all."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_flags & 0x0C:  # *args / **kwargs: cannot tell
+        return None
+    params = code.co_varnames[:code.co_argcount]
+    seen = set(code.co_cellvars)
+    for ins in dis.get_instructions(code):
+        if "FAST" in ins.opname or "DEREF" in ins.opname or "CLOSURE" in ins.opname:
+            v = ins.argval
+            if isinstance(v, str):
+                seen.add(v)
+            elif isinstance(v, tuple):
+                seen.update(x for x in v if isinstance(x, str))
+    return tuple(p in seen for p in params)
+
+
+class _OpInfo:
+    """What recording needs about an op, computed once per op."""
+
+    __slots__ = ("name", "vjp", "diff_idx", "list_diff", "use_out", "use_args", "composite",
+                 "inplace", "view", "detach")
+
+    def __init__(self, op):
+        fop = op.inplace_of or op
+        self.name = camel_backward(op.name)
+        self.vjp = fop.vjp if op.inplace_of is not None else op.vjp
+        self.diff_idx = fop.diff_idx
+        self.list_diff = tuple(i in op.list_idx for i in self.diff_idx)
+        self.composite = self.vjp is None and op.decomp is not None and op.inplace_of is None
+        self.inplace = op.inplace_of is not None or bool(op.mutated_idx)
+        self.view = op.view is not None
+        self.detach = op.name == "detach"
+        used = used_params(self.vjp) if self.vjp is not None else None
+        n = len(op.arg_names)
+        if used is None:
+            self.use_out, self.use_args = True, (True,) * n
+        else:
+            used = used + (True,) * (n + 2 - len(used))
+            self.use_out, self.use_args = used[1], tuple(used[2:n + 2])
+
+
+def op_info(op) -> _OpInfo:
+    i = op.__dict__.get("_ag_info")
+    if i is None:
+        i = op._ag_info = _OpInfo(op)
+    return i
+
+
+def accumulate_grad_node(t: Tensor) -> AccumulateGrad:
+    i = info(t)
+    node = i.acc
+    if node is None:
+        node = i.acc = AccumulateGrad(t)
+    return node
+
+
+def edge_of(t) -> tuple | None:
+    """(node, input_nr) that a gradient for t flows into, or None when t needs none."""
+    if t.__class__ is not Tensor and not isinstance(t, Tensor):
+        return None
+    fn = t.grad_fn
+    if fn is not None:
+        ag = t._ag
+        return (fn, ag.output_nr if ag is not None else 0)
+    if t._requires_grad:
+        return (accumulate_grad_node(t), 0)
+    return None
+
+
+class _Saved:
+    """A tensor saved for backward with the version it had, checked when unpacked."""
+
+    __slots__ = ("t", "version", "is_output", "output_nr")
+
+    def __init__(self, t, is_output=False, output_nr=0):
+        self.t = t
+        self.version = t._storage.version
+        self.is_output = is_output
+        self.output_nr = output_nr
+
+    def unpack(self, node):
+        t = self.t
+        if t._storage.version != self.version:
+            raise RuntimeError(_modified_message(t, self, node))
+        if self.is_output:
+            # the output, re-linked to this node so double backward flows through it
+            a = Tensor._make(t._storage, t._shape, t._stride, t._offset, t.dtype, t.device,
+                             t._npc)
+            if state.grad_enabled:
+                a.grad_fn = node
+                a._requires_grad = True
+                if self.output_nr:
+                    a._ag = TensorInfo(self.output_nr)
+            return a
+        return t
+
+
+def _modified_message(t, saved, node) -> str:
+    where = ""
+    src = node if saved.is_output else t.grad_fn
+    if src is not None:
+        nr = saved.output_nr if saved.is_output else (t._ag.output_nr if t._ag else 0)
+        where = f", which is output {nr} of {src.name()},"
+    return (f"one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{t.type()} {list(t.shape)}]{where} is at version "
+            f"{t._storage.version}; expected version {saved.version} instead. Hint: enable "
+            f"anomaly detection to find the operation that failed to compute its gradient, with "
+            f"ember.autograd.set_detect_anomaly(True).")
+
+
+class OpNode(Node):
+    """The backward of one op call: runs `op.vjp(grad, result, *args)`."""
+
+    __slots__ = ("op", "_info", "args", "saved", "out", "in_meta", "out_meta", "freed")
+
+    def name(self) -> str:
+        return self._info.name
+
+    def release(self) -> None:
+        if self.saved or self.out is not None:
+            self.args = self.saved = self.out = None
+            self.freed = True
+
+    def apply(self, grads: list) -> list:
+        if self.freed:
+            raise RuntimeError(FREED)
+        inf = self._info
+        if inf.vjp is None:
+            raise RuntimeError(f"the derivative for '{self.op.name}' is not implemented.")
+        args = self.args
+        if self.saved:
+            args = list(args)
+            for i, s in self.saved:
+                if isinstance(s, list):
+                    args[i] = [x.unpack(self) for x in s]
+                else:
+                    args[i] = s.unpack(self)
+        out = self.out
+        if out is not None:
+            out = tuple(s.unpack(self) if s is not None else None for s in out) \
+                if isinstance(out, tuple) else out.unpack(self)
+        if self.out_meta is None:
+            g = grads[0]
+        else:  # multi-output: zeros for the outputs that got no gradient
+            g = tuple(x if x is not None or m is None else _zeros(m)
+                      for x, m in zip(grads, self.out_meta))
+        res = inf.vjp(g, out, *args)
+        if not isinstance(res, (tuple, list)):
+            res = (res,)
+        flat = []
+        for r, is_list in zip(res, inf.list_diff):
+            if is_list:
+                flat.extend(r if r is not None else [None] * 0)
+            else:
+                flat.append(r)
+        return fix_grads(flat, self.in_meta)
+
+
+def _zeros(meta):
+    import ember
+    shape, dtype, device = meta
+    return ember.zeros(shape, dtype=dtype, device=device)
+
+
+def fix_grads(flat: list, in_meta) -> list:
+    """Sum broadcast grads back to the input's shape and cast to its dtype."""
+    out = []
+    for g, m in zip(flat, in_meta):
+        if g is None or m is None:
+            out.append(None)
+            continue
+        if not isinstance(g, Tensor):
+            g = _zeros(m) + g
+        shape, dtype, device = m
+        if g._shape != shape:
+            g = sum_to(g, shape)
+        if g.device is not device and g.device != device:
+            g = g.to(device)
+        if g.dtype is not dtype:
+            if dtype.is_complex or not g.dtype.is_complex:
+                g = g.to(dtype)
+            else:
+                g = g.real.to(dtype)
+        out.append(g)
+    return out
+
+
+def sum_to(g: Tensor, shape: tuple) -> Tensor:
+    """Reduce g (a broadcast of `shape`) back to `shape`."""
+    lead = g.ndim - len(shape)
+    dims = list(range(lead)) + [i + lead for i, s in enumerate(shape)
+                                if s == 1 and g._shape[i + lead] != 1]
+    if dims:
+        g = g.sum(dims, keepdim=True)
+    if lead or g._shape != shape:
+        g = g.reshape(shape)
+    return g
+
+
+class AccumulateGrad(Node):
+    """The sink for a leaf: adds incoming gradients into `variable.grad`."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__(())
+        self.variable = variable
+
+    def name(self) -> str:
+        return "ember::autograd::AccumulateGrad"
+
+    def apply(self, grads: list) -> list:
+        g = grads[0]
+        if g is None:
+            return []
+        var = self.variable
+        old = var.grad
+        if state.grad_enabled:  # create_graph: keep the grad's own graph
+            var.grad = g if old is None else old + g
+        elif old is None:
+            # a clone: the same gradient object may reach several leaves (`x + y`)
+            var.grad = g.detach().clone()
+        elif old._requires_grad:
+            var.grad = old.detach() + g
+        else:
+            old.add_(g)
+        ag = var._ag
+        if ag is not None and ag.post_hooks:
+            for h in list(ag.post_hooks.values()):
+                h(var)
+        return []
+
+
+class CopySlices(Node):
+    """An in-place op `fn` applied to a view of `base`: routes the view's part of the base's
+    gradient through fn and the rest to the base's previous history (PyTorch's CopySlices)."""
+
+    __slots__ = ("fn", "base_meta", "view_geom")
+
+    def __init__(self, base_edge, fn: Node, base: Tensor, view: Tensor):
+        super().__init__((base_edge or (None, 0),) + tuple(fn.next_functions[1:]))
+        self.fn = fn
+        self.base_meta = (base._shape, base.dtype, base.device)
+        self.view_geom = (view._shape, view._stride, view._offset - base._offset)
+
+    def name(self) -> str:
+        return "CopySlices"
+
+    def release(self) -> None:
+        self.fn.release()
+
+    def apply(self, grads: list) -> list:
+        g = grads[0]
+        result = g.contiguous().clone()
+        size, stride, off = self.view_geom
+        gslice = result.as_strided(size, stride, off)
+        res = self.fn.apply([gslice.clone()])
+        if res and res[0] is not None:
+            gslice.copy_(res[0])
+        else:
+            gslice.zero_()
+        return [result] + list(res[1:])
+
+
+class FunctionNode(Node):
+    """Placeholder base for custom autograd Functions (see function.py)."""
+
+    __slots__ = ()
