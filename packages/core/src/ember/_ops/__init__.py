@@ -4,8 +4,8 @@ import importlib
 from . import _handlers  # noqa: F401 - installs the numpy handler
 from ._registry import FUNCTIONS, METHODS, NN_FUNCTIONAL, OPS, OpDef, defop, lookup
 
-FAMILIES = ("creation", "memory", "pointwise", "reduction", "movement", "joining", "indexing",
-            "linalg", "random", "nn", "conv")
+FAMILIES = ("creation", "memory", "pointwise", "reduction", "sorting", "movement", "joining",
+            "indexing", "linalg", "random", "nn", "conv")
 for _fam in FAMILIES:
     try:
         importlib.import_module(f"{__name__}.{_fam}")

@@ -17,7 +17,8 @@ from .._size import normalize_dim
 from ._registry import OPS, bind_overloads, defop
 from .creation import to_dtype
 
-__all__ = ["reduce_dims", "reduced_shape", "unreduce", "scatter_dim", "edtype", "opmath_np"]
+__all__ = ["reduce_dims", "reduced_shape", "unreduce", "scatter_dim", "select_vjp", "edtype",
+           "opmath_np", "check_nonempty", "even_vjp"]
 
 _LOWP = (D.float16, D.bfloat16)
 
@@ -64,6 +65,16 @@ def scatter_dim(g, idx, dim: int, n: int):
     return ember.where(hit, g.unsqueeze(dim + 1), 0).sum(dim)
 
 
+def select_vjp(gv, idx, x, dim: int, keepdim: bool):
+    """The grad of a (values, indices) reduction along dim: values' grad sent to the indices."""
+    if x.ndim == 0:
+        return gv
+    d = normalize_dim(dim, x.ndim)
+    if not keepdim:
+        gv, idx = gv.unsqueeze(d), idx.unsqueeze(d)
+    return scatter_dim(gv, idx, d, x.shape[d])
+
+
 def edtype(a: np.ndarray):
     return D.from_numpy_dtype(a.dtype)
 
@@ -75,7 +86,7 @@ def opmath_np(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _check_nonempty(op, x, dims, full):
+def check_nonempty(op, x, dims, full):
     if full and math.prod(x.shape) == 0:
         raise (RuntimeError if op in ("max", "min") else IndexError)(
             f"{op}(): Expected reduction dim to be specified for input.numel() == 0."
@@ -211,7 +222,7 @@ defop("prod(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype
 
 
 # ---- max / min / amax / amin / argmax / argmin / aminmax -------------------------------------------
-def _even_vjp(g, out, x):
+def even_vjp(g, out, x):
     """Full max/min/median: the grad split evenly among the elements equal to the result."""
     import ember
     mask = ember.where(out != out, x != x, x == out)
@@ -220,12 +231,12 @@ def _even_vjp(g, out, x):
 
 def _extreme(name, npfn, npargfn):
     def full(x):
-        _check_nonempty(name, x, (), True)
+        check_nonempty(name, x, (), True)
         return np.asarray(npfn(opmath_np(x))).astype(x.dtype)
 
     def by_dim(x, dim, keepdim):
         d = normalize_dim(dim, x.ndim)
-        _check_nonempty(name, x, (d,) if x.ndim else (), False)
+        check_nonempty(name, x, (d,) if x.ndim else (), False)
         a = opmath_np(x) if x.ndim else opmath_np(x).reshape(1)
         idx = npargfn(a, axis=d)     # first occurrence; NaN counts as the extreme
         vals = np.take_along_axis(a, np.expand_dims(idx, d), d)
@@ -242,16 +253,10 @@ def _extreme(name, npfn, npargfn):
         return TensorMeta(shape, x.dtype), TensorMeta(shape, D.int64)
 
     def dim_vjp(g, out, x, dim, keepdim):
-        gv, idx = g[0], out[1]
-        if x.ndim == 0:
-            return (gv,)
-        d = normalize_dim(dim, x.ndim)
-        if not keepdim:
-            gv, idx = gv.unsqueeze(d), idx.unsqueeze(d)
-        return (scatter_dim(gv, idx, d, x.shape[d]),)
+        return (select_vjp(g[0], out[1], x, dim, keepdim),)
 
     defop(f"{name}(Tensor self) -> Tensor", function=False, method=False,
-          kernels={"cpu": full}, meta=lambda x: TensorMeta((), x.dtype), vjp=_even_vjp,
+          kernels={"cpu": full}, meta=lambda x: TensorMeta((), x.dtype), vjp=even_vjp,
           tags={"reduction"})
     defop(f"{name}.dim(Tensor self, int dim, bool keepdim=False) -> "
           "(Tensor values, Tensor indices)", function=False, method=False,
@@ -274,7 +279,7 @@ _extreme("min", np.min, np.argmin)
 def _amax(name, npfn):
     def kernel(x, dim, keepdim):
         dims = reduce_dims(dim, x.ndim)
-        _check_nonempty(name, x, dims, False)
+        check_nonempty(name, x, dims, False)
         return np.asarray(npfn(opmath_np(x), axis=dims, keepdims=keepdim)).astype(x.dtype)
 
     def vjp(g, out, x, dim, keepdim):
@@ -301,13 +306,13 @@ def _argext(name, npfn):
             raise RuntimeError(f"{name}(): does not support bool input")
         a = opmath_np(x)
         if dim is None:
-            _check_nonempty(name, x, (), True)
+            check_nonempty(name, x, (), True)
             r = np.asarray(npfn(a.reshape(-1)))
             return r.reshape((1,) * x.ndim if keepdim else ()).astype(np.int64)
         d = normalize_dim(dim, x.ndim)
         if x.ndim == 0:
             return np.zeros((), np.int64)
-        _check_nonempty(name, x, (d,), False)
+        check_nonempty(name, x, (d,), False)
         r = npfn(a, axis=d)
         return (np.expand_dims(r, d) if keepdim else r).astype(np.int64)
 
@@ -635,16 +640,23 @@ _cumext("cummax", np.greater_equal)
 _cumext("cummin", np.less_equal)
 
 
+def _logcumsumexp_dtype(xd):
+    if xd._cat < 2:
+        raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for "
+                                  f"'{torch_name(xd)}'")
+    return xd
+
+
 def _logcumsumexp_kernel(x, dim):
-    od = _float_dtype(edtype(x))
+    od = _logcumsumexp_dtype(edtype(x))
     a = opmath_np(x.astype(od.np, copy=False))
     d = _scan_axis(x, dim)
     return (a.copy() if d is None else np.logaddexp.accumulate(a, axis=d)).astype(od.np)
 
 
 defop("logcumsumexp(Tensor self, int dim) -> Tensor", kernels={"cpu": _logcumsumexp_kernel},
-      meta=lambda x, dim: TensorMeta(x.shape, _float_dtype(x.dtype)) if _scan_axis(x, dim)
-      or True else None,
+      meta=lambda x, dim: (_scan_axis(x, dim), TensorMeta(x.shape, _logcumsumexp_dtype(
+          x.dtype)))[1],
       vjp=lambda g, out, x, dim: (_revcumsum(g * (-out).exp(), dim) * x.exp(),))
 
 
@@ -652,7 +664,7 @@ defop("logcumsumexp(Tensor self, int dim) -> Tensor", kernels={"cpu": _logcumsum
 def _diff(x, n, dim, prepend, append):
     import ember
     if x.ndim == 0:
-        raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+        raise RuntimeError("diff expects input to be at least one-dimensional")
     d = normalize_dim(dim, x.ndim)
     if prepend is not None or append is not None:
         x = ember.cat([t for t in (prepend, x, append) if t is not None], d)
