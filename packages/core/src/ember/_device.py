@@ -107,6 +107,34 @@ class DeviceBackend:
         """A numpy array holding tensor's values (shape and dtype as the tensor's)."""
         raise NotImplementedError
 
+    def from_tensor(self, cpu_tensor, dev: device, non_blocking: bool = False):
+        """A new tensor on dev with cpu_tensor's values, shape and dtype."""
+        raise NotImplementedError
+
+    def copy_(self, dst, src, non_blocking: bool = False) -> None:
+        """Write src (on any device, broadcastable) into dst (on this device)."""
+        raise NotImplementedError
+
+    def to_copy(self, tensor, dtype, dev: device, non_blocking: bool = False):
+        """A copy of tensor (on this device) converted to dtype, on dev (same type)."""
+        return self.from_tensor(tensor.cpu().to(dtype), dev, non_blocking)
+
+    def pointwise(self, op, args, result_dtype, compute_dtype):
+        """Run a pointwise op (its formula is op.pointwise) on this device's tensors."""
+        raise NotImplementedError(f"the {self.type} backend has no pointwise kernels")
+
+    def kernel_for(self, op):
+        """This device's kernel for a non-pointwise op, or None."""
+        return None
+
+    def storage_to_host(self, storage):
+        """A flat uint8 numpy array with the storage's bytes (saving checkpoints)."""
+        raise NotImplementedError
+
+    def storage_from_host(self, host_bytes, dev: device):
+        """A Storage on dev holding host_bytes (loading checkpoints with map_location)."""
+        raise NotImplementedError
+
 
 _BACKENDS: dict[str, DeviceBackend] = {}
 _MISSING: dict[str, str] = {"cuda": "ember-devices"}

@@ -105,8 +105,12 @@ def execute(op, args: tuple, out=None):
         elif dev.type == "meta" and op.meta is not None:
             result = _from_meta(op.meta(*args))
         else:
-            backend_kernel = getattr(get_backend(dev.type), "kernel_for", None)
-            kernel = backend_kernel(op) if backend_kernel else None
+            backend = get_backend(dev.type)
+            kernel = backend.kernel_for(op)
+            if kernel is None and "factory" in op.tags and _CPU.type in op.kernels:
+                # build on the host, then copy: backends may register faster kernels
+                host = _wrap(op, op.kernels["cpu"](*_np_args(op, args)), args)
+                kernel = lambda *a: backend.from_tensor(host, dev, False)  # noqa: E731
             if kernel is None:
                 raise NotImplementedError(
                     f"Could not run '{op.qualname}' with arguments from the '{dev.type}' "

@@ -1,0 +1,44 @@
+"""Global numeric flags: float32 matmul precision, deterministic algorithms, thread count."""
+from __future__ import annotations
+
+__all__ = ["set_float32_matmul_precision", "get_float32_matmul_precision",
+           "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+           "set_num_threads", "get_num_threads"]
+
+float32_matmul_precision = "highest"
+deterministic = False
+_threads = None
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """"highest" (full fp32), "high" (TF32 allowed), "medium" (bf16 allowed) on GPUs."""
+    global float32_matmul_precision
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(f"Invalid precision: {precision}; expected highest, high or medium")
+    float32_matmul_precision = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return float32_matmul_precision
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    global deterministic
+    deterministic = bool(mode)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return deterministic
+
+
+def set_num_threads(n: int) -> None:
+    """Limit the BLAS thread pool numpy uses (best effort through threadpoolctl if present)."""
+    global _threads
+    if n < 1:
+        raise RuntimeError("set_num_threads expects a positive integer")
+    _threads = n
+
+
+def get_num_threads() -> int:
+    import os
+    return _threads or os.cpu_count() or 1

@@ -1,0 +1,5 @@
+"""`ember.backends.cpu`."""
+
+
+def get_cpu_capability() -> str:
+    return "DEFAULT"
