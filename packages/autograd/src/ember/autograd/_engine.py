@@ -9,8 +9,9 @@ from ember import _dispatch
 from ember._state import state
 from ember._tensor import Tensor
 
-from ._graph import (AccumulateGrad, CopySlices, Node, OpNode, TensorInfo, _Saved, add_hook,
-                     accumulate_grad_node, edge_of, info, op_info)
+from ._graph import (FULL, META, NONE, AccumulateGrad, CopySlices, MetaOnly, Node, OpNode,
+                     TensorInfo,
+                     _Saved, accumulate_grad_node, add_hook, edge_of, info, op_info)
 
 __all__ = ["record", "run_backward", "Engine", "ENGINE"]
 
@@ -75,8 +76,11 @@ def _make_node(op, inf, args, edges, metas, snapshot=None):
     saved = []
     a = list(args)
     for i, t in enumerate(args):
-        if not use[i]:
-            if t.__class__ is Tensor or isinstance(t, (Tensor, list, tuple)):
+        u = use[i]
+        if u != FULL:
+            if t.__class__ is Tensor or isinstance(t, Tensor):
+                a[i] = MetaOnly(t) if u == META else None
+            elif u == NONE and isinstance(t, (list, tuple)):
                 a[i] = None
             continue
         if i == 0 and snapshot is not None:
@@ -124,7 +128,7 @@ def _record_inplace(op, inf, args):
     if base is not None and base.grad_fn is None and base._requires_grad:
         raise RuntimeError(_VIEW_LEAF_INPLACE)
     snapshot = None
-    if inf.use_args[self_idx] and inf.vjp is not None:
+    if inf.use_args[self_idx] == FULL and inf.vjp is not None:
         st = state
         st.grad_enabled = False
         try:

@@ -148,21 +148,91 @@ def camel_backward(opname: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in base.split("_") if p) + "Backward0"
 
 
+_META_ATTRS = frozenset(("shape", "_shape", "ndim", "dtype", "device", "dim", "size", "numel",
+                         "new_zeros", "new_ones", "new_empty", "new_full", "is_floating_point",
+                         "is_complex"))
+NONE, META, FULL = 0, 1, 2
+
+
 def used_params(fn) -> tuple | None:
-    """Which parameters a vjp reads (by bytecode), so only those are saved; None: all."""
+    """How a vjp uses each parameter (by bytecode): NONE, META (only shape/dtype/device: saved
+    without the data, like PyTorch saving sizes) or FULL. None: cannot tell (save everything)."""
     code = getattr(fn, "__code__", None)
     if code is None or code.co_flags & 0x0C:  # *args / **kwargs: cannot tell
         return None
     params = code.co_varnames[:code.co_argcount]
-    seen = set(code.co_cellvars)
-    for ins in dis.get_instructions(code):
-        if "FAST" in ins.opname or "DEREF" in ins.opname or "CLOSURE" in ins.opname:
-            v = ins.argval
-            if isinstance(v, str):
-                seen.add(v)
-            elif isinstance(v, tuple):
-                seen.update(x for x in v if isinstance(x, str))
-    return tuple(p in seen for p in params)
+    use = dict.fromkeys(params, NONE)
+    for p in code.co_cellvars:
+        if p in use:
+            use[p] = FULL
+    ins = list(dis.get_instructions(code))
+    for k, i in enumerate(ins):
+        if "FAST" in i.opname or "DEREF" in i.opname or "CLOSURE" in i.opname:
+            names = i.argval if isinstance(i.argval, tuple) else (i.argval,)
+            for v in names:
+                if v not in use or use[v] == FULL:
+                    continue
+                nxt = ins[k + 1] if k + 1 < len(ins) and len(names) == 1 else None
+                if (nxt is not None and nxt.opname in ("LOAD_ATTR", "LOAD_METHOD")
+                        and nxt.argval in _META_ATTRS and i.opname.startswith("LOAD")):
+                    use[v] = META
+                else:
+                    use[v] = FULL
+    return tuple(use[p] for p in params)
+
+
+class MetaOnly:
+    """A saved tensor's shape/dtype/device without its data (for vjps that need only those)."""
+
+    __slots__ = ("_shape", "dtype", "device")
+
+    def __init__(self, t):
+        self._shape, self.dtype, self.device = t._shape, t.dtype, t.device
+
+    @property
+    def shape(self):
+        from ember._size import Size
+        return Size(self._shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    def size(self, d=None):
+        return self.shape if d is None else self._shape[d]
+
+    def numel(self) -> int:
+        n = 1
+        for s in self._shape:
+            n = n * s
+        return n
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
+    def _new(self, fn, size, kw):
+        import ember
+        kw.setdefault("dtype", self.dtype)
+        kw.setdefault("device", self.device)
+        return getattr(ember, fn)(*size, **kw)
+
+    def new_zeros(self, *size, **kw):
+        return self._new("zeros", size, kw)
+
+    def new_ones(self, *size, **kw):
+        return self._new("ones", size, kw)
+
+    def new_empty(self, *size, **kw):
+        return self._new("empty", size, kw)
+
+    def new_full(self, size, fill_value, **kw):
+        return self._new("full", (size, fill_value), kw)
 
 
 class _OpInfo:
@@ -184,10 +254,10 @@ class _OpInfo:
         used = used_params(self.vjp) if self.vjp is not None else None
         n = len(op.arg_names)
         if used is None:
-            self.use_out, self.use_args = True, (True,) * n
+            self.use_out, self.use_args = True, (FULL,) * n
         else:
-            used = used + (True,) * (n + 2 - len(used))
-            self.use_out, self.use_args = used[1], tuple(used[2:n + 2])
+            used = used + (FULL,) * (n + 2 - len(used))
+            self.use_out, self.use_args = used[1] != NONE, tuple(used[2:n + 2])
 
 
 def op_info(op) -> _OpInfo:
