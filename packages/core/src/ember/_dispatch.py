@@ -51,6 +51,9 @@ def call(op, args: tuple, out=None):
             return mode.__ember_dispatch__(op, args, out)
         finally:
             st.modes.append(mode)
+    if st.autocast:  # above autograd, so the casts are recorded
+        from .amp.autocast_mode import cast_args
+        args = cast_args(op, args, st.autocast)
     if st.grad_enabled and autograd_hook is not None:
         for i in op.tensor_idx:
             a = args[i]
@@ -118,7 +121,8 @@ def execute(op, args: tuple, out=None):
             result = kernel(*args)
     if op.mutated_idx:
         for i in op.mutated_idx:
-            args[i]._bump()
+            if args[i] is not None:  # optional mutated args (batch_norm's running stats)
+                args[i]._bump()
         if op.returns_alias:
             result = args[op.mutated_idx[0]]
     if out is not None:
