@@ -65,7 +65,9 @@ from ._flags import (  # noqa: E402,F401
     are_deterministic_algorithms_enabled, get_float32_matmul_precision, get_num_threads,
     set_float32_matmul_precision, set_num_threads, use_deterministic_algorithms,
 )
-from . import accelerator, backends  # noqa: E402,F401
+from . import accelerator, amp, backends  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from ._legacy import *  # noqa: E402,F401,F403
 from ._api import *  # noqa: E402,F401,F403 - composite public functions
 from ._ops_namespace import ops  # noqa: E402,F811
 

@@ -8,6 +8,7 @@ class _State(threading.local):
         self.inference = False
         self.modes = []          # dispatch modes, innermost last (tracing, fake tensors, ...)
         self.device_stack = []   # `with ember.device(...)` defaults for factory functions
+        self.autocast = {}       # device type -> low-precision dtype, inside `ember.autocast`
 
 
 state = _State()
