@@ -165,6 +165,8 @@ class _MultiWorkerIter:
 
     def __init__(self, loader: DataLoader):
         import ember
+        self.closed = True  # until the workers exist: __del__ must find nothing to shut down
+        self.workers, self.tasks = [], []
         self.loader = loader
         ctx = loader.multiprocessing_context or mp.get_context("fork")
         if isinstance(ctx, str):
@@ -172,7 +174,7 @@ class _MultiWorkerIter:
         self.results = ctx.Queue()
         self.tasks = [ctx.Queue() for _ in range(loader.num_workers)]
         base = int(ember.randint(0, 2**62, (), generator=loader.generator).item())
-        self.workers = []
+        self.closed = False
         for w in range(loader.num_workers):
             p = ctx.Process(target=_worker_loop, args=(loader, w, base + w, self.tasks[w],
                                                        self.results), daemon=True)
@@ -182,7 +184,6 @@ class _MultiWorkerIter:
         self.sent = self.next_seq = 0
         self.buffer: dict = {}
         self.done_workers = set()
-        self.closed = False
         if self.index_it is not None:
             for _ in range(loader.num_workers * loader.prefetch_factor):
                 self._send()
