@@ -330,12 +330,8 @@ _argext("argmin", np.argmin)
 
 
 def _aminmax(x, dim, keepdim):
-    dims = () if dim is None else dim
-    if dim is None and keepdim:
-        lo = x.amin(dims, False).reshape((1,) * x.ndim)
-        hi = x.amax(dims, False).reshape((1,) * x.ndim)
-    else:
-        lo, hi = x.amin(dims, keepdim), x.amax(dims, keepdim)
+    dims = () if dim is None else dim          # amax's () = every dim
+    lo, hi = x.amin(dims, keepdim), x.amax(dims, keepdim)
     return _return_type(_AMINMAX)(lo, hi)
 
 
