@@ -9,10 +9,11 @@
 from . import _component  # noqa: F401
 from ._engine import backward, grad
 from ._graph import Node
+from .function import Function, once_differentiable
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                         set_grad_enabled)
 
-__all__ = ["backward", "grad", "Node", "no_grad", "enable_grad", "set_grad_enabled",
+__all__ = ["backward", "grad", "Node", "Function", "once_differentiable", "no_grad", "enable_grad", "set_grad_enabled",
            "inference_mode", "is_grad_enabled"]
 
 
