@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: run examples/demo.py (or the script given) with ember from source, in a venv
-# (.venv) holding the lock's runtime dependencies. Fresh Debian/Ubuntu with Python >= 3.11.
+# The main job: the training demo examples/train_gpt.py (examples/demo.py where it is absent), or
+# the script given, with ember from source, in a venv (.venv) holding the lock's runtime
+# dependencies. Fresh Debian/Ubuntu with Python >= 3.11.
 #   ./tools/demo.sh [script.py [args...]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +24,6 @@ if [[ ! -f $VENV/.ember-deps ]] || [[ $(cat "$VENV/.ember-deps") != "$reqs" ]]; 
 fi
 PYTHONPATH=$(printf '%s:' "$PWD"/packages/*/src)
 export PYTHONPATH
-exec "$VENV/bin/python" "${1:-examples/demo.py}" "${@:2}"
+main=examples/train_gpt.py
+[[ -f $main ]] || main=examples/demo.py
+exec "$VENV/bin/python" "${1:-$main}" "${@:2}"
