@@ -373,6 +373,8 @@ def _histc_kernel(x, bins, min, max):  # noqa: A002
         lo, hi = a.min(), a.max()
     if lo == hi:
         lo, hi = lo - 1, hi + 1
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
     if lo > hi:
         raise RuntimeError("torch.histc: max must be larger than min")
     a = a[(a >= lo) & (a <= hi)]
