@@ -410,7 +410,6 @@ def meshgrid(*tensors, indexing: str | None = None):
            for i, t in enumerate(ts)]
     if swap:
         out[0], out[1] = out[1], out[0]
-        out = [o.transpose(0, 1) for o in out]
     return tuple(out)
 
 

@@ -41,6 +41,8 @@ def view_strides(old_shape, old_stride, new_shape):
     """Strides for viewing (old_shape, old_stride) as new_shape, or None if it needs a copy.
 
     Walks chunks of old dims that are contiguous among themselves (PyTorch's computeStride)."""
+    if not old_shape:  # a 0-dim tensor views as any all-ones shape
+        return (1,) * len(new_shape) if math.prod(new_shape) == 1 else None
     if math.prod(old_shape) == 0:
         from .._size import contiguous_strides
         return contiguous_strides(new_shape)
@@ -324,7 +326,8 @@ def _expand(x, size, implicit):
                            f"dimensions in the tensor ({x.ndim})")
     shape, stride = [], []
     off = n - x.ndim
-    for i, s in enumerate(size):
+    for i in range(n - 1, -1, -1):  # right to left, as PyTorch reports the last bad dim
+        s = size[i]
         j = i - off
         if j < 0:
             if s == -1:
@@ -346,7 +349,7 @@ def _expand(x, size, implicit):
             raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
                                f"size ({cur}) at non-singleton dimension {i}.  Target sizes: "
                                f"{list(size)}.  Tensor sizes: {list(x.shape)}")
-    return tuple(shape), tuple(stride), x._offset
+    return tuple(reversed(shape)), tuple(reversed(stride)), x._offset
 
 
 # the engine sums a broadcast-shaped grad back to the input's shape, so expand's vjp is g itself
@@ -380,6 +383,17 @@ def _broadcast_tensors(tensors):
 
 
 defop("broadcast_tensors(Tensor[] tensors) -> Tensor[]", decomp=_broadcast_tensors)
+_broadcast_tensors_list = FUNCTIONS["broadcast_tensors"]
+
+
+def broadcast_tensors(*tensors):
+    """`ember.broadcast_tensors(x, y, ...)`: views of all inputs expanded to one shape."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tensors[0]
+    return _broadcast_tensors_list(list(tensors))
+
+
+FUNCTIONS["broadcast_tensors"] = broadcast_tensors
 FUNCTIONS["broadcast_shapes"] = broadcast_shapes
 
 
