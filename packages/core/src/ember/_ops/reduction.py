@@ -55,14 +55,9 @@ def unreduce(g, shape, dims, keepdim: bool):
 
 
 def scatter_dim(g, idx, dim: int, n: int):
-    """grad_in[.., j, ..] = sum_i g[.., i, ..] where idx[.., i, ..] == j, along dim (size n).
-
-    A one-hot comparison (an extra axis of size n) until ember has scatter_add."""
-    import ember
-    nd = g.ndim
-    pos = ember.arange(n, device=g.device).reshape((n,) + (1,) * (nd - dim - 1))
-    hit = idx.unsqueeze(dim + 1) == pos              # (.., k, n, ..)
-    return ember.where(hit, g.unsqueeze(dim + 1), 0).sum(dim)
+    """grad_in[.., j, ..] = sum_i g[.., i, ..] where idx[.., i, ..] == j, along dim (size n)."""
+    shape = tuple(n if i == dim else s for i, s in enumerate(g.shape))
+    return g.new_zeros(shape).scatter_add(dim, idx, g)
 
 
 def select_vjp(gv, idx, x, dim: int, keepdim: bool):
