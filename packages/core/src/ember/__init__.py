@@ -6,7 +6,14 @@
 """
 from pkgutil import extend_path
 
+import numpy as _np
+
 __path__ = extend_path(__path__, __name__)
+
+# PyTorch yields inf/nan silently (1/0, log(-1), overflow); ember's CPU kernels are numpy, so
+# numpy's floating-point warnings are turned off for the process (a per-call np.errstate would
+# cost more than a whole eager add).
+_np.seterr(all="ignore")
 
 from . import _dtype  # noqa: E402
 from ._dtype import (  # noqa: E402,F401

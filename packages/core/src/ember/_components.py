@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import importlib.util
+import os
 import pkgutil
 
 __all__ = ["MissingComponentError", "registry", "ensure_loaded", "engine", "require"]
@@ -58,8 +58,10 @@ def ensure_loaded() -> None:
         for mod in pkgutil.iter_modules(ember.__path__):
             if not mod.ispkg or mod.name.startswith("_"):
                 continue
-            spec = importlib.util.find_spec(f"ember.{mod.name}._component")
-            if spec is None:
+            # look on disk: find_spec would import the subpackage (ember.nn, ...) itself
+            where = getattr(mod.module_finder, "path", None)
+            if where is None or not os.path.exists(
+                    os.path.join(where, mod.name, "_component.py")):
                 continue
             m = importlib.import_module(f"ember.{mod.name}._component")
             name = getattr(m, "NAME", mod.name)

@@ -16,7 +16,7 @@ from ._device import device as Device
 from ._device import get_backend
 from ._size import broadcast_shapes, contiguous_strides
 from ._state import state
-from ._tensor import Tensor
+from ._tensor import Storage, Tensor, c_strides
 
 __all__ = ["call", "execute", "DispatchMode", "TensorMeta", "autograd_hook"]
 
@@ -33,17 +33,40 @@ class DispatchMode:
 
     def __enter__(self):
         state.modes.append(self)
+        special[0] += 1
         return self
 
     def __exit__(self, *exc):
         state.modes.remove(self)
+        special[0] -= 1
 
     def __ember_dispatch__(self, op, args, out):
         raise NotImplementedError
 
 
+# Nonzero while any thread has a dispatch mode or autocast active: the fast path is off.
+special = [0]
+_FAST_DTYPES = (D.float32, D.float64)
+
+
 def call(op, args: tuple, out=None):
     """Run op on args (schema order), through modes and autograd."""
+    if op.pointwise is not None and out is None and not special[0]:
+        # fast path: plain CPU float tensors of one dtype, nothing recording, no promotion
+        d = None
+        for i in op.tensor_idx:
+            a = args[i]
+            if a.__class__ is not Tensor or a.device is not _CPU or a._requires_grad:
+                break
+            if d is None:
+                d = a.dtype
+            elif a.dtype is not d:
+                break
+        else:
+            if d is not None and (d is D.float32 or d is D.float64):
+                r = _fast_pointwise(op, args, d)
+                if r is not None:
+                    return r
     st = state
     if st.modes:
         mode = st.modes.pop()
@@ -64,6 +87,31 @@ def call(op, args: tuple, out=None):
                 if getattr(a, "_requires_grad", False):
                     return autograd_hook(op, args, out)
     return execute(op, args, out)
+
+
+def _fast_pointwise(op, args, d):
+    if op.check is not None:
+        op.check(d, *args)
+    a = list(args)
+    for i in op.tensor_idx:
+        a[i] = a[i]._np
+    try:
+        r = op.pointwise(NP, *a)  # numpy's error state is "ignore": see ember/__init__.py
+    except (ValueError, TypeError):
+        return None  # the general path raises PyTorch's error
+    if r.__class__ is not np.ndarray:
+        r = np.asarray(r)
+    rdt = D.bool if op.promote == "bool" else d
+    if r.dtype != rdt.np:
+        if r.dtype.kind != rdt.np.kind:
+            return None
+        r = r.astype(rdt.np)
+    elif r.base is not None:
+        r = r.copy()
+    if not r.flags.c_contiguous:
+        r = np.ascontiguousarray(r)
+    return Tensor._make(Storage(r, _CPU, r.nbytes), r.shape, c_strides(r.shape), 0, rdt,
+                        _CPU, r)
 
 
 def find_device(op, args):
@@ -228,7 +276,8 @@ def run_pointwise(op, args):
     dev = find_device(op, args)
     if dev is not _CPU:
         if dev.type == "meta":
-            shapes = [a.shape for a in inputs if isinstance(a, Tensor)]
+            # every tensor arg broadcasts, promoted or not (masked_fill's mask, where's condition)
+            shapes = [args[i].shape for i in op.tensor_idx if isinstance(args[i], Tensor)]
             return Tensor._empty(broadcast_shapes(*shapes), rdt, dev)
         _check_same_device(op, inputs, dev)
         return get_backend(dev.type).pointwise(op, args, rdt, cdt)

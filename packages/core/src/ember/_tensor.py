@@ -17,6 +17,19 @@ __all__ = ["Tensor", "Storage", "UntypedStorage"]
 _state = _state.state
 
 
+_STRIDES: dict = {}
+
+
+def c_strides(shape: tuple) -> tuple:
+    """Contiguous strides of a concrete shape, cached (the eager hot path asks often)."""
+    st = _STRIDES.get(shape)
+    if st is None:
+        if len(_STRIDES) > 4096:
+            _STRIDES.clear()
+        st = _STRIDES[shape] = contiguous_strides(shape)
+    return st
+
+
 class Storage:
     """A flat byte buffer on a device, shared by all views of it, with the version counter
     that autograd reads to refuse stale saved tensors."""
@@ -24,7 +37,7 @@ class Storage:
     __slots__ = ("data", "device", "nbytes", "version", "__weakref__")
 
     def __init__(self, data, device: Device, nbytes: int):
-        self.data = data          # cpu: a flat uint8 numpy array; meta: None; plugins: theirs
+        self.data = data          # cpu: a C-contiguous numpy array (its bytes); meta: None
         self.device = device
         self.nbytes = nbytes
         self.version = 0
@@ -101,11 +114,9 @@ class Tensor:
             arr = arr.astype(dtype.np)
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
-        flat = arr.reshape(-1).view(np.uint8)
-        st = Storage(flat, _CPU, flat.nbytes)
-        isz = dtype.itemsize
-        return cls._make(st, arr.shape, tuple(s // isz for s in arr.strides) if arr.ndim else (),
-                         0, dtype, _CPU, arr)
+        # the storage's buffer is the array itself (any C-contiguous array exports raw bytes)
+        return cls._make(Storage(arr, _CPU, arr.nbytes), arr.shape, c_strides(arr.shape), 0,
+                         dtype, _CPU, arr)
 
     @classmethod
     def _empty(cls, shape, dtype, device) -> Tensor:

@@ -319,7 +319,7 @@ def _map_location(location, saved: str) -> Device:
 
 def _to_device_storage(st, dev):
     from ._device import get_backend
-    return get_backend(dev.type).storage_from_host(st.data, dev)
+    return get_backend(dev.type).storage_from_host(st.data.reshape(-1).view(np.uint8), dev)
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None,

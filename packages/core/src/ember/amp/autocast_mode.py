@@ -139,10 +139,14 @@ class autocast:
         else:
             new.pop(self.device_type, None)
         state.autocast = new
+        from .. import _dispatch
+        _dispatch.special[0] += 1
         return self
 
     def __exit__(self, *exc):
         state.autocast = self.prev
+        from .. import _dispatch
+        _dispatch.special[0] -= 1
 
     def __call__(self, fn):
         @functools.wraps(fn)
