@@ -5,7 +5,8 @@ from . import _handlers  # noqa: F401 - installs the numpy handler
 from ._registry import FUNCTIONS, METHODS, NN_FUNCTIONAL, OPS, OpDef, defop, lookup
 
 FAMILIES = ("creation", "memory", "pointwise", "reduction", "sorting", "movement", "joining",
-            "indexing", "scatter", "linalg", "random", "nn", "conv")
+            "indexing", "scatter", "linalg", "random", "nn", "conv", "pool", "norm", "loss",
+            "sample")
 for _fam in FAMILIES:
     try:
         importlib.import_module(f"{__name__}.{_fam}")
