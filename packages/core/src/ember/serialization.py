@@ -46,6 +46,9 @@ class _Global:
     def __init__(self, module: str, name: str):
         self.module, self.name = module, name
 
+    def __call__(self, *args):  # pickle's save_reduce insists on a callable; never called
+        raise TypeError(f"{self.module}.{self.name} is a reference written into a pickle")
+
 
 _REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
 _REBUILD_PARAM = _Global("torch._utils", "_rebuild_parameter")
