@@ -642,7 +642,8 @@ def _logcumsumexp_kernel(x, dim):
     od = _logcumsumexp_dtype(edtype(x))
     a = opmath_np(x.astype(od.np, copy=False))
     d = _scan_axis(x, dim)
-    return (a.copy() if d is None else np.logaddexp.accumulate(a, axis=d)).astype(od.np)
+    with np.errstate(invalid="ignore"):
+        return (a.copy() if d is None else np.logaddexp.accumulate(a, axis=d)).astype(od.np)
 
 
 defop("logcumsumexp(Tensor self, int dim) -> Tensor", kernels={"cpu": _logcumsumexp_kernel},

@@ -202,6 +202,42 @@ def _quantile_check(name, x, q, interpolation):
                            f"midpoint or nearest, but got {interpolation}")
 
 
+def _quantile_positions(x, q, dim, ignore_nan, interpolation):
+    """Where each quantile reads: (a, lo, hi, w, bad). a is x with the reduced dim last (or
+    flat); lo/hi (m, ...) are original indices along that last axis; out = a[lo]*(1-w) + a[hi]*w
+    except where bad (NaN rows)."""
+    qa = np.asarray(q, x.dtype)
+    a = x.reshape(-1) if dim is None or x.ndim == 0 else np.moveaxis(x, _axis(x, dim), -1)
+    order = np.argsort(a, axis=-1, kind="stable")      # NaN last
+    n = a.shape[-1]
+    valid = (~np.isnan(a)).sum(-1)
+    neff = valid if ignore_nan else np.full(valid.shape, n)
+    qq = qa.reshape((-1,) + (1,) * valid.ndim)
+    rank = qq * (np.maximum(neff, 1) - 1)               # (m, ...)
+    lo, hi = np.floor(rank), np.ceil(rank)
+    if interpolation == "lower":
+        hi, w = lo, np.zeros_like(rank)
+    elif interpolation == "higher":
+        lo, w = hi, np.ones_like(rank)
+    elif interpolation == "nearest":
+        lo = hi = np.round(rank)                         # half to even, as torch.round
+        w = np.zeros_like(rank)
+    else:
+        w = np.full_like(rank, 0.5) if interpolation == "midpoint" else rank - lo
+    ob = np.broadcast_to(order, qq.shape[:1] + order.shape)
+    pos = [np.take_along_axis(ob, p.astype(np.int64)[..., None], -1)[..., 0] for p in (lo, hi)]
+    bad = np.broadcast_to((valid == 0) if ignore_nan else (valid < n), rank.shape)
+    return a, pos[0], pos[1], w.astype(x.dtype), bad
+
+
+def _quantile_shape(r, x, q, dim, keepdim):
+    """(m, rest...) results -> torch's layout: q's dim first, then the reduced input shape."""
+    if keepdim:
+        r = r.reshape(r.shape[:1] + (1,) * x.ndim) if dim is None else np.expand_dims(
+            r, _axis(x, dim) + 1 if x.ndim else 1)
+    return r if np.ndim(q) else r[0]
+
+
 def _quantile(name, ignore_nan):
     def kernel(x, q, dim, keepdim, interpolation):
         _quantile_check(name, _Meta(x), _Meta(q) if isinstance(q, np.ndarray) else q,
@@ -209,33 +245,36 @@ def _quantile(name, ignore_nan):
         qa = np.asarray(q, x.dtype)
         if qa.size and not ((qa >= 0) & (qa <= 1)).all():
             raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
-        d = 0 if dim is None else _axis(x, dim)
-        a = x.reshape(-1) if dim is None or x.ndim == 0 else np.moveaxis(x, d, -1)
-        s = np.sort(a, axis=-1)                       # (..., n), NaN last
-        n = s.shape[-1]
-        valid = (~np.isnan(s)).sum(-1)
-        neff = valid if ignore_nan else np.full(valid.shape, n)
-        qq = qa.reshape((-1,) + (1,) * valid.ndim)
-        rank = qq * (np.maximum(neff, 1) - 1)         # (m, ...)
-        lo = np.floor(rank).astype(np.int64)
-        hi = np.ceil(rank).astype(np.int64)
-        sb = np.broadcast_to(s, qq.shape[:1] + s.shape)
-        v_lo = np.take_along_axis(sb, lo[..., None], -1)[..., 0]
-        v_hi = np.take_along_axis(sb, hi[..., None], -1)[..., 0]
-        if interpolation == "lower":
-            r = v_lo
-        elif interpolation == "higher":
-            r = v_hi
-        elif interpolation == "nearest":
-            r = np.take_along_axis(sb, np.round(rank).astype(np.int64)[..., None], -1)[..., 0]
-        else:
-            w = 0.5 if interpolation == "midpoint" else (rank - lo).astype(x.dtype)
-            r = v_lo + (v_hi - v_lo) * w
-        r = np.where((valid == 0) if ignore_nan else (valid < n), np.nan, r)
-        if keepdim:
-            r = r.reshape(r.shape[:1] + (1,) * x.ndim) if dim is None else np.expand_dims(
-                r, d + 1)
-        return (r if qa.ndim else r[0]).astype(x.dtype)
+        a, lo, hi, w, bad = _quantile_positions(x, qa, dim, ignore_nan, interpolation)
+        ab = np.broadcast_to(a, lo.shape + a.shape[-1:])
+        v_lo = np.take_along_axis(ab, lo[..., None], -1)[..., 0]
+        v_hi = np.take_along_axis(ab, hi[..., None], -1)[..., 0]
+        r = np.where(bad, np.nan, v_lo + (v_hi - v_lo) * w)
+        return _quantile_shape(r, x, qa, dim, keepdim).astype(x.dtype)
+
+    def vjp(g, out, x, q, dim, keepdim, interpolation):
+        # the result reads one or two elements per row: send g there with weights 1-w and w
+        import ember
+        qa = q.detach()._np if hasattr(q, "detach") else q
+        a, lo, hi, w, bad = _quantile_positions(x.detach()._np, qa, dim, ignore_nan,
+                                                interpolation)
+        m, rest, n = lo.shape[0], lo.shape[1:], a.shape[-1]
+        gm = g.reshape((m,) + rest).unsqueeze(-1)                   # (m, ..., 1)
+        wt = ember.tensor(np.where(bad, 0, w)[..., None], dtype=g.dtype)
+        z = g.new_zeros((m,) + rest + (n,))
+        gx = (z.scatter_add(-1, ember.tensor(lo[..., None]), gm * (1 - wt))
+              .scatter_add(-1, ember.tensor(hi[..., None]), gm * wt).sum(0))
+        gx = gx.reshape(x.shape) if dim is None or x.ndim == 0 else gx.movedim(-1, _axis(x, dim))
+        gq = None
+        if hasattr(q, "shape") and interpolation == "linear":
+            # d out / d q = (a[hi] - a[lo]) * (n - 1): the slope of the interpolation
+            ab = np.broadcast_to(a, lo.shape + a.shape[-1:])
+            n_eff = (~np.isnan(a)).sum(-1) if ignore_nan else n
+            slope = (np.take_along_axis(ab, hi[..., None], -1) - np.take_along_axis(
+                ab, lo[..., None], -1))[..., 0] * (np.maximum(n_eff, 1) - 1)
+            slope = ember.tensor(np.where(bad, 0, slope), dtype=g.dtype)
+            gq = (gm.squeeze(-1) * slope).reshape(m, -1).sum(1).reshape(q.shape)
+        return gx, gq
 
     def meta(x, q, dim, keepdim, interpolation):
         _quantile_check(name, x, q, interpolation)
@@ -248,7 +287,7 @@ def _quantile(name, ignore_nan):
 
     defop(f"{name}(Tensor self, Tensor q, int? dim=None, bool keepdim=False, *, "
           "str interpolation='linear') -> Tensor", kernels={"cpu": kernel}, meta=meta,
-          differentiable=())
+          vjp=vjp, differentiable=("self", "q"))
 
 
 class _Meta:
