@@ -1,0 +1,245 @@
+"""Adam, AdamW, Adamax, NAdam, RAdam: PyTorch's single-tensor update rules in ember ops."""
+from __future__ import annotations
+
+
+
+import ember
+
+from .optimizer import Optimizer, _get_value, _step_tensor, _use_grad
+
+__all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
+
+
+def _check(lr, eps, betas, weight_decay):
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+def _lerp_(a, b, w):
+    """a.lerp_(b, w) for a scalar weight: a + w * (b - a)."""
+    return a.add_((b - a) * w)
+
+
+def _grads(group, p):
+    return -p.grad if group["maximize"] else p.grad
+
+
+class Adam(Optimizer):
+    """Adam (and, with decoupled_weight_decay=True, AdamW), as `torch.optim.Adam`."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        _check(lr, eps, betas, weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    @_use_grad
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = _grads(group, p)
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = _step_tensor()
+                    state["exp_avg"] = ember.zeros_like(p)
+                    state["exp_avg_sq"] = ember.zeros_like(p)
+                    if group["amsgrad"]:
+                        state["max_exp_avg_sq"] = ember.zeros_like(p)
+                step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
+                step_t.add_(1)
+                if wd != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * wd)
+                    else:
+                        grad = grad.add(p, alpha=wd)
+                _lerp_(exp_avg, grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+                step = _get_value(step_t)
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+                step_size = lr / bias_correction1
+                if group["amsgrad"]:
+                    mx = state["max_exp_avg_sq"]
+                    mx.copy_(ember.maximum(mx, exp_avg_sq))
+                    denom = (mx.sqrt() / bias_correction2_sqrt).add_(eps)
+                else:
+                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                p.add_(exp_avg * -step_size / denom)
+        return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (default 1e-2), as `torch.optim.AdamW`."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
+
+
+class Adamax(Optimizer):
+    """Adamax (Adam with the infinity norm), as `torch.optim.Adamax`."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+        _check(lr, eps, betas, weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable,
+                        capturable=capturable)
+        super().__init__(params, defaults)
+
+    @_use_grad
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = _grads(group, p)
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = _step_tensor()
+                    state["exp_avg"] = ember.zeros_like(p)
+                    state["exp_inf"] = ember.zeros_like(p)
+                step_t, exp_avg, exp_inf = state["step"], state["exp_avg"], state["exp_inf"]
+                step_t.add_(1)
+                if wd != 0:
+                    grad = grad.add(p, alpha=wd)
+                _lerp_(exp_avg, grad, 1 - beta1)
+                exp_inf.copy_(ember.maximum(exp_inf * beta2, grad.abs() + eps))
+                clr = lr / (1 - beta1 ** _get_value(step_t))
+                p.add_(exp_avg * -clr / exp_inf)
+        return loss
+
+
+class NAdam(Optimizer):
+    """Adam with Nesterov momentum, as `torch.optim.NAdam`."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
+                 maximize=False, capturable=False, differentiable=False):
+        _check(lr, eps, betas, weight_decay)
+        if not 0.0 <= momentum_decay:
+            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        momentum_decay=momentum_decay,
+                        decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+                        foreach=foreach, capturable=capturable, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    @_use_grad
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+            md = group["momentum_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = _grads(group, p)
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = _step_tensor()
+                    state["mu_product"] = ember.tensor(1.0, dtype=ember.float32)
+                    state["exp_avg"] = ember.zeros_like(p)
+                    state["exp_avg_sq"] = ember.zeros_like(p)
+                step_t, mu_product = state["step"], state["mu_product"]
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                step_t.add_(1)
+                step = _get_value(step_t)
+                bias_correction2 = 1 - beta2 ** step
+                if wd != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * wd)
+                    else:
+                        grad = grad.add(p, alpha=wd)
+                mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * md)))
+                mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * md)))
+                mu_product.mul_(mu)
+                _lerp_(exp_avg, grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+                denom = exp_avg_sq.div(bias_correction2).sqrt().add_(eps)
+                mp = _get_value(mu_product)
+                mu_product_next = mp * mu_next
+                p.add_(grad * (-lr * (1.0 - mu) / (1.0 - mp)) / denom)
+                p.add_(exp_avg * ((-lr * mu_next) / (1.0 - mu_product_next)) / denom)
+        return loss
+
+
+class RAdam(Optimizer):
+    """Rectified Adam, as `torch.optim.RAdam`."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False,
+                 capturable=False, differentiable=False):
+        _check(lr, eps, betas, weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        decoupled_weight_decay=decoupled_weight_decay,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    @_use_grad
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = _grads(group, p)
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = _step_tensor()
+                    state["exp_avg"] = ember.zeros_like(p)
+                    state["exp_avg_sq"] = ember.zeros_like(p)
+                step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
+                step_t.add_(1)
+                step = _get_value(step_t)
+                if wd != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * wd)
+                    else:
+                        grad = grad.add(p, alpha=wd)
+                _lerp_(exp_avg, grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2 = 1 - beta2 ** step
+                corrected = exp_avg / bias_correction1
+                rho_inf = 2 / (1 - beta2) - 1
+                rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+                if rho_t > 5.0:
+                    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
+                            / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+                    adaptive = (bias_correction2 ** 0.5) / exp_avg_sq.sqrt().add_(eps)
+                    p.add_(corrected * lr * adaptive * rect, alpha=-1.0)
+                else:
+                    p.add_(corrected * lr, alpha=-1.0)
+        return loss
+
+
+
