@@ -172,8 +172,10 @@ def _normalize(index, device) -> list:
         items = [index]
     out = []
     for it in items:
-        if it is None or it is Ellipsis or isinstance(it, (bool, slice)):
+        if it is None or it is Ellipsis or isinstance(it, slice):
             pass
+        elif isinstance(it, (bool, np.bool_)):  # indexes like a 0-dim bool tensor (a copy)
+            it = Tensor._from_np(np.array(bool(it)))
         elif isinstance(it, Tensor):
             if it.ndim == 0 and not (it.dtype.is_floating_point or it.dtype.is_complex
                                      or it.dtype in (D.bool, D.uint8)):
@@ -182,8 +184,6 @@ def _normalize(index, device) -> list:
             it = _to_index_tensor(it, device)
         elif isinstance(it, (int, np.integer)):
             it = operator.index(it)
-        elif isinstance(it, np.bool_):
-            it = bool(it)
         else:
             raise IndexError(_BAD_INDEX.format(type(it).__name__))
         out.append(it)
@@ -193,7 +193,7 @@ def _normalize(index, device) -> list:
 def _consumed(it) -> int:
     if isinstance(it, Tensor):
         return it.ndim if it.dtype in (D.bool, D.uint8) else 1
-    if it is None or it is Ellipsis or isinstance(it, bool):
+    if it is None or it is Ellipsis:
         return 0
     return 1
 
@@ -218,11 +218,6 @@ def _apply_basic(x: Tensor, index):
             seen_ellipsis = True
         elif it is None:
             result = result.unsqueeze(dim)
-            dim += 1
-        elif isinstance(it, bool):
-            result = result.unsqueeze(dim)
-            if not it:
-                adv[dim] = Tensor._from_np(np.empty(0, np.int64))
             dim += 1
         elif isinstance(it, int):
             result = result.select(dim, it)
@@ -266,7 +261,7 @@ def _value_tensor(value, like: Tensor) -> Tensor:
         from .._creation_api import tensor
         v = tensor(value, device=like.device)
     # PyTorch drops the value's leading size-1 dims, so x[0] = ones(1, n) works
-    while v.ndim > 0 and v.shape[0] == 1 and v.ndim > like.ndim:
+    while v.ndim > 0 and v.shape[0] == 1:
         v = v.squeeze(0)
     return v
 
@@ -281,9 +276,11 @@ def setitem(self: Tensor, index, value) -> None:
         else:
             result.fill_(value)
         return
-    v = _value_tensor(value, Tensor._from_np(np.empty(0)))
-    if v.dtype is not result.dtype:
-        v = v.to(result.dtype)
+    if isinstance(value, Tensor):  # PyTorch casts Python values, not tensors, here
+        v = _value_tensor(value, result)
+    else:
+        from .._creation_api import tensor
+        v = _value_tensor(tensor(value, dtype=result.dtype, device=result.device), result)
     call(OPS["index_put_"], (result, _adv_list(adv), v, False))
 
 
@@ -363,7 +360,7 @@ def _put(x, index, source, accumulate):
     out = x.copy()
     flat = out.reshape(-1)  # a view: out is contiguous
     if index.size != source.size:
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
+        raise IndexError(f"put_(): Expected source and index to have the same number of "
                            f"elements, but got source.numel() = {source.size}, index.numel() = "
                            f"{index.size}")
     idx = _flat_index(index, x.size).reshape(-1)
@@ -415,8 +412,8 @@ def nonzero(input: Tensor, *, out=None, as_tuple: bool = False):  # noqa: A002
     r = call(OPS["nonzero"], (input,), out)
     if not as_tuple:
         return r
-    if input.ndim == 0:
-        return (r.reshape(-1),)
+    if input.ndim == 0:  # one index per hit, all 0
+        return (r.new_zeros((r.shape[0],)),)
     return tuple(r[:, i].contiguous() for i in range(input.ndim))
 
 

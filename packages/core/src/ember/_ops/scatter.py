@@ -221,17 +221,20 @@ def _index_select(x, dim, index):
     d = normalize_dim(dim, x.ndim)
     idx = _index_vector(index, "index_select")
     n = x.shape[d] if x.ndim else 1
-    if ((idx >= n) | (idx < -n)).any():
+    if ((idx >= n) | (idx < 0)).any():  # no negative indices here, as PyTorch
         raise IndexError("index out of range in self")
     if x.ndim == 0:
-        return x.reshape(1)[idx].reshape(index.shape)
+        if idx.size != 1:
+            raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                               f"{idx.size} value(s)")
+        return x.copy()
     return np.take(x, idx, axis=d)
 
 
 def _index_select_meta(x, dim, index):
     d = normalize_dim(dim, x.ndim)
     if x.ndim == 0:
-        return TensorMeta(index.shape, x.dtype)
+        return TensorMeta((), x.dtype)
     return TensorMeta(tuple(x.shape[:d]) + (index.numel(),) + tuple(x.shape[d + 1:]), x.dtype)
 
 
