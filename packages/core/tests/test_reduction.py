@@ -240,3 +240,23 @@ def test_double_backward():
             (gg,) = t.autograd.grad((g * g).sum(), x)
             outs.append(gg.detach().numpy())
         np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t, y, x: t.trapezoid(y), lambda t, y, x: t.trapezoid(y, x),
+    lambda t, y, x: t.trapezoid(y, dx=0.5, dim=0), lambda t, y, x: t.trapz(y, x, dim=-1),
+    lambda t, y, x: t.cumulative_trapezoid(y, x), lambda t, y, x: t.cumulative_trapezoid(y, dim=0),
+    lambda t, y, x: t.cov(y), lambda t, y, x: t.cov(y[0]), lambda t, y, x: t.cov(y, correction=0),
+    lambda t, y, x: t.cov(y, aweights=x.abs()),
+    lambda t, y, x: t.cov(y, fweights=t.tensor([1, 2, 0, 3]), aweights=x.abs(), correction=2),
+    lambda t, y, x: t.corrcoef(y), lambda t, y, x: t.corrcoef(y[1])])
+def test_trapezoid_cov(fn):
+    check(fn, shapes=[(3, 4), (4,)], grad=True)
+
+
+def test_trapezoid_cov_ints_and_errors():
+    check(lambda t, y: t.trapezoid(y), dtypes=("int64",))
+    check(lambda t, y: t.cov(y), dtypes=("int64",))
+    check_error(lambda t: t.cov(t.ones(2, 2, 2)))
+    check_error(lambda t: t.cov(t.ones(2, 3), fweights=t.ones(3)))
+    check_error(lambda t: t.cov(t.ones(2, 3), aweights=t.ones(2)))

@@ -670,3 +670,92 @@ def _diff(x, n, dim, prepend, append):
 
 defop("diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> "
       "Tensor", decomp=_diff)
+
+
+# ---- trapezoid / cov / corrcoef (composites) ----------------------------------------------------------
+def _trapezoid_terms(y, x, dx, dim):
+    """(spacing, y[i] + y[i+1]) along dim: the two factors of each trapezoid's doubled area."""
+    d = normalize_dim(dim, y.ndim)
+    n = y.shape[d]
+    pairs = y.narrow(d, 0, n - 1) + y.narrow(d, 1, n - 1) if n else y
+    if x is None:
+        return (1 if dx is None else dx), pairs, d
+    step = x.diff(dim=-1 if x.ndim == 1 else d)
+    if x.ndim == 1:
+        step = step.reshape((step.shape[0],) + (1,) * (y.ndim - d - 1))
+    return step, pairs, d
+
+
+def _trapezoid(y, x, dx, dim):
+    step, pairs, d = _trapezoid_terms(y, x, dx, dim)
+    return (step * pairs).sum(d) / 2
+
+
+def _cumulative_trapezoid(y, x, dx, dim):
+    step, pairs, d = _trapezoid_terms(y, x, dx, dim)
+    return (step * pairs).cumsum(d) / 2
+
+
+defop("trapezoid(Tensor y, Tensor? x=None, *, Scalar? dx=None, int dim=-1) -> Tensor",
+      method=False, decomp=_trapezoid, aliases=("trapz",))
+defop("cumulative_trapezoid(Tensor y, Tensor? x=None, *, Scalar? dx=None, int dim=-1) -> "
+      "Tensor", method=False, decomp=_cumulative_trapezoid)
+
+
+def _cov_weights(w, kind, n):
+    if w is None:
+        return None
+    if w.ndim > 1:
+        raise RuntimeError(f"cov(): expected {kind} to have one or fewer dimensions but got "
+                           f"{kind} with {w.ndim} dimensions")
+    if w.numel() != n:
+        raise RuntimeError(f"cov(): expected {kind} to have the same numel as there are "
+                           f"observations in the input but got {w.numel()} != {n}")
+    want_int = kind == "fweights"
+    if (w.dtype._cat == 1) != want_int:
+        raise RuntimeError(f"cov(): expected {kind} to have "
+                           f"{'integral' if want_int else 'floating point'} dtype but got "
+                           f"{kind} with {torch_name(w.dtype)} dtype")
+    return w
+
+
+def _cov(x, correction, fweights, aweights):
+    if x.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an "
+                           f"input with {x.ndim} dimensions")
+    obs = x if x.ndim == 2 else x.reshape(1, -1)
+    if obs.dtype._cat < 2:
+        obs = obs.to(D.get_default_dtype())
+    n = obs.shape[1]
+    fw, aw = _cov_weights(fweights, "fweights", n), _cov_weights(aweights, "aweights", n)
+    w = fw if aw is None else (aw if fw is None else fw * aw)
+    if w is None:
+        wsum, avg = n, obs.mean(1)
+        norm = wsum - correction
+    else:
+        wsum = w.sum()
+        avg = (obs * w).sum(1) / wsum
+        norm = wsum if correction == 0 else (
+            wsum - correction if aw is None else wsum - correction * (w * aw).sum() / wsum)
+    if isinstance(norm, (int, float)) and norm <= 0:
+        warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the number of observations.", UserWarning, stacklevel=3)
+        norm = 0
+    xm = obs - avg.unsqueeze(1)                                      # (vars, obs)
+    xw = xm if w is None else xm * w
+    return ((xw.unsqueeze(1) * xm.unsqueeze(0)).sum(-1) / norm).squeeze()
+
+
+def _corrcoef(x):
+    import ember
+    c = OPS["cov"](x)
+    if c.ndim == 0:
+        return c / c
+    std = c.diagonal().sqrt()
+    c = c / std.unsqueeze(1) / std.unsqueeze(0)
+    return ember.where(c > 1, 1, ember.where(c < -1, -1, c))     # rounding may step past +-1
+
+
+defop("cov(Tensor self, *, int correction=1, Tensor? fweights=None, Tensor? aweights=None) -> "
+      "Tensor", decomp=_cov)
+defop("corrcoef(Tensor self) -> Tensor", decomp=_corrcoef)
