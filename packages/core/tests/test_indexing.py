@@ -2,9 +2,9 @@
 shapes, strides, view-or-copy), the index/scatter/gather ops, and their errors."""
 import numpy as np
 import pytest
+from harness import check, check_error, torch
 
 import ember
-from harness import check, check_error, torch
 
 # index expressions on a (4, 5, 6) tensor; `t` is the module, to build tensor indices
 INDEX = [

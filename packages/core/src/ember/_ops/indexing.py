@@ -153,7 +153,7 @@ _BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and long or b
 def _to_index_tensor(seq, device):
     from .._creation_api import tensor
     t = tensor(seq, device=device)
-    if t.numel() == 0 and not (t.dtype is D.bool):
+    if t.numel() == 0 and t.dtype is not D.bool:
         t = t.to(D.int64)
     return t
 

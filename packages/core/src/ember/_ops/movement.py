@@ -23,7 +23,7 @@ def _infer_size(shape, numel, op="view"):
     if len(neg) > 1:
         raise RuntimeError("only one dimension can be inferred")
     known = 1
-    for i, s in enumerate(shape):
+    for s in shape:
         if s != -1:
             if isinstance(s, int) and s < 0:
                 raise RuntimeError(f"invalid shape dimension {s}")
@@ -642,7 +642,7 @@ defop("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tenso
 def _as_strided(x, size, stride, storage_offset):
     off = x._offset if storage_offset is None else storage_offset
     if len(size) != len(stride):
-        raise RuntimeError(f"mismatch in length of strides and shape")
+        raise RuntimeError("mismatch in length of strides and shape")
     for s in stride:
         if s < 0:
             raise RuntimeError("as_strided: Negative strides are not supported at the moment, "

@@ -35,7 +35,7 @@ def _along(index, d):
     return tuple(grid)
 
 
-# ---- gather ---------------------------------------------------------------------------------------
+# ---- gather ------------------------------------------------------------------------------------
 def _gather_checks(x, d, index, op="gather"):
     if index.dtype.kind not in "iu":
         raise RuntimeError(f"{op}(): Expected dtype int64 for index")
@@ -207,7 +207,7 @@ defop("scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str re
       inplace=True, differentiable=("self", "src"), vjp=_scatter_reduce_vjp)
 
 
-# ---- index_* along one dim ------------------------------------------------------------------------
+# ---- index_* along one dim -----------------------------------------------------------------------
 def _index_vector(index, op, allow_int32=True):
     if index.ndim > 1:
         raise IndexError(f"{op}(): Index is supposed to be a vector")
