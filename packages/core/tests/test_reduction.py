@@ -220,6 +220,13 @@ def test_out():
     check(lambda t, x: t.logsumexp(x, 1, out=t.empty(3)), dtypes=f32)
 
 
+def test_overload_keywords():
+    check(lambda t, x: t.max(input=x))
+    check(lambda t, x: t.min(input=x, dim=1, keepdim=True))
+    check(lambda t, x, y: t.max(x, other=y), shapes=[(3, 4), (3, 4)])
+    check(lambda t, x: t.median(input=x, dim=0))
+
+
 def test_return_types():
     r = ember.ones(2, 3).max(1)
     assert type(r).__name__ == "max" and r._fields == ("values", "indices")

@@ -258,12 +258,14 @@ def _extreme(name, npfn, npargfn):
           kernels={"cpu": by_dim}, meta=dim_meta, vjp=dim_vjp, differentiable=("self",),
           tags={"reduction"})
 
-    def pick(x, *args, **kwargs):
-        if args and not isinstance(args[0], int) and hasattr(args[0], "shape") or "other" in kwargs:
+    def pick(*args, **kwargs):
+        # max(x) | max(x, dim, keepdim) | max(x, other): the second argument decides
+        second = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("dim"))
+        if second is None:
+            return name
+        if hasattr(second, "shape"):
             return "maximum" if name == "max" else "minimum"
-        if args or "dim" in kwargs:
-            return f"{name}.dim"
-        return name
+        return f"{name}.dim"
     bind_overloads(name, pick)
 
 
@@ -399,7 +401,8 @@ def _norm_p(p):
     if p is None or p == "fro":
         return 2.0
     if isinstance(p, str):
-        raise NotImplementedError(f"norm(): p='{p}' (a matrix norm) needs ember.linalg")
+        raise NotImplementedError(f"norm(): p='{p}' is a matrix norm: use "
+                                  f"ember.linalg.matrix_norm(x, '{p}')")
     return float(p)
 
 

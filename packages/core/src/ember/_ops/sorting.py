@@ -148,7 +148,7 @@ def _median(name, ignore_nan):
           "(Tensor values, Tensor indices)", function=False, method=False,
           kernels={"cpu": by_dim}, meta=_select_meta, differentiable=("self",),
           vjp=lambda g, out, x, dim, keepdim: (select_vjp(g[0], out[1], x, dim, keepdim),))
-    bind_overloads(name, lambda x, *a, **kw: f"{name}.dim" if a or "dim" in kw else name)
+    bind_overloads(name, lambda *a, **kw: f"{name}.dim" if len(a) > 1 or "dim" in kw else name)
 
 
 _median("median", False)
