@@ -30,6 +30,9 @@ from ._grad_mode import (  # noqa: E402,F401
 )
 from ._components import MissingComponentError  # noqa: E402,F401
 from ._creation_api import as_tensor, asarray, from_numpy, tensor  # noqa: E402,F401
+from ._random import (  # noqa: E402,F401
+    Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state,
+)
 from . import _ops  # noqa: E402
 from ._tensor_methods import bind_methods as _bind_methods  # noqa: E402
 
@@ -96,7 +99,8 @@ def __getattr__(name):
                 return _cuda_stub
             from ._components import require
             require(_LAZY[name], f"ember.{name}")
-    if name in ("nn", "utils", "testing", "library", "amp", "backends", "serialization"):
+    if name in ("nn", "utils", "testing", "library", "amp", "backends", "serialization",
+                "linalg", "random"):
         return importlib.import_module(f"ember.{name}")
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
 
