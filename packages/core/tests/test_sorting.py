@@ -29,8 +29,8 @@ RECORDS = [
         dtypes=("bool", "int32", "uint8"), grad=False),
     rec("sort_0d", lambda t, x: x.sort(), shapes=[()]),
     rec("argsort", lambda t, x: x.argsort(1), grad=False),
-    rec("argsort_stable", lambda t, x: t.argsort(x, dim=0, descending=True, stable=True), dtypes=NUM,
-        grad=False),
+    rec("argsort_stable", lambda t, x: t.argsort(x, dim=0, descending=True, stable=True),
+        dtypes=NUM, grad=False),
     rec("msort", lambda t, x: t.msort(x), dtypes=FL),
     rec("topk", lambda t, x: x.topk(2), dtypes=FL),
     rec("topk_smallest_dim0", lambda t, x: t.topk(x, 2, 0, largest=False)),
@@ -88,7 +88,7 @@ def test_meta(r):
     assert _meta_shapes(eo) == _meta_shapes(to)
 
 
-# ---- NaN, ties, q tensors, interpolation -------------------------------------------------------------
+# ---- NaN, ties, q tensors, interpolation ---------------------------------------------------------
 NAN = float("nan")
 XN = np.array([[1.0, NAN, 3.0, 2.0, 0.5], [5.0, 1.0, 0.0, 4.0, 2.0], [NAN, 2.0, NAN, 1.0, 3.0]],
               "float32")
@@ -134,7 +134,7 @@ def test_quantile_interpolation(interp):
           grad=True)
 
 
-# ---- unique / unique_consecutive / bincount --------------------------------------------------------
+# ---- unique / unique_consecutive / bincount ------------------------------------------------------
 U = np.array([[3, 1, 2], [1, 3, 3], [3, 1, 2]], "int64")
 
 

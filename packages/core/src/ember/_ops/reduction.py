@@ -23,7 +23,7 @@ __all__ = ["reduce_dims", "reduced_shape", "unreduce", "scatter_dim", "select_vj
 _LOWP = (D.float16, D.bfloat16)
 
 
-# ---- helpers shared with sorting.py ---------------------------------------------------------------
+# ---- helpers shared with sorting.py --------------------------------------------------------------
 def reduce_dims(dim, ndim: int) -> tuple:
     """A dim argument (None, int, list; None or [] = all) -> sorted tuple of dims in range."""
     if dim is None:
@@ -216,7 +216,7 @@ defop("prod(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype
           reduced_shape(x.shape, _prod_dims(dim, x.ndim), keepdim), _sum_dtype(x.dtype, dtype)))
 
 
-# ---- max / min / amax / amin / argmax / argmin / aminmax -------------------------------------------
+# ---- max / min / amax / amin / argmax / argmin / aminmax -----------------------------------------
 def even_vjp(g, out, x):
     """Full max/min/median: the grad split evenly among the elements equal to the result."""
     import ember
@@ -336,7 +336,7 @@ _AMINMAX = defop("aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> 
                  "(Tensor min, Tensor max)", decomp=_aminmax, tags={"reduction"})
 
 
-# ---- var / std --------------------------------------------------------------------------------------
+# ---- var / std -----------------------------------------------------------------------------------
 def _var_args(x, dim, unbiased, correction):
     if isinstance(dim, bool):           # legacy x.var(False): the bool is `unbiased`
         dim, unbiased = None, dim
@@ -396,7 +396,7 @@ def _mean_of(x, dim, unbiased, keepdim, correction):
     return x.mean(dims, keepdim)
 
 
-# ---- norm / logsumexp -------------------------------------------------------------------------------
+# ---- norm / logsumexp ----------------------------------------------------------------------------
 def _norm_p(p):
     if p is None or p == "fro":
         return 2.0
@@ -491,7 +491,7 @@ defop("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor",
           * (x - unreduce(out, x.shape, reduce_dims(dim, x.ndim), keepdim)).exp(),))
 
 
-# ---- all / any / count_nonzero --------------------------------------------------------------------
+# ---- all / any / count_nonzero -------------------------------------------------------------------
 def _bool_reduce(npfn):
     def kernel(x, dim, keepdim):
         r = np.asarray(npfn(x, axis=reduce_dims(dim, x.ndim), keepdims=keepdim))
@@ -514,7 +514,7 @@ defop("count_nonzero(Tensor self, int[1]? dim=None) -> Tensor", differentiable=(
                                      D.int64))
 
 
-# ---- softmax / log_softmax --------------------------------------------------------------------------
+# ---- softmax / log_softmax -----------------------------------------------------------------------
 def _softmax_dtype(name, xd, dtype):
     d = to_dtype(dtype) if dtype is not None else xd
     if d._cat < 2:
@@ -553,7 +553,7 @@ _softmax("softmax")
 _softmax("log_softmax")
 
 
-# ---- scans: cumsum / cumprod / cummax / cummin / logcumsumexp ----------------------------------------
+# ---- scans: cumsum / cumprod / cummax / cummin / logcumsumexp ------------------------------------
 def _scan_axis(x, dim):
     d = normalize_dim(dim, x.ndim)
     return d if x.ndim else None
@@ -655,7 +655,7 @@ defop("logcumsumexp(Tensor self, int dim) -> Tensor", kernels={"cpu": _logcumsum
       vjp=lambda g, out, x, dim: (_revcumsum(g * (-out).exp(), dim) * x.exp(),))
 
 
-# ---- diff ------------------------------------------------------------------------------------------
+# ---- diff ----------------------------------------------------------------------------------------
 def _diff(x, n, dim, prepend, append):
     import ember
     if x.ndim == 0:
@@ -675,7 +675,7 @@ defop("diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? appe
       "Tensor", decomp=_diff)
 
 
-# ---- trapezoid / cov / corrcoef (composites) ----------------------------------------------------------
+# ---- trapezoid / cov / corrcoef (composites) -----------------------------------------------------
 def _trapezoid_terms(y, x, dx, dim):
     """(spacing, y[i] + y[i+1]) along dim: the two factors of each trapezoid's doubled area."""
     d = normalize_dim(dim, y.ndim)

@@ -12,8 +12,15 @@ from .. import _dtype as D
 from .._dispatch import TensorMeta, torch_name
 from .._size import normalize_dim
 from ._registry import FUNCTIONS, METHODS, OPS, bind_overloads, defop
-from .reduction import (check_nonempty, edtype, even_vjp, opmath_np, reduced_shape, scatter_dim,
-                        select_vjp)
+from .reduction import (
+    check_nonempty,
+    edtype,
+    even_vjp,
+    opmath_np,
+    reduced_shape,
+    scatter_dim,
+    select_vjp,
+)
 
 
 def argsort_np(a: np.ndarray, d: int, descending: bool) -> np.ndarray:
@@ -30,7 +37,7 @@ def _axis(x, dim):
     return normalize_dim(dim, x.ndim) if x.ndim else None
 
 
-# ---- sort / argsort / msort / topk ----------------------------------------------------------------
+# ---- sort / argsort / msort / topk ---------------------------------------------------------------
 def _sort_kernel(x, dim, descending, stable):
     d = _axis(x, dim)
     if d is None:
@@ -84,7 +91,7 @@ defop("topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=Tr
       vjp=lambda g, out, x, k, dim, *_: _perm_vjp(g, out, x, dim), differentiable=("self",))
 
 
-# ---- kthvalue / median / nanmedian / mode -------------------------------------------------------------
+# ---- kthvalue / median / nanmedian / mode --------------------------------------------------------
 def _pick(x, d, keepdim, pos):
     """(values, indices) at sorted position pos (an array over the other dims) along d."""
     idx = argsort_np(x, d, False)
@@ -304,7 +311,7 @@ _quantile("quantile", False)
 _quantile("nanquantile", True)
 
 
-# ---- unique / unique_consecutive -------------------------------------------------------------------
+# ---- unique / unique_consecutive -----------------------------------------------------------------
 def _unique_kernel(x, sorted, return_inverse, return_counts):
     a = opmath_np(x).reshape(-1)
     u, inv, counts = np.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
@@ -379,7 +386,7 @@ for _fn in (unique, unique_consecutive):
     FUNCTIONS[_fn.__name__] = METHODS[_fn.__name__] = _fn
 
 
-# ---- bincount / histc ------------------------------------------------------------------------------
+# ---- bincount / histc ----------------------------------------------------------------------------
 def _bincount_kernel(x, weights, minlength):
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")
