@@ -6,15 +6,18 @@
 >>> x.grad.tolist()
 [2.0, 4.0]
 """
-from . import _component  # noqa: F401
+from . import _component, functional, graph  # noqa: F401
 from ._engine import backward, grad
 from ._graph import Node
+from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, once_differentiable
+from .gradcheck import gradcheck, gradgradcheck
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                         set_grad_enabled)
 
-__all__ = ["backward", "grad", "Node", "Function", "once_differentiable", "no_grad", "enable_grad", "set_grad_enabled",
-           "inference_mode", "is_grad_enabled"]
+__all__ = ["backward", "grad", "Node", "Function", "once_differentiable", "gradcheck",
+           "gradgradcheck", "detect_anomaly", "set_detect_anomaly", "functional", "graph",
+           "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
 
 
 def _ensure_hook():

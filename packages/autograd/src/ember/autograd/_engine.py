@@ -87,8 +87,9 @@ def _make_node(op, inf, args, edges, metas, snapshot=None):
             t = snapshot
         if isinstance(t, Tensor):
             saved.append((i, _Saved(t)))
-        elif isinstance(t, (list, tuple)) and t and isinstance(t[0], Tensor):
-            saved.append((i, [_Saved(x) for x in t]))
+        elif isinstance(t, (list, tuple)) and any(isinstance(x, Tensor) for x in t):
+            # Tensor?[] (index's indices) may hold None between tensors
+            saved.append((i, [_Saved(x) if x is not None else None for x in t]))
     node.args = a
     node.saved = saved
     return node

@@ -353,7 +353,7 @@ class OpNode(Node):
             args = list(args)
             for i, s in self.saved:
                 if isinstance(s, list):
-                    args[i] = [x.unpack(self) for x in s]
+                    args[i] = [x.unpack(self) if x is not None else None for x in s]
                 else:
                     args[i] = s.unpack(self)
         out = self.out
