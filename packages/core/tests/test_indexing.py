@@ -298,3 +298,55 @@ OP_ERRORS = [
 @pytest.mark.parametrize("i", range(len(OP_ERRORS)))
 def test_op_errors(i):
     check_error(OP_ERRORS[i])
+
+
+# ---- gradients (vjps) vs torch ----------------------------------------------------------------
+GRADS = {
+    "getitem_basic": (lambda t, x: x[1:, None, ::2], [(3, 4)]),
+    "getitem_int": (lambda t, x: x[1, -1], [(3, 4)]),
+    "getitem_adv": (lambda t, x: x[t.tensor([0, 2, 0]), 1:], [(3, 4)]),
+    "getitem_adv_sep": (lambda t, x: x[t.tensor([0, 2, 0]), :, t.tensor([1])], [(3, 4, 2)]),
+    "getitem_mask": (lambda t, x: x[x > 0], [(3, 4)]),
+    "setitem": (lambda t, x, y: _set(x, y, (slice(None), t.tensor([1, 3]))), [(3, 4), (3, 2)]),
+    "setitem_basic": (lambda t, x, y: _set(x, y[:, 0], (slice(None), 2)), [(3, 4), (3, 2)]),
+    "index_put": (lambda t, x, y: x.index_put((t.tensor([0, 2]),), y[:2]), [(3, 2), (3, 2)]),
+    "index_put_acc": (lambda t, x, y: x.index_put((t.tensor([0, 0]),), y[:2], True),
+                      [(3, 2), (3, 2)]),
+    "index_select": (lambda t, x: x.index_select(1, t.tensor([0, 0, 3])), [(3, 4)]),
+    "gather": (lambda t, x: x.gather(1, t.tensor([[0, 0], [3, 1], [2, 2]])), [(3, 4)]),
+    "scatter": (lambda t, x, y: x.scatter(1, t.tensor([[0, 2], [3, 1], [1, 0]]), y),
+                [(3, 4), (3, 2)]),
+    "scatter_value": (lambda t, x: x.scatter(1, t.tensor([[0], [3], [1]]), 1.5), [(3, 4)]),
+    "scatter_add": (lambda t, x, y: x.scatter_add(1, t.tensor([[0, 0], [3, 1], [1, 1]]), y),
+                    [(3, 4), (3, 2)]),
+    "index_add": (lambda t, x, y: x.index_add(0, t.tensor([2, 2, 0]), y, alpha=3),
+                  [(3, 2), (3, 2)]),
+    "index_copy": (lambda t, x, y: x.index_copy(0, t.tensor([2, 0]), y[:2]), [(3, 2), (3, 2)]),
+    "index_fill": (lambda t, x: x.index_fill(1, t.tensor([1]), 2.0), [(3, 2)]),
+    "masked_select": (lambda t, x, y: x.masked_select(y > 0), [(3, 4), (4,)]),
+    "masked_scatter": (lambda t, x, y: x.masked_scatter(x > 0, y), [(3, 4), (3, 4)]),
+    "take": (lambda t, x: x.take(t.tensor([[0, 5], [5, 11]])), [(3, 4)]),
+    "put": (lambda t, x, y: x.put(t.tensor([0, 5]), y[0]), [(3, 4), (1, 2)]),
+    "put_acc": (lambda t, x, y: x.put(t.tensor([5, 5]), y[0], accumulate=True), [(3, 4), (1, 2)]),
+    "take_along_dim": (lambda t, x: t.take_along_dim(x, t.tensor([[1], [0], [3]]), 1), [(3, 4)]),
+}
+
+
+def _set(x, y, idx):
+    z = x * 1  # a non-leaf to write into
+    z[idx] = y
+    return z
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_grads(name):
+    fn, shapes = GRADS[name]
+    check(fn, shapes=shapes, dtypes=("float64",), grad=True)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_grad(reduce, include_self):
+    idx = [[0, 1, 0, 2], [2, 2, 0, 0]]
+    check(lambda t, x, y: x.scatter_reduce(0, t.tensor(idx), y, reduce, include_self=include_self),
+          shapes=[(3, 4), (2, 4)], dtypes=("float64",), grad=True, low=0.5, high=2.0)

@@ -180,25 +180,23 @@ def _scatter_reduce(x, dim, index, src, reduce, include_self):
 
 
 def _scatter_reduce_vjp(g, out, x, dim, index, src, reduce, include_self):
+    ones = g.new_ones(index.shape)
+    hits = g.new_zeros(x.shape).scatter_add(dim, index, ones)  # values reduced into each slot
+    # without include_self, self's value at a scattered slot is dropped: no gradient there
+    kept = g.new_ones(x.shape) if include_self else (hits == 0).to(g.dtype)
     if reduce == "sum":
-        return g, g.gather(dim, index)
+        return g * kept, g.gather(dim, index)
     if reduce == "mean":
-        ones = g.new_ones(index.shape)
-        count = g.new_ones(x.shape) if include_self else g.new_zeros(x.shape)
-        count = count.scatter_add(dim, index, ones).clamp(min=1)
-        gx = g / count
-        return (gx if include_self else gx.masked_fill(count.new_zeros(x.shape).scatter_add(
-            dim, index, ones) > 0, 0)), gx.gather(dim, index)
+        gx = g / (hits + kept)
+        return gx * kept, gx.gather(dim, index)
     if reduce == "prod":  # assumes no zeros among the reduced values
         gr = g * out
-        gx = gr / x if include_self else g.scatter(dim, index, value=0)
+        gx = gr / x if include_self else g * kept
         return gx, gr.gather(dim, index) / src
     # amax / amin: the gradient is shared evenly among the values equal to the result
-    picked = out.gather(dim, index)
-    src_eq = (src == picked).to(g.dtype)
-    self_eq = (x == out).to(g.dtype) if include_self else g.new_zeros(x.shape)
-    count = self_eq.scatter_add(dim, index, src_eq)
-    share = g / count.clamp(min=1)
+    src_eq = (src == out.gather(dim, index)).to(g.dtype)
+    self_eq = (x == out).to(g.dtype) * kept
+    share = g / (self_eq.scatter_add(dim, index, src_eq)).clamp(min=1)
     return share * self_eq, share.gather(dim, index) * src_eq
 
 
