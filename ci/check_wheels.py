@@ -51,8 +51,14 @@ TEST_DEPS = ["pytest", "iniconfig", "packaging", "pluggy", "pygments"]
 
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    """Run, echoing the command; drop pip's notes about this machine's empty local indexes."""
     print("+", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, check=True, **kw)
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    for line in res.stdout.splitlines():
+        if "is ignored: it is neither a file nor a directory" not in line:
+            print(line, flush=True)
+    res.check_returncode()
+    return res
 
 
 def lock_pins(names: list[str]) -> list[str]:

@@ -4,6 +4,7 @@
 #   1. wheel reproducibility, part 1: build //:wheels, record sha256, `bazel clean`
 #   2. bazel test //...            every package's tests, tools' tests, tests/ from source
 #   3. wheel reproducibility, part 2: the wheels rebuilt by step 2 have the same sha256
+#      (editing sources while this runs makes that check fail: CI runs on a clean clone)
 #   4. ci/check_wheels.py          wheel subsets in fresh venvs, tests/ against installed wheels
 # and ends with one line `N passed, N failed, N skipped` summing every test it ran.
 # Exit status: non-zero if anything failed.
