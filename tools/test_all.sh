@@ -6,7 +6,7 @@
 #   3. wheel reproducibility, part 2: the wheels rebuilt by step 2 have the same sha256
 #      (editing sources while this runs makes that check fail: CI runs on a clean clone)
 #   4. ci/check_wheels.py          wheel subsets in fresh venvs, tests/ against installed wheels
-# and ends with one line `N passed, N failed, N skipped` summing every test it ran.
+# and ends with one line `N passed, N failed` summing every test it ran (skips on the line above).
 # Exit status: non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
