@@ -328,7 +328,7 @@ def _keep_mask(x, shape, p):
 
 def _feature_shape(x, name):
     if x.ndim < 2:
-        raise RuntimeError(f"Feature dropout requires at least 2 dimensions in the input")
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     return tuple(x.shape[:2]) + (1,) * (x.ndim - 2)
 
 

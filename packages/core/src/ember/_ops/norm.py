@@ -222,9 +222,12 @@ def _bn_axes(x):
 
 
 def _batch_norm_kernel(x, w, b, rm, rv, training, momentum, eps):
+    """Functional batch norm: (out, save_mean, save_invstd, new running_mean, new running_var);
+    nothing is mutated here (native_batch_norm below writes the new stats back)."""
     axes = _bn_axes(x)
     C = x.shape[1]
     shape = _affine_shape(x.ndim, 1, C)
+    new_rm = new_rv = None
     if training:
         n = x.size // C
         if n <= 1:
@@ -233,11 +236,11 @@ def _batch_norm_kernel(x, w, b, rm, rv, training, momentum, eps):
         xhat, mean, rstd = _normalize_fwd(x, axes, eps)
         mean, rstd = mean.reshape(C), rstd.reshape(C)
         if rm is not None:
-            rm[...] = (1 - momentum) * rm + momentum * mean
+            new_rm = ((1 - momentum) * rm + momentum * mean).astype(rm.dtype)
         if rv is not None:
             xc = x.astype(_cdt(x)) - mean.reshape(shape)
             var_unbiased = (xc * xc).sum(axis=axes) / (n - 1)
-            rv[...] = (1 - momentum) * rv + momentum * var_unbiased
+            new_rv = ((1 - momentum) * rv + momentum * var_unbiased).astype(rv.dtype)
     else:
         dt = _cdt(x)
         mean = rm.astype(dt)
@@ -249,7 +252,7 @@ def _batch_norm_kernel(x, w, b, rm, rv, training, momentum, eps):
     if b is not None:
         y = y + b.astype(y.dtype).reshape(shape)
     sdt = np.float32 if x.dtype.itemsize < 4 else x.dtype
-    return y.astype(x.dtype, copy=False), mean.astype(sdt), rstd.astype(sdt)
+    return y.astype(x.dtype, copy=False), mean.astype(sdt), rstd.astype(sdt), new_rm, new_rv
 
 
 def _batch_norm_bwd_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
@@ -283,24 +286,46 @@ native_batch_norm_backward = defop(
 
 
 def _batch_norm_vjp(grads, out, x, w, b, rm, rv, training, momentum, eps):
-    _, mean, invstd = out
-    return native_batch_norm_backward(grads[0], x, w, rm, rv, mean, invstd, training, eps,
+    mean, invstd = out[1], out[2]
+    # the saved stats cover eval mode too, so the buffers (mutated right after) are not saved
+    return native_batch_norm_backward(grads[0], x, w, None, None, mean, invstd, training, eps,
                                       [_req(x), _req(w), _req(b)])
 
 
 def _batch_norm_meta(x, w, b, rm, rv, training, momentum, eps):
     c = x.shape[1]
-    return TensorMeta(tuple(x.shape), x.dtype), TensorMeta((c,), x.dtype), \
-        TensorMeta((c,), x.dtype)
+    return (TensorMeta(tuple(x.shape), x.dtype), TensorMeta((c,), x.dtype),
+            TensorMeta((c,), x.dtype), None if rm is None else TensorMeta((c,), rm.dtype),
+            None if rv is None else TensorMeta((c,), rv.dtype))
 
 
-# running_mean/var are updated in place in training mode (PyTorch's native_batch_norm schema
-# does not mark them; we do, so tracing sees the mutation)
+# the functional form (new running stats as outputs) carries the kernel and the vjp, so autograd
+# and tracing see a pure op; native_batch_norm writes the stats back into the buffers
+batch_norm_functional = defop(
+    "_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, "
+    "Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> "
+    "(Tensor, Tensor, Tensor, Tensor, Tensor)", function=False, method=False,
+    kernels={"cpu": _batch_norm_kernel}, meta=_batch_norm_meta, vjp=_batch_norm_vjp,
+    differentiable=("input", "weight", "bias"))
+
+
+def _native_batch_norm(x, w, b, rm, rv, training, momentum, eps):
+    y, mean, invstd, new_rm, new_rv = batch_norm_functional(x, w, b, rm, rv, training,
+                                                            momentum, eps)
+    if training and (rm is not None or rv is not None):
+        import ember
+        with ember.no_grad():
+            if rm is not None:
+                rm.copy_(new_rm)
+            if rv is not None:
+                rv.copy_(new_rv)
+    return y, mean, invstd
+
+
 native_batch_norm = defop(
     "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, "
     "Tensor(b!)? running_var, bool training, float momentum, float eps) -> "
-    "(Tensor, Tensor, Tensor)", method=False, kernels={"cpu": _batch_norm_kernel},
-    meta=_batch_norm_meta, vjp=_batch_norm_vjp, differentiable=("input", "weight", "bias"))
+    "(Tensor, Tensor, Tensor)", method=False, decomp=_native_batch_norm)
 
 
 def _check_bn(x, w, b, rm, rv, training):

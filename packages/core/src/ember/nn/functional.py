@@ -47,21 +47,22 @@ def _activation(name, params=(), inplace_arg=True):
     return fn
 
 
-relu = _activation("relu")
-relu6 = _activation("relu6")
-selu = _activation("selu")
-silu = _activation("silu")
-mish = _activation("mish")
-hardswish = _activation("hardswish")
-hardsigmoid = _activation("hardsigmoid")
-elu = _activation("elu", (("alpha", 1.0),))
-celu = _activation("celu", (("alpha", 1.0),))
-leaky_relu = _activation("leaky_relu", (("negative_slope", 0.01),))
-hardtanh = _activation("hardtanh", (("min_val", -1.0), ("max_val", 1.0)))
-threshold = _activation("threshold", (("threshold", None), ("value", None)))
-softshrink = _activation("softshrink", (("lambd", 0.5),), inplace_arg=False)
-hardshrink = _activation("hardshrink", (("lambd", 0.5),), inplace_arg=False)
-softplus = _activation("softplus", (("beta", 1.0), ("threshold", 20.0)), inplace_arg=False)
+_ACTIVATIONS = {
+    "relu": (), "relu6": (), "selu": (), "silu": (), "mish": (), "hardswish": (),
+    "hardsigmoid": (), "elu": (("alpha", 1.0),), "celu": (("alpha", 1.0),),
+    "leaky_relu": (("negative_slope", 0.01),),
+    "hardtanh": (("min_val", -1.0), ("max_val", 1.0)),
+    "threshold": (("threshold", None), ("value", None)),
+}
+_NO_INPLACE = {"softshrink": (("lambd", 0.5),), "hardshrink": (("lambd", 0.5),),
+               "softplus": (("beta", 1.0), ("threshold", 20.0))}
+# the pointwise family binds most of these with F's signature already; fill in the rest
+for _name, _params in _ACTIVATIONS.items():
+    if _name not in _NN:
+        globals()[_name] = _activation(_name, _params)
+for _name, _params in _NO_INPLACE.items():
+    if _name not in _NN:
+        globals()[_name] = _activation(_name, _params, inplace_arg=False)
 
 
 def relu_(input):  # noqa: A002
@@ -141,27 +142,44 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
     return _inplace_result(input, _op("alpha_dropout")(input, p, training), inplace)
 
 
-def _feature(op, input, p, training, inplace, n, name):
+def _check_p(p):
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if input.ndim not in (n + 1, n + 2):
-        raise RuntimeError(f"{name}: Expected {n + 1}D or {n + 2}D input, but received a "
-                           f"{input.ndim}D input. Note that {name} exists to provide channel-wise "
-                           f"dropout on inputs with {n} spatial dimension(s), a channel "
-                           f"dimension, and an optional batch dimension (i.e. {n + 1}D or "
-                           f"{n + 2}D inputs).")
-    x = input.unsqueeze(0) if input.ndim == n + 1 else input
-    y = _op(op)(x, p, training)
-    if input.ndim == n + 1:
+
+
+def _deprecated_dims(name, ndim, n):
+    warnings.warn(f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will "
+                  f"result in an error in a future release. To retain the behavior and silence "
+                  f"this warning, please use dropout instead. Note that {name} exists to provide "
+                  f"channel-wise dropout on inputs with {n} spatial dimensions, a channel "
+                  f"dimension, and an optional batch dimension (i.e. {n + 1}D or {n + 2}D "
+                  f"inputs).", UserWarning, stacklevel=3)
+
+
+def _feature_unbatched(input, p, training, inplace, unbatched):  # noqa: A002
+    x = input.unsqueeze(0) if unbatched else input
+    y = _op("feature_dropout")(x, p, training)
+    if unbatched and y is not x:
         y = y.select(0, 0)
+    elif unbatched:
+        y = input
     return _inplace_result(input, y, inplace)
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002
-    return _feature("feature_dropout", input, p, training, inplace, 1, "dropout1d")
+    _check_p(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D "
+                           f"input. Note that dropout1d exists to provide channel-wise dropout "
+                           f"on inputs with 1 spatial dimension, a channel dimension, and an "
+                           f"optional batch dimension (i.e. 2D or 3D inputs).")
+    return _feature_unbatched(input, p, training, inplace, input.ndim == 2)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    _check_p(p)
+    if input.ndim not in (3, 4):
+        _deprecated_dims("dropout2d", input.ndim, 2)
     if input.ndim == 3:   # PyTorch: a 3D input is taken as batched (N, C, L), with a warning
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
                       "1D dropout behavior is desired - input is interpreted as shape (N, C, L), "
@@ -169,12 +187,14 @@ def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
                       "to interpret the input as one without a batch dimension, i.e. shape (C, H, "
                       "W). To maintain the 1D channel-wise dropout behavior, please switch to "
                       "using dropout1d instead.", UserWarning, stacklevel=2)
-        return _inplace_result(input, _op("feature_dropout")(input, p, training), inplace)
-    return _feature("feature_dropout", input, p, training, inplace, 2, "dropout2d")
+    return _inplace_result(input, _op("feature_dropout")(input, p, training), inplace)
 
 
 def dropout3d(input, p=0.5, training=True, inplace=False):  # noqa: A002
-    return _feature("feature_dropout", input, p, training, inplace, 3, "dropout3d")
+    _check_p(p)
+    if input.ndim not in (4, 5):
+        _deprecated_dims("dropout3d", input.ndim, 3)
+    return _feature_unbatched(input, p, training, inplace, input.ndim != 5)
 
 
 def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
@@ -295,6 +315,12 @@ adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d = (
     _adaptive_max(1), _adaptive_max(2), _adaptive_max(3))
 
 from ._functional_loss import *  # noqa: E402,F401,F403 - losses and resampling wrappers
+
+# where the pointwise family binds an activation itself (with F's signature), its binding wins
+for _name in ("relu_", "gelu", "sigmoid", "tanh", "logsigmoid", "softsign", "tanhshrink",
+              "prelu"):
+    if _name in _NN:
+        globals()[_name] = _NN[_name]
 
 __all__ = sorted(k for k in globals() if not k.startswith("_") and k not in (
     "annotations", "warnings"))
