@@ -568,7 +568,14 @@ def _dsplit_like(name, dim, min_ndim):
                                f"size of the dimension {x.shape[d]} is not divisible by the "
                                f"split_size {ios}!")
         return _tensor_split(x, ios, d)
-    defop(f"{name}(Tensor self, SymInt[] indices_or_sections) -> Tensor[]", decomp=f)
+    op = defop(f"{name}(Tensor self, SymInt[] indices_or_sections) -> Tensor[]", decomp=f)
+
+    def method(self, *indices_or_sections):
+        # x.hsplit(3) is 3 sections, x.hsplit(1, 3) and x.hsplit([1, 3]) are indices
+        ios = indices_or_sections
+        return op(self, ios[0] if len(ios) == 1 else list(ios))
+    method.__name__ = name
+    METHODS[name] = method
 
 
 _dsplit_like("hsplit", 1, 1)
