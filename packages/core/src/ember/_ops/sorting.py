@@ -168,14 +168,19 @@ def _mode_kernel(x, dim, keepdim):
         return x.copy(), np.zeros((), np.int64)
     check_nonempty("mode", x, (d,), False)
     a = np.moveaxis(opmath_np(x), d, -1)
-    rows = a.reshape(-1, a.shape[-1])
-    vals = np.empty(len(rows), rows.dtype)
-    idx = np.empty(len(rows), np.int64)
-    for r, row in enumerate(rows):
-        # most frequent value, the smallest among equally frequent ones, at its last position
-        u, counts = np.unique(row, return_counts=True)
-        v = u[np.argmax(counts)]
-        vals[r], idx[r] = v, np.flatnonzero(row == v)[-1]
+    rows = a.reshape(-1, a.shape[-1])                   # (r, n)
+    n = rows.shape[1]
+    # the most frequent value, the smallest among equally frequent ones, at its last position:
+    # in each sorted row, runlen[i] counts equal values up to i; the first i reaching the row's
+    # longest run ends the smallest such value's run
+    srt = np.sort(rows, axis=-1)
+    starts = np.ones(srt.shape, bool)
+    starts[:, 1:] = srt[:, 1:] != srt[:, :-1]
+    pos = np.arange(n)
+    runlen = pos - np.maximum.accumulate(np.where(starts, pos, 0), axis=-1) + 1
+    best = np.argmax(runlen == runlen.max(-1, keepdims=True), axis=-1)
+    vals = srt[np.arange(len(srt)), best]
+    idx = n - 1 - np.argmax((rows == vals[:, None])[:, ::-1], axis=-1)
     out_shape = a.shape[:-1]
     vals, idx = vals.reshape(out_shape).astype(x.dtype), idx.reshape(out_shape)
     if keepdim:
