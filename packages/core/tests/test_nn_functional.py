@@ -267,3 +267,26 @@ def test_affine_grid(align_corners):
           shapes=[(2, 2, 3)], grad=True)
     check(lambda t, th: F(t).affine_grid(th, (1, 1, 2, 3, 4), align_corners=align_corners),
           shapes=[(1, 3, 4)], grad=True)
+
+
+BAG_IDX = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0, 0])
+BAG_OFF = np.array([0, 3, 3, 7])      # bag 1 is empty
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag(mode):
+    check(lambda t, w: F(t).embedding_bag(t.tensor(BAG_IDX), w, t.tensor(BAG_OFF), mode=mode),
+          shapes=[(10, 3)], grad=True)
+    check(lambda t, w: F(t).embedding_bag(t.tensor(IDX), w, mode=mode, padding_idx=2),
+          shapes=[(10, 3)], grad=True)
+    check(lambda t, w: F(t).embedding_bag(t.tensor(BAG_IDX), w, t.tensor([0, 3, 3, 7, 10]),
+                                          mode=mode, include_last_offset=True),
+          shapes=[(10, 3)], grad=True)
+
+
+def test_embedding_bag_per_sample_weights():
+    check(lambda t, w, p: F(t).embedding_bag(t.tensor(BAG_IDX), w, t.tensor(BAG_OFF),
+                                             mode="sum", per_sample_weights=p),
+          shapes=[(10, 3), (10,)], grad=True)
+    check_error(lambda t: F(t).embedding_bag(t.tensor(IDX), t.zeros(10, 3),
+                                             t.tensor([0, 1])), match="offsets has to be None")

@@ -448,3 +448,152 @@ def _pairwise_distance(x1, x2, p, eps, keepdim):
 
 defop("pairwise_distance(Tensor x1, Tensor x2, float p=2, float eps=1e-06, bool keepdim=False)"
       " -> Tensor", method=False, functional="pairwise_distance", decomp=_pairwise_distance)
+
+
+# ---- embedding_bag -----------------------------------------------------------------------------
+_BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
+
+
+def _bag_layout(idx, offsets, include_last_offset):
+    """Bag id of every index (-1 when outside all bags) and the number of bags."""
+    n = idx.size
+    B = offsets.size - 1 if include_last_offset else offsets.size
+    if offsets.size and offsets[0] != 0:
+        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                           f"has to start from position 0. However, got {int(offsets[0])}")
+    pos = np.arange(n)
+    bag = np.searchsorted(offsets[:B], pos, side="right") - 1
+    if include_last_offset and offsets.size:
+        bag = np.where(pos < offsets[-1], bag, -1)
+    return bag, B
+
+
+def _embedding_bag_kernel(w, idx, offsets, scale_grad_by_freq, mode, sparse, psw,
+                          include_last_offset, padding_idx):
+    _check_indices(idx, "embedding_bag")
+    if idx.size and (idx.min() < 0 or idx.max() >= w.shape[0]):
+        raise IndexError("index out of range in self")
+    bag, B = _bag_layout(idx, offsets, include_last_offset)
+    valid = (idx != padding_idx) & (bag >= 0)
+    D = w.shape[1]
+    dt = np.float64 if w.dtype == np.float64 else np.float32
+    rows = w[idx].astype(dt)
+    if psw is not None:
+        rows = rows * psw.astype(dt)[:, None]
+    count = np.bincount(bag[valid], minlength=B)[:B]
+    max_idx = np.zeros((B, D) if mode == 2 else (0,), np.int64)
+    if mode == 2:
+        out = np.full((B, D), -np.inf, dt)
+        np.maximum.at(out, bag[valid], rows[valid])
+        out[count == 0] = 0
+        hit = (rows == out[np.maximum(bag, 0)]) & valid[:, None]
+        first = np.full((B, D), idx.size, np.int64)
+        np.minimum.at(first, bag[valid], np.where(hit, np.arange(idx.size)[:, None],
+                                                  idx.size)[valid])
+        max_idx = np.where(first < idx.size, np.append(idx, -1)[first], -1)
+    else:
+        out = np.zeros((B, D), dt)
+        np.add.at(out, bag[valid], rows[valid])
+        if mode == 1:
+            out = out / np.maximum(count, 1)[:, None]
+    return out.astype(w.dtype), bag.astype(np.int64), count.astype(np.int64), max_idx
+
+
+def _embedding_bag_backward_kernel(g, w, idx, bag, count, max_idx, scale_grad_by_freq, mode,
+                                   psw, padding_idx):
+    dt = np.float64 if g.dtype == np.float64 else np.float32
+    g = g.astype(dt)
+    gw = np.zeros(w.shape, dt)
+    valid = (idx != padding_idx) & (bag >= 0)
+    if mode == 2:
+        ok = max_idx >= 0
+        cols = np.broadcast_to(np.arange(w.shape[1]), max_idx.shape)
+        np.add.at(gw, (max_idx[ok], cols[ok]), g[ok])
+    else:
+        coef = np.ones(idx.shape, dt) if psw is None else psw.astype(dt)
+        if mode == 1:
+            coef = coef / np.maximum(count, 1)[np.maximum(bag, 0)]
+        if scale_grad_by_freq:
+            coef = coef / np.bincount(idx, minlength=w.shape[0])[idx]
+        contrib = g[np.maximum(bag, 0)] * coef[:, None]
+        np.add.at(gw, idx[valid], contrib[valid])
+    gpsw = None
+    if psw is not None:
+        gpsw = (g[np.maximum(bag, 0)] * w[idx].astype(dt)).sum(1) * valid
+        gpsw = gpsw.astype(psw.dtype)
+    return gw.astype(w.dtype), gpsw
+
+
+_embedding_bag_backward = defop(
+    "_embedding_bag_backward_ember(Tensor grad, Tensor weight, Tensor indices, Tensor offset2bag, "
+    "Tensor bag_size, Tensor max_indices, bool scale_grad_by_freq, int mode, "
+    "Tensor? per_sample_weights, int padding_idx) -> (Tensor, Tensor)", function=False,
+    method=False, kernels={"cpu": _embedding_bag_backward_kernel},
+    meta=lambda g, w, idx, *rest: (TensorMeta(tuple(w.shape), w.dtype),
+                                   TensorMeta(tuple(idx.shape), w.dtype)))
+
+
+def _embedding_bag_vjp(grads, out, w, idx, offsets, sgf, mode, sparse, psw, ilo, pad):
+    gw, gpsw = _embedding_bag_backward(grads[0], w, idx, out[1], out[2], out[3], sgf, mode,
+                                       psw, pad)
+    return gw, gpsw
+
+
+embedding_bag_op = defop(
+    "_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False,"
+    " int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset="
+    "False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)", function=False,
+    method=False, kernels={"cpu": _embedding_bag_kernel}, vjp=_embedding_bag_vjp,
+    differentiable=("weight", "per_sample_weights"),
+    meta=lambda w, idx, off, s, mode, sp, psw, ilo, pad: (
+        TensorMeta((off.shape[0] - (1 if ilo else 0), w.shape[1]), w.dtype),
+        TensorMeta(tuple(idx.shape), D.int64),
+        TensorMeta((off.shape[0] - (1 if ilo else 0),), D.int64),
+        TensorMeta((off.shape[0] - (1 if ilo else 0), w.shape[1]) if mode == 2 else (0,),
+                   D.int64)))
+
+
+def embedding_bag(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq,  # noqa: A002
+                  mode, per_sample_weights, include_last_offset, padding_idx):
+    """F.embedding_bag's argument handling over the `_embedding_bag` kernel op."""
+    e = _e()
+    if weight.ndim != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
+                         f"{weight.ndim}")
+    if per_sample_weights is not None and tuple(input.shape) != tuple(per_sample_weights.shape):
+        raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is "
+                         f"not None, then it must have the same shape as the input "
+                         f"({input.shape})")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"if input is 2D, then offsets has to be None, as input is treated "
+                             f"is a mini-batch of fixed length sequences. However, found offsets "
+                             f"of type {type(offsets)}")
+        offsets = e.arange(0, input.numel(), input.shape[1], device=input.device)
+        input = input.reshape(-1)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape(-1)
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                         f"{input.ndim}")
+    if mode not in _BAG_MODES:
+        raise ValueError("mode has to be one of sum, mean or max")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. "
+                                  f"per_sample_weights is only supported for mode='sum' (got "
+                                  f"mode='{mode}'). Please open a feature request on the PyTorch "
+                                  f"GitHub.")
+    if padding_idx is None:
+        padding_idx = -1
+    elif padding_idx < 0:
+        padding_idx += weight.shape[0]
+    if max_norm is not None:
+        with e.no_grad():
+            OPS["embedding_renorm_"](weight, input, max_norm, norm_type)
+    return embedding_bag_op(weight, input, offsets, scale_grad_by_freq, _BAG_MODES[mode], False,
+                            per_sample_weights, include_last_offset, padding_idx)[0]

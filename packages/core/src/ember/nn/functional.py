@@ -226,7 +226,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # noqa: A002
                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
                   include_last_offset=False, padding_idx=None):
-    from .._ops.loss import embedding_bag as _bag
+    from .._ops.nn import embedding_bag as _bag
     return _bag(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode,
                 per_sample_weights, include_last_offset, padding_idx)
 
