@@ -1,6 +1,7 @@
 """Hook handles and the full-backward-hook machinery of Module (PyTorch's torch.utils.hooks)."""
 from __future__ import annotations
 
+import warnings
 import weakref
 
 __all__ = ["RemovableHandle", "BackwardHook"]
@@ -100,6 +101,11 @@ class BackwardHook:
                 grads = r
         self.grad_outputs = grads
         if not self.inputs_need_grad and self.user_hooks:
+            warnings.warn("Full backward hook is firing when gradients are computed with respect "
+                          "to module outputs since no inputs require gradients. See "
+                          "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
+                          "#torch.nn.Module.register_full_backward_hook for more details.",
+                          stacklevel=5)
             grad_inputs = tuple(None for _ in range(self.n_inputs))
             for hook in self.user_hooks:
                 r = hook(self.module, grad_inputs, self.grad_outputs)
