@@ -158,6 +158,15 @@ def test_ties_and_zeros_grad(fn):
           grad=True)
 
 
+@pytest.mark.parametrize("fn", [lambda t, x: x.std(1), lambda t, x: x.norm(dim=1),
+                                lambda t, x: x.norm(3, 1), lambda t, x: x.norm(0.5, 1),
+                                lambda t, x: t.std_mean(x, 1)])
+def test_grad_at_zero_spread(fn):
+    # constant or all-zero rows: PyTorch's backward masks the 0/0 to 0
+    check(fn, dtypes=("float64",), args=[np.array([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0],
+                                                   [1.0, 2.0, 3.0]])], grad=True)
+
+
 def test_logsumexp_inf():
     x = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [1000.0, 1000.0]], "float32")
     check(lambda t, x: x.logsumexp(1), dtypes=("float32",), args=[x])

@@ -350,7 +350,8 @@ def _var_check(xd):
         raise RuntimeError("std and var only support floating point and complex dtypes")
 
 
-def _var_kernel(x, dim, unbiased, keepdim, correction):
+def _var_np(x, dim, unbiased, keepdim, correction):
+    """The variance in the accumulate dtype (float32 for float16/bfloat16), two-pass."""
     _var_check(edtype(x))
     dims, c = _var_args(x, dim, unbiased, correction)
     a = opmath_np(x)
@@ -358,12 +359,19 @@ def _var_kernel(x, dim, unbiased, keepdim, correction):
     if n - c <= 0:
         warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less "
                       "than the reduction factor (input numel divided by output numel).",
-                      UserWarning, stacklevel=4)
+                      UserWarning, stacklevel=5)
     with np.errstate(all="ignore"):
         dev = a - np.mean(a, axis=dims, keepdims=True) if n else a
-        r = np.sum(np.abs(dev) ** 2 if a.dtype.kind == "c" else dev * dev, axis=dims,
-                   keepdims=keepdim) / max(n - c, 0)
-    return np.asarray(r).astype(edtype(x).to_real().np)
+        return np.sum(np.abs(dev) ** 2 if a.dtype.kind == "c" else dev * dev, axis=dims,
+                      keepdims=keepdim) / max(n - c, 0)
+
+
+def _var_kernel(x, *args):
+    return np.asarray(_var_np(x, *args)).astype(edtype(x).to_real().np)
+
+
+def _std_kernel(x, *args):
+    return np.asarray(np.sqrt(_var_np(x, *args))).astype(edtype(x).to_real().np)
 
 
 def _var_meta(x, dim, unbiased, keepdim, correction):
@@ -383,8 +391,15 @@ _VAR_SIG = ("(Tensor self, int[1]? dim=None, bool? unbiased=None, bool keepdim=F
             "Scalar? correction=None)")
 defop("var" + _VAR_SIG + " -> Tensor", kernels={"cpu": _var_kernel}, meta=_var_meta,
       vjp=_var_vjp, tags={"reduction"})
-defop("std" + _VAR_SIG + " -> Tensor", tags={"reduction"},
-      decomp=lambda x, *a: OPS["var"](x, *a).sqrt())
+
+def _std_vjp(g, out, x, *args):
+    # through var, with the grad of sqrt at 0 taken as 0 (PyTorch's std_backward)
+    import ember
+    return _var_vjp(ember.where(out == 0, 0, g / (2 * out)), None, x, *args)
+
+
+defop("std" + _VAR_SIG + " -> Tensor", kernels={"cpu": _std_kernel}, meta=_var_meta,
+      vjp=_std_vjp, tags={"reduction"})
 defop("var_mean" + _VAR_SIG + " -> (Tensor, Tensor)", method=False, tags={"reduction"},
       decomp=lambda x, *a: (OPS["var"](x, *a), _mean_of(x, *a)))
 defop("std_mean" + _VAR_SIG + " -> (Tensor, Tensor)", method=False, tags={"reduction"},
