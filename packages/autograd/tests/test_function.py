@@ -26,7 +26,7 @@ def make(t):
         def forward(ctx, x, k, y):
             ctx.k = k
             ctx.save_for_backward(x, y)
-            ctx.mark_non_differentiable
+            ctx.mark_non_differentiable()
             return x * y * k, (x > 0)
 
         @staticmethod
@@ -87,7 +87,7 @@ def test_function_errors_and_freed():
     y = MyExp.apply(x)
     y.sum().backward()
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
-        y.grad_fn.saved_tensors
+        _ = y.grad_fn.saved_tensors
 
     class Bad(ember.autograd.Function):
         @staticmethod

@@ -151,7 +151,8 @@ SCHEDS = [
 
 def _lr_trace(t, name, kw, opt_name="SGD", opt_kw=None):
     p = t.zeros(2, requires_grad=True)
-    opt = getattr(t.optim, opt_name)([p], lr=0.1, **(dict(momentum=0.9) if opt_kw is None else opt_kw))
+    opt_kw = dict(momentum=0.9) if opt_kw is None else opt_kw
+    opt = getattr(t.optim, opt_name)([p], lr=0.1, **opt_kw)
     s = getattr(t.optim.lr_scheduler, name)(opt, **kw)
     trace = []
     for _ in range(20):

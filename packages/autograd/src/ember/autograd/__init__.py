@@ -11,9 +11,8 @@ from ._engine import backward, grad
 from ._graph import Node
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, once_differentiable
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import gradcheck, gradgradcheck
-from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
-                        set_grad_enabled)
 
 __all__ = ["backward", "grad", "Node", "Function", "once_differentiable", "gradcheck",
            "gradgradcheck", "detect_anomaly", "set_detect_anomaly", "functional", "graph",

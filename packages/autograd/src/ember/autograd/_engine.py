@@ -6,16 +6,33 @@ from __future__ import annotations
 import heapq
 
 from ember import _dispatch
+from ember import _dtype as D
 from ember._state import state
 from ember._tensor import Tensor
 
-from ._graph import (FULL, META, NONE, AccumulateGrad, CopySlices, MetaOnly, Node, OpNode,
-                     TensorInfo,
-                     _Saved, accumulate_grad_node, add_hook, edge_of, info, op_info)
+from ._graph import (
+    FULL,
+    META,
+    NONE,
+    AccumulateGrad,
+    CopySlices,
+    MetaOnly,
+    Node,
+    OpNode,
+    TensorInfo,
+    _Saved,
+    accumulate_grad_node,
+    add_hook,
+    edge_of,
+    info,
+    op_info,
+)
 
 __all__ = ["record", "run_backward", "Engine", "ENGINE"]
 
 _execute = _dispatch.execute
+_fast = getattr(_dispatch, "_fast_pointwise", None) if hasattr(_dispatch, "special") else None
+_CPU = _dispatch._CPU
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being used in an in-place "
                       "operation.")
@@ -32,12 +49,25 @@ def record(op, args: tuple, out=None):
         return op.decomp(*args)
     if inf.inplace:
         return _record_inplace(op, inf, args)
-    st = state
-    st.grad_enabled = False
-    try:
-        result = _execute(op, args)
-    finally:
-        st.grad_enabled = True
+    result = None
+    if op.pointwise is not None and _fast is not None and not _dispatch.special[0]:
+        d = None  # core's fast path: CPU float tensors of one dtype
+        for i in op.tensor_idx:
+            a = args[i]
+            if a.__class__ is not Tensor or a.device is not _CPU or (d is not None
+                                                                     and a.dtype is not d):
+                d = None
+                break
+            d = a.dtype
+        if d is D.float32 or d is D.float64:
+            result = _fast(op, args, d)
+    if result is None:
+        st = state
+        st.grad_enabled = False
+        try:
+            result = _execute(op, args)
+        finally:
+            st.grad_enabled = True
     edges = []
     metas = []
     any_edge = False

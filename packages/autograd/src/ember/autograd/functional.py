@@ -29,8 +29,8 @@ def _grads(outs, ins, gos, create_graph, strict, what):
     diff = [o for o in outs if o.requires_grad]
     if not diff:
         if strict:
-            raise RuntimeError(f"The output of the user-provided function is independent of "
-                               f"input 0. This is not allowed in strict mode.")
+            raise RuntimeError("The output of the user-provided function is independent of "
+                               "input 0. This is not allowed in strict mode.")
         return [ember.zeros_like(x) for x in ins]
     gd = [g for o, g in zip(outs, gos) if o.requires_grad]
     res = ember.autograd.grad(diff, ins, gd, create_graph=create_graph, retain_graph=True,

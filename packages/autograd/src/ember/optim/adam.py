@@ -1,8 +1,6 @@
 """Adam, AdamW, Adamax, NAdam, RAdam: PyTorch's single-tensor update rules in ember ops."""
 from __future__ import annotations
 
-
-
 import ember
 
 from .optimizer import Optimizer, _get_value, _step_tensor, _use_grad

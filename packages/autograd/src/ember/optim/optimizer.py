@@ -152,8 +152,8 @@ class Optimizer:
             if not isinstance(p, Tensor):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "
                                 + type(p).__name__)
-            if not self.defaults.get("differentiable", None) and not (p.is_leaf
-                                                                      or p.retains_grad):
+            leafish = p.is_leaf or p.retains_grad
+            if not self.defaults.get("differentiable", None) and not leafish:
                 raise ValueError("can't optimize a non-leaf Tensor")
         for name, default in self.defaults.items():
             if default is required and name not in param_group:
@@ -193,7 +193,7 @@ class Optimizer:
     def register_load_state_dict_post_hook(self, hook, prepend=False) -> _Handle:
         return _add(self._optimizer_load_state_dict_post_hooks, hook)
 
-    # ---- state dict -------------------------------------------------------------------------------
+    # ---- state dict ---------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]}"""
         for hook in self._optimizer_state_dict_pre_hooks.values():
@@ -210,7 +210,8 @@ class Optimizer:
             start += len(packed["params"])
             return packed
         groups = [pack(g) for g in self.param_groups]
-        state = {index[id(k)] if isinstance(k, Tensor) else k: v for k, v in self.state.items()}
+        state = {index[id(k)] if isinstance(k, Tensor) else k: v
+                 for k, v in self.state.items()}
         sd = {"state": state, "param_groups": groups}
         for hook in self._optimizer_state_dict_post_hooks.values():
             r = hook(self, sd)
@@ -260,7 +261,7 @@ class Optimizer:
         for hook in self._optimizer_load_state_dict_post_hooks.values():
             hook(self)
 
-    # ---- gradients ----------------------------------------------------------------------------------
+    # ---- gradients ----------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
             for p in group["params"]:

@@ -52,7 +52,7 @@ class CheckpointFunction(Function):
         ember.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         it = iter(detached)
         res = [None, None]
-        for i, a in enumerate(ctx.args):
+        for i in range(len(ctx.args)):
             res.append(next(it).grad if i in ctx.tensor_idx else None)
         return tuple(res)
 
