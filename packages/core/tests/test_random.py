@@ -174,7 +174,7 @@ def test_meta_device():
     assert tuple(ember.randint(0, 4, (5,), device="meta").shape) == (5,)
 
 
-# ---- distributions ---------------------------------------------------------------------------------
+# ---- distributions -------------------------------------------------------------------------------
 N = 20000
 
 
@@ -244,7 +244,7 @@ def test_random_grads_are_zero():
     assert p.grad is None or not p.grad.numpy().any()
 
 
-# ---- errors ---------------------------------------------------------------------------------------
+# ---- errors --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fn,match", [
     (lambda t: t.rand(2, dtype=t.int64), "\"check_uniform_bounds\" not implemented for 'Long'"),
     (lambda t: t.randn(2, dtype=t.int64), "\"normal_kernel_cpu\" not implemented for 'Long'"),
