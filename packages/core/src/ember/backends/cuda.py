@@ -20,8 +20,11 @@ matmul = _MatmulFlags()
 
 
 def is_built() -> bool:
-    from .. import cuda
-    return cuda.is_available()
+    """Whether a CUDA backend (ember-devices) has registered itself."""
+    from .._components import ensure_loaded
+    from .._device import _BACKENDS
+    ensure_loaded()
+    return "cuda" in _BACKENDS
 
 
 def flash_sdp_enabled() -> bool:
