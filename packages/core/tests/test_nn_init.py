@@ -138,7 +138,7 @@ def test_init_reproducible_with_manual_seed():
     np.testing.assert_array_equal(a, b)
 
 
-# ---- nn.utils -------------------------------------------------------------------------------------
+# ---- nn.utils ------------------------------------------------------------------------------------
 def _params_with_grads(t, grads):
     ps = []
     for g in grads:
@@ -194,7 +194,7 @@ def test_parameters_to_vector_and_back():
         ember.nn.utils.vector_to_parameters([1.0], lin.parameters())
 
 
-# ---- full backward hooks ---------------------------------------------------------------------------
+# ---- full backward hooks -------------------------------------------------------------------------
 def _hook_log(t):
     log = []
     m = t.nn.Linear(3, 2)

@@ -61,7 +61,7 @@ def run(ctor, specs, train=False, grad=True, rtol=1e-7, atol=1e-8, out=lambda o:
                 y.requires_grad_(True)
     to, eo = out(tm(*tin)), out(em(*ein))
     compare(eo, to, dtype, rtol, atol)
-    for (k, tv), (k2, ev) in zip(tm.state_dict().items(), em.state_dict().items()):
+    for (k, tv), (_, ev) in zip(tm.state_dict().items(), em.state_dict().items()):
         compare(ev, tv, dtype, rtol, atol, path=f"state {k}")  # running stats after forward
     if not grad:
         return
@@ -343,7 +343,8 @@ REPRS = [
     lambda t: t.nn.TransformerEncoder(t.nn.TransformerEncoderLayer(8, 2, 16), 2,
                                       enable_nested_tensor=False),
     lambda t: t.nn.CrossEntropyLoss(), lambda t: t.nn.InstanceNorm2d(3),
-    lambda t: t.nn.GroupNorm(2, 4), lambda t: t.nn.Softmax(dim=-1), lambda t: t.nn.Threshold(0.1, 2),
+    lambda t: t.nn.GroupNorm(2, 4), lambda t: t.nn.Softmax(dim=-1),
+    lambda t: t.nn.Threshold(0.1, 2),
     lambda t: t.nn.ZeroPad2d(2), lambda t: t.nn.ReflectionPad1d((1, 2)),
     lambda t: t.nn.ConstantPad2d(1, 0.5), lambda t: t.nn.Flatten(0),
     lambda t: t.nn.Bilinear(2, 3, 4, bias=False), lambda t: t.nn.PixelShuffle(3),

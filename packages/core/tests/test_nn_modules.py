@@ -175,7 +175,7 @@ def test_setattr_getattr_delattr():
         m.x = 3
         assert m.x == 3 and "x" in m.__dict__
         with pytest.raises(AttributeError, match="object has no attribute 'nope'"):
-            m.nope
+            _ = m.nope
     check_error(lambda t: setattr(_with_param(t), "p", t.zeros(1)), TypeError,
                 match="cannot assign '.*' as parameter 'p'")
     check_error(lambda t: setattr(_with_child(t), "c", 1), TypeError)
@@ -265,41 +265,41 @@ def test_apply_and_share_memory():
     assert e.share_memory() is e
 
 
-def test_forward_hooks_order_and_results():
-    for t in (ember, torch):
-        m = t.nn.Identity()
-        log = []
-        m.register_forward_pre_hook(lambda mod, args: log.append("pre1"))
-        m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
-        m.register_forward_pre_hook(lambda mod, args: log.append("pre0"), prepend=True)
-        m.register_forward_pre_hook(
-            lambda mod, args, kwargs: log.append(("prekw", sorted(kwargs))), with_kwargs=True)
-        h = m.register_forward_hook(lambda mod, args, out: out + 1)
-        m.register_forward_hook(lambda mod, args, kwargs, out: log.append("postkw"),
-                                with_kwargs=True)
-        out = m(t.ones(2))
-        assert out.tolist() == [3.0, 3.0]
-        assert log == ["pre0", "pre1", ("prekw", []), "postkw"]
-        h.remove()
-        assert m(t.ones(2)).tolist() == [2.0, 2.0]
-        with m.register_forward_hook(lambda mod, a, o: o * 0):
-            assert m(t.ones(1)).tolist() == [0.0]
-        assert m(t.ones(1)).tolist() == [2.0]
+@pytest.mark.parametrize("t", [ember, torch], ids=["ember", "torch"])
+def test_forward_hooks_order_and_results(t):
+    m = t.nn.Identity()
+    log = []
+    m.register_forward_pre_hook(lambda mod, args: log.append("pre1"))
+    m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+    m.register_forward_pre_hook(lambda mod, args: log.append("pre0"), prepend=True)
+    m.register_forward_pre_hook(
+        lambda mod, args, kwargs: log.append(("prekw", sorted(kwargs))), with_kwargs=True)
+    h = m.register_forward_hook(lambda mod, args, out: out + 1)
+    m.register_forward_hook(lambda mod, args, kwargs, out: log.append("postkw"),
+                            with_kwargs=True)
+    out = m(t.ones(2))
+    assert out.tolist() == [3.0, 3.0]
+    assert log == ["pre0", "pre1", ("prekw", []), "postkw"]
+    h.remove()
+    assert m(t.ones(2)).tolist() == [2.0, 2.0]
+    with m.register_forward_hook(lambda mod, a, o: o * 0):
+        assert m(t.ones(1)).tolist() == [0.0]
+    assert m(t.ones(1)).tolist() == [2.0]
 
 
-def test_forward_hook_always_call_runs_on_error():
-    for t in (ember, torch):
-        class Boom(t.nn.Module):
-            def forward(self, x):
-                raise ValueError("boom")
+@pytest.mark.parametrize("t", [ember, torch], ids=["ember", "torch"])
+def test_forward_hook_always_call_runs_on_error(t):
+    class Boom(t.nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
 
-        m = Boom()
-        log = []
-        m.register_forward_hook(lambda mod, a, o: log.append("always"), always_call=True)
-        m.register_forward_hook(lambda mod, a, o: log.append("normal"))
-        with pytest.raises(ValueError):
-            m(t.ones(1))
-        assert log == ["always"]
+    m = Boom()
+    log = []
+    m.register_forward_hook(lambda mod, a, o: log.append("always"), always_call=True)
+    m.register_forward_hook(lambda mod, a, o: log.append("normal"))
+    with pytest.raises(ValueError):
+        m(t.ones(1))
+    assert log == ["always"]
 
 
 def test_global_forward_hooks():

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from collections import OrderedDict
 
-__all__ = ["RemovableHandle", "BackwardHook"]
+__all__ = ["RemovableHandle", "BackwardHook", "register_module_forward_pre_hook",
+           "register_module_forward_hook", "register_module_full_backward_hook",
+           "register_module_full_backward_pre_hook", "register_module_buffer_registration_hook",
+           "register_module_module_registration_hook",
+           "register_module_parameter_registration_hook"]
 
 
 class RemovableHandle:
@@ -33,6 +38,66 @@ class RemovableHandle:
 
     def __exit__(self, *exc):
         self.remove()
+
+
+# global hooks, run for every module (register_module_* below)
+_global_buffer_registration_hooks: dict = OrderedDict()
+_global_module_registration_hooks: dict = OrderedDict()
+_global_parameter_registration_hooks: dict = OrderedDict()
+_global_backward_pre_hooks: dict = OrderedDict()
+_global_backward_hooks: dict = OrderedDict()
+_global_forward_pre_hooks: dict = OrderedDict()
+_global_forward_hooks: dict = OrderedDict()
+_global_forward_hooks_always_called: dict = OrderedDict()
+_global_forward_hooks_with_kwargs: dict = OrderedDict()
+
+
+def register_module_buffer_registration_hook(hook) -> RemovableHandle:
+    h = RemovableHandle(_global_buffer_registration_hooks)
+    _global_buffer_registration_hooks[h.id] = hook
+    return h
+
+
+def register_module_module_registration_hook(hook) -> RemovableHandle:
+    h = RemovableHandle(_global_module_registration_hooks)
+    _global_module_registration_hooks[h.id] = hook
+    return h
+
+
+def register_module_parameter_registration_hook(hook) -> RemovableHandle:
+    h = RemovableHandle(_global_parameter_registration_hooks)
+    _global_parameter_registration_hooks[h.id] = hook
+    return h
+
+
+def register_module_forward_pre_hook(hook) -> RemovableHandle:
+    h = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[h.id] = hook
+    return h
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    h = RemovableHandle(_global_forward_hooks,
+                        extra_dict=[_global_forward_hooks_always_called,
+                                    _global_forward_hooks_with_kwargs])
+    _global_forward_hooks[h.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[h.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[h.id] = True
+    return h
+
+
+def register_module_full_backward_pre_hook(hook) -> RemovableHandle:
+    h = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[h.id] = hook
+    return h
+
+
+def register_module_full_backward_hook(hook) -> RemovableHandle:
+    h = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[h.id] = hook
+    return h
 
 
 def _tensors(xs):

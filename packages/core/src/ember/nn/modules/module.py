@@ -6,13 +6,32 @@ import functools
 import itertools
 import warnings
 from collections import OrderedDict, namedtuple
-from collections.abc import Mapping
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from ..._grad_mode import no_grad
 from ..._tensor import Tensor
 from ..parameter import Buffer, Parameter, is_lazy
-from ._hooks import BackwardHook, RemovableHandle
+from ._hooks import (  # noqa: F401 - the register_module_* functions are public here too
+    BackwardHook,
+    RemovableHandle,
+    _global_backward_hooks,
+    _global_backward_pre_hooks,
+    _global_buffer_registration_hooks,
+    _global_forward_hooks,
+    _global_forward_hooks_always_called,
+    _global_forward_hooks_with_kwargs,
+    _global_forward_pre_hooks,
+    _global_module_registration_hooks,
+    _global_parameter_registration_hooks,
+    register_module_buffer_registration_hook,
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
+    register_module_module_registration_hook,
+    register_module_parameter_registration_hook,
+)
 
 __all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
            "register_module_full_backward_hook", "register_module_full_backward_pre_hook",
@@ -29,18 +48,6 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
     __str__ = __repr__
-
-
-# global hooks, run for every module (register_module_* below)
-_global_buffer_registration_hooks: dict = OrderedDict()
-_global_module_registration_hooks: dict = OrderedDict()
-_global_parameter_registration_hooks: dict = OrderedDict()
-_global_backward_pre_hooks: dict = OrderedDict()
-_global_backward_hooks: dict = OrderedDict()
-_global_forward_pre_hooks: dict = OrderedDict()
-_global_forward_hooks: dict = OrderedDict()
-_global_forward_hooks_always_called: dict = OrderedDict()
-_global_forward_hooks_with_kwargs: dict = OrderedDict()
 
 
 def typename(obj) -> str:
@@ -60,54 +67,6 @@ def _addindent(s: str, spaces: int) -> str:
         return s
     first = lines.pop(0)
     return first + "\n" + "\n".join(" " * spaces + line for line in lines)
-
-
-def register_module_buffer_registration_hook(hook) -> RemovableHandle:
-    h = RemovableHandle(_global_buffer_registration_hooks)
-    _global_buffer_registration_hooks[h.id] = hook
-    return h
-
-
-def register_module_module_registration_hook(hook) -> RemovableHandle:
-    h = RemovableHandle(_global_module_registration_hooks)
-    _global_module_registration_hooks[h.id] = hook
-    return h
-
-
-def register_module_parameter_registration_hook(hook) -> RemovableHandle:
-    h = RemovableHandle(_global_parameter_registration_hooks)
-    _global_parameter_registration_hooks[h.id] = hook
-    return h
-
-
-def register_module_forward_pre_hook(hook) -> RemovableHandle:
-    h = RemovableHandle(_global_forward_pre_hooks)
-    _global_forward_pre_hooks[h.id] = hook
-    return h
-
-
-def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
-    h = RemovableHandle(_global_forward_hooks,
-                        extra_dict=[_global_forward_hooks_always_called,
-                                    _global_forward_hooks_with_kwargs])
-    _global_forward_hooks[h.id] = hook
-    if with_kwargs:
-        _global_forward_hooks_with_kwargs[h.id] = True
-    if always_call:
-        _global_forward_hooks_always_called[h.id] = True
-    return h
-
-
-def register_module_full_backward_pre_hook(hook) -> RemovableHandle:
-    h = RemovableHandle(_global_backward_pre_hooks)
-    _global_backward_pre_hooks[h.id] = hook
-    return h
-
-
-def register_module_full_backward_hook(hook) -> RemovableHandle:
-    h = RemovableHandle(_global_backward_hooks)
-    _global_backward_hooks[h.id] = hook
-    return h
 
 
 def _forward_unimplemented(self, *input: Any) -> None:
@@ -490,7 +449,7 @@ class Module:
         if recurse:
             for module in self.children():
                 module._apply(fn)
-        for key, param in self._parameters.items():
+        for param in self._parameters.values():
             if param is None:
                 continue
             with no_grad():
@@ -738,7 +697,7 @@ class Module:
         self._load_state_dict_post_hooks[h.id] = hook
         return h
 
-    # ---- hooks ------------------------------------------------------------------------------------
+    # ---- hooks -----------------------------------------------------------------------------------
     def register_forward_pre_hook(self, hook, *, prepend: bool = False,
                                   with_kwargs: bool = False) -> RemovableHandle:
         """hook(module, args) -> None | new args; with_kwargs: hook(module, args, kwargs) ->
@@ -846,7 +805,8 @@ class Module:
             if bw_hook is not None:
                 if not isinstance(result, (Tensor, tuple)):
                     warnings.warn("For backward hooks to be called, module output should be a "
-                                  f"Tensor or a tuple of Tensors but received {type(result)}")
+                                  f"Tensor or a tuple of Tensors but received {type(result)}",
+                                  stacklevel=2)
                 result = bw_hook.setup_output_hook(result)
             return result
 
@@ -869,7 +829,7 @@ class Module:
                 except Exception as e:
                     warnings.warn("forward hook with ``always_call=True`` raised an exception "
                                   f"that was silenced as another error was raised in forward: "
-                                  f"{e}")
+                                  f"{e}", stacklevel=2)
             raise
 
     def _wrapped_call_impl(self, *args, **kwargs):
@@ -884,7 +844,7 @@ class Module:
         from ... import compile as _compile
         self._compiled_call_impl = _compile(self._call_impl, *args, **kwargs)
 
-    # ---- repr -------------------------------------------------------------------------------------
+    # ---- repr ------------------------------------------------------------------------------------
     def _get_name(self) -> str:
         return self.__class__.__name__
 

@@ -207,7 +207,7 @@ class RNNBase(Module):
         if tuple(hx.size()) != tuple(expected):
             raise RuntimeError(msg.format(tuple(expected), list(hx.size())))
 
-    # ---- the recurrence ---------------------------------------------------------------------------
+    # ---- the recurrence --------------------------------------------------------------------------
     def _run(self, steps, batch_sizes, hx):
         """steps: per-time-step inputs; hx: tuple of (layers*dirs, B, *) initial states.
         Returns (per-step outputs, tuple of final states stacked like hx)."""
