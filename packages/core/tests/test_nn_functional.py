@@ -290,3 +290,17 @@ def test_embedding_bag_per_sample_weights():
           shapes=[(10, 3), (10,)], grad=True)
     check_error(lambda t: F(t).embedding_bag(t.tensor(IDX), t.zeros(10, 3),
                                              t.tensor([0, 1])), match="offsets has to be None")
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multi_head_attention_forward(need_weights):
+    kpm = np.array([[False, False, True, False, False], [False, True, False, False, False]])
+    causal = np.triu(np.ones((3, 5), bool), 1)
+
+    def mha(t, q, k, v, w, b, ow, ob):
+        return F(t).multi_head_attention_forward(
+            q, k, v, 4, 2, w, b, None, None, False, 0.0, ow, ob, training=False,
+            key_padding_mask=t.tensor(kpm), need_weights=need_weights,
+            attn_mask=t.tensor(causal))
+    check(mha, shapes=[(3, 2, 4), (5, 2, 4), (5, 2, 4), (12, 4), (12,), (4, 4), (4,)],
+          low=-1, high=1, grad=True, rtol=1e-4, atol=1e-4)

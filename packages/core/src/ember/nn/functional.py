@@ -315,6 +315,7 @@ adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d = (
     _adaptive_max(1), _adaptive_max(2), _adaptive_max(3))
 
 from ._functional_loss import *  # noqa: E402,F401,F403 - losses and resampling wrappers
+from ._functional_mha import *  # noqa: E402,F401,F403 - multi_head_attention_forward
 
 # where the pointwise family binds an activation itself (with F's signature), its binding wins
 for _name in ("relu_", "gelu", "sigmoid", "tanh", "logsigmoid", "softsign", "tanhshrink",
