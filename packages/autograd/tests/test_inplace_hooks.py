@@ -67,8 +67,16 @@ def test_version_check_error():
         z.sum().backward()
         raise AssertionError("no error")
     except RuntimeError as e:
-        assert "[ember.FloatTensor [3]], which is output 0 of ExpBackward0, is at version 1; " \
+        assert "[ember.FloatTensor [3]], which is output 0 of Exp, is at version 1; " \
                "expected version 0 instead." in str(e), str(e)
+
+    def f2(t):  # a saved input names its current grad_fn (here the in-place op's)
+        x = t.ones(3, requires_grad=True)
+        y = x * 2
+        z = y * y
+        y.sub_(1)
+        z.sum().backward()
+    check_error(f2, match=r"\[\w+.FloatTensor \[3\]\], which is output 0 of Sub, is at version 1")
 
 
 def test_no_version_error_when_not_saved():

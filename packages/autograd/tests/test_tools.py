@@ -32,6 +32,20 @@ def test_gradcheck_passes_and_fails():
     assert not ember.autograd.gradcheck(Wrong.apply, (x,), raise_exception=False)
 
 
+def test_gradgradcheck_through_inplace_on_views():
+    def f(x):
+        b = x * x
+        b.narrow(1, 0, 2).mul_(x.narrow(1, 1, 2))
+        c = b.sin()
+        c.add_(b)
+        c.mul_(x)
+        c.transpose(0, 1).select(0, 2).copy_(x.select(1, 0) * 3)
+        return c
+    x = ember.tensor(M @ np.ones((2, 3)) * X, requires_grad=True)
+    assert ember.autograd.gradcheck(f, (x,))
+    assert ember.autograd.gradgradcheck(f, (x,))
+
+
 def test_detect_anomaly_nan():
     def f(t):
         x = t.tensor([0.0, 1.0], requires_grad=True)

@@ -160,12 +160,9 @@ def _record_inplace(op, inf, args):
         raise RuntimeError(_VIEW_LEAF_INPLACE)
     snapshot = None
     if inf.use_args[self_idx] == FULL and inf.vjp is not None:
-        st = state
-        st.grad_enabled = False
-        try:
-            snapshot = self.clone()  # the vjp reads the value self had before the write
-        finally:
-            st.grad_enabled = True
+        # the vjp reads the value self had before the write; recorded, so that double
+        # backward still reaches self's old history through it
+        snapshot = self.clone()
     old_edge = edge_of(self)
     st = state
     st.grad_enabled = False

@@ -142,15 +142,21 @@ class Node:
         return f"<{self.name()} object at {hex(id(self))}>"
 
 
+_NAMES = {"copy_": "CopyBackwards"}  # PyTorch's exceptions to the rule
+
+
 def camel_backward(opname: str) -> str:
     """"floor_divide" -> "FloorDivideBackward0" (PyTorch's grad_fn names)."""
+    if opname in _NAMES:
+        return _NAMES[opname]
     base = opname.split(".")[0].strip("_")
     return "".join(p[:1].upper() + p[1:] for p in base.split("_") if p) + "Backward0"
 
 
 _META_ATTRS = frozenset(("shape", "_shape", "ndim", "dtype", "device", "dim", "size", "numel",
                          "new_zeros", "new_ones", "new_empty", "new_full", "is_floating_point",
-                         "is_complex"))
+                         "is_complex", "_stride", "_offset", "stride", "storage_offset",
+                         "is_contiguous"))
 NONE, META, FULL = 0, 1, 2
 
 
@@ -184,10 +190,25 @@ def used_params(fn) -> tuple | None:
 class MetaOnly:
     """A saved tensor's shape/dtype/device without its data (for vjps that need only those)."""
 
-    __slots__ = ("_shape", "dtype", "device")
+    __slots__ = ("_shape", "_stride", "_offset", "dtype", "device")
 
     def __init__(self, t):
         self._shape, self.dtype, self.device = t._shape, t.dtype, t.device
+        self._stride, self._offset = t._stride, t._offset
+
+    def stride(self, d=None):
+        return self._stride if d is None else self._stride[d]
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        expected = 1
+        for size, st in zip(reversed(self._shape), reversed(self._stride)):
+            if size != 1 and st != expected:
+                return False
+            expected *= size
+        return True
 
     @property
     def shape(self):
@@ -258,6 +279,11 @@ class _OpInfo:
         else:
             used = used + (FULL,) * (n + 2 - len(used))
             self.use_out, self.use_args = used[1] != NONE, tuple(used[2:n + 2])
+        if self.view and self.vjp is not None:
+            # a view is linear in its input: its vjp needs the input's geometry, never its
+            # values (as PyTorch saves only sizes), so in-place writes later are fine
+            self.use_args = tuple(META if u == FULL and i in op.tensor_idx else u
+                                  for i, u in enumerate(self.use_args))
 
 
 def op_info(op) -> _OpInfo:
@@ -321,12 +347,17 @@ def _modified_message(t, saved, node) -> str:
     src = node if saved.is_output else t.grad_fn
     if src is not None:
         nr = saved.output_nr if saved.is_output else (t._ag.output_nr if t._ag else 0)
-        where = f", which is output {nr} of {src.name()},"
+        name = src.name()  # PyTorch 2.13 names the node without its "Backward0" suffix
+        for suffix in ("Backward0", "Backward"):
+            if name.endswith(suffix):
+                name = name[:-len(suffix)]
+                break
+        where = f", which is output {nr} of {name},"
     return (f"one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [{t.type()} {list(t.shape)}]{where} is at version "
             f"{t._storage.version}; expected version {saved.version} instead. Hint: enable "
             f"anomaly detection to find the operation that failed to compute its gradient, with "
-            f"ember.autograd.set_detect_anomaly(True).")
+            f"ember.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
 class OpNode(Node):
