@@ -424,3 +424,45 @@ def test_deepcopy_and_pickle_round_trip():
 
 def test_module_init_rejects_unexpected_args():
     check_error(lambda t: t.nn.Module(foo=1), TypeError)
+
+
+def test_lazy_linear_materializes_on_first_call():
+    m = ember.nn.LazyLinear(3)
+    assert repr(m.weight) == "<UninitializedParameter>"
+    y = m(ember.ones(2, 5))
+    assert type(m) is ember.nn.Linear and tuple(m.weight.shape) == (3, 5)
+    assert tuple(y.shape) == (2, 3) and m.in_features == 5
+    assert repr(m) == repr(torch.nn.Linear(5, 3))
+
+
+def test_meta_device_and_to_empty():
+    m = ember.nn.Linear(2, 3, device="meta")
+    w = m.weight
+    assert w.device.type == "meta" and tuple(w.shape) == (3, 2)
+    m.to_empty(device="cpu")
+    assert m.weight is w and w.device.type == "cpu" and isinstance(w, ember.nn.Parameter)
+    m.reset_parameters()
+    assert np.abs(w.detach().numpy()).max() <= 1 / np.sqrt(2)
+
+
+def test_training_step_matches_torch():
+    """A small MLP trained for a few SGD steps in both frameworks stays identical."""
+    def build(t):
+        return t.nn.Sequential(t.nn.Linear(4, 8), t.nn.GELU(), t.nn.LayerNorm(8),
+                               t.nn.Linear(8, 3))
+
+    tm, em = build(torch).double(), build(ember).double()
+    em.load_state_dict(_to_ember_sd(tm.state_dict()))
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((16, 4)), rng.integers(0, 3, 16)
+    lr = 0.1
+    for _ in range(3):
+        for m, t in ((tm, torch), (em, ember)):
+            m.zero_grad()
+            loss = t.nn.CrossEntropyLoss()(m(t.tensor(x)), t.tensor(y))
+            loss.backward()
+            with t.no_grad():
+                for p in m.parameters():
+                    p -= lr * p.grad
+    for (k, tv), ev in zip(tm.state_dict().items(), em.state_dict().values()):
+        compare(ev, tv, "float64", path=k)

@@ -38,13 +38,14 @@ class Parameter(Tensor):
         p.requires_grad = requires_grad
         return p
 
-    def __init__(self, data=None, requires_grad=True):
+    def __init__(self, *args, **kwargs):
         pass  # all set in __new__ (Tensor has no __init__ to call)
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self.__repr__()
 
     def __deepcopy__(self, memo):
         if id(self) in memo:

@@ -523,8 +523,9 @@ class Module:
         return self._apply(lambda t: t.cuda(device))
 
     def to_empty(self, *, device, recurse: bool = True) -> Module:
-        from ... import empty_like
-        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
+        from ... import empty
+        return self._apply(lambda t: empty(t.shape, dtype=t.dtype, device=device),
+                           recurse=recurse)
 
     # ---- state dict ------------------------------------------------------------------------------
     def _save_to_state_dict(self, destination, prefix, keep_vars):
