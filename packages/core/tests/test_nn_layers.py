@@ -130,6 +130,16 @@ LAYERS = {
     "AdaptiveAvgPool1d": (lambda t: t.nn.AdaptiveAvgPool1d(3), [(2, 3, 7)]),
     "AdaptiveAvgPool2d": (lambda t: t.nn.AdaptiveAvgPool2d((2, None)), [(1, 2, 5, 4)]),
     "AdaptiveMaxPool2d": (lambda t: t.nn.AdaptiveMaxPool2d(2), [(1, 2, 5, 5)]),
+    "MaxPool3d": (lambda t: t.nn.MaxPool3d(2, padding=1), [(1, 1, 3, 4, 4)]),
+    "AvgPool3d": (lambda t: t.nn.AvgPool3d(2, divisor_override=3), [(1, 1, 2, 4, 4)]),
+    "AdaptiveMaxPool1d": (lambda t: t.nn.AdaptiveMaxPool1d(3), [(2, 2, 7)]),
+    "AdaptiveAvgPool3d": (lambda t: t.nn.AdaptiveAvgPool3d(2), [(1, 1, 3, 4, 5)]),
+    "ConvTranspose3d": (lambda t: t.nn.ConvTranspose3d(2, 2, 2, stride=2), [(1, 2, 2, 2, 2)]),
+    "InstanceNorm3d": (lambda t: t.nn.InstanceNorm3d(2, affine=True), [(2, 2, 2, 3, 2)]),
+    "InstanceNorm1d-unbatched": (lambda t: t.nn.InstanceNorm1d(3), [(3, 5)]),
+    "GroupNorm-noaffine": (lambda t: t.nn.GroupNorm(1, 3, affine=False), [(2, 3, 4)]),
+    "ZeroPad1d": (lambda t: t.nn.ZeroPad1d(2), [(2, 3)]),
+    "ReflectionPad3d": (lambda t: t.nn.ReflectionPad3d(1), [(1, 1, 2, 3, 3)]),
     "Flatten": (lambda t: t.nn.Flatten(), [(2, 3, 4)]),
     "Unflatten": (lambda t: t.nn.Unflatten(1, (2, 3)), [(4, 6)]),
     "Upsample-nearest": (lambda t: t.nn.Upsample(scale_factor=2), [(1, 2, 3, 3)]),
@@ -282,6 +292,27 @@ def test_dropout_train_eval():
     assert d(x) is x or (d(x).detach().numpy() == 1).all()
     with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
         ember.nn.Dropout(1.5)
+
+
+@pytest.mark.parametrize("name,shape", [("Dropout1d", (4, 50, 10)), ("Dropout2d", (4, 50, 3, 3)),
+                                        ("Dropout3d", (4, 50, 2, 2, 2))])
+def test_channel_dropout_zeroes_whole_channels(name, shape):
+    m = getattr(ember.nn, name)(0.5)
+    y = m(ember.ones(shape)).detach().numpy().reshape(shape[0], shape[1], -1)
+    per_channel = y.min(-1) == y.max(-1)  # each channel is all 0 or all 2
+    assert per_channel.all() and set(np.unique(y)) <= {0.0, 2.0}
+    m.eval()
+    assert (m(ember.ones(shape)).detach().numpy() == 1).all()
+
+
+def test_alpha_dropout_eval_is_identity_and_train_keeps_stats():
+    x = ember.randn(20000)
+    for cls in (ember.nn.AlphaDropout, ember.nn.FeatureAlphaDropout):
+        m = cls(0.2)
+        y = m(x.view(100, 200, 1)).detach().numpy()
+        assert abs(y.mean()) < 0.05 and abs(y.std() - 1) < 0.05
+        m.eval()
+        np.testing.assert_array_equal(m(x).detach().numpy(), x.numpy())
 
 
 def test_embedding_from_pretrained_and_padding_grad():
