@@ -247,7 +247,9 @@ def pointwise_dtypes(op, inputs, args=()):
     if common is None:
         raise TypeError(f"{op.name}(): expected at least one tensor or number argument")
     if _CAT_LETTER[common._cat] not in op.supports:
-        raise RuntimeError(f"\"{op.name}_cpu\" not implemented for '{_TORCH_NAMES[common]}'")
+        # NotImplementedError (a RuntimeError subclass), as PyTorch 2.x raises for these
+        raise NotImplementedError(
+            f"\"{op.name}_cpu\" not implemented for '{_TORCH_NAMES[common]}'")
     kind = op.promote
     if kind.__class__ is not str:  # a function of the call's args (div's rounding_mode)
         kind = kind(*args)
@@ -291,7 +293,10 @@ def run_pointwise(op, args):
             x = x._np
             a[i] = x if x.dtype == npd else x.astype(npd)
         elif x is not None:
-            a[i] = npd.type(x)
+            try:
+                a[i] = npd.type(x)
+            except OverflowError:  # PyTorch wraps an out-of-range int: uint8 + (-1) is x - 1
+                a[i] = np.array(x).astype(npd)
     for i in op.pw_other_idx:
         x = a[i]
         if isinstance(x, Tensor):

@@ -96,7 +96,7 @@ _OPERATORS = {
     "__xor__": "bitwise_xor", "__lshift__": "bitwise_left_shift",
     "__rshift__": "bitwise_right_shift", "__eq__": "eq", "__ne__": "ne", "__lt__": "lt",
     "__le__": "le", "__gt__": "gt", "__ge__": "ge", "__neg__": "neg", "__abs__": "abs",
-    "__invert__": "bitwise_not", "__pos__": "positive",
+    "__invert__": "__invert__", "__pos__": "positive",
     "__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
     "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__ipow__": "pow_",
     "__iand__": "bitwise_and_", "__ior__": "bitwise_or_", "__ixor__": "bitwise_xor_",
@@ -107,7 +107,8 @@ _OPERATORS = {
 _REFLECTED = {"__radd__": "add", "__rsub__": "rsub", "__rmul__": "mul", "__rtruediv__": "div",
               "__rfloordiv__": "floor_divide", "__rmod__": "remainder", "__rpow__": "pow",
               "__rmatmul__": "matmul", "__rand__": "bitwise_and", "__ror__": "bitwise_or",
-              "__rxor__": "bitwise_xor"}
+              "__rxor__": "bitwise_xor", "__rlshift__": "bitwise_left_shift",
+              "__rrshift__": "bitwise_right_shift"}
 _SWAP_EXEMPT = {"rsub"}  # rsub(self, other) already computes other - self
 
 

@@ -13,13 +13,16 @@ def _varargs_arg(op, as_method: bool):
     return None
 
 
-def make_function(op, pyname: str, *, as_method: bool, with_out: bool):
+def make_function(op, pyname: str, *, as_method: bool, with_out: bool, inplace_op=None):
+    """inplace_op: add F.relu's trailing `inplace=False` argument, which runs that op instead."""
     from .._dispatch import call
     args = op.schema.args
     va = _varargs_arg(op, as_method)
-    ns = {"_call": call, "_op": op, "_fix": _fix_varargs}
+    ns = {"_call": call, "_op": op, "_fix": _fix_varargs, "_ip": inplace_op}
     params, names, kw_started = [], [], False
     for i, a in enumerate(args):
+        if inplace_op is not None and a.kwonly and not kw_started:
+            params.append("inplace=False")
         pname = a.name
         if pname == "self" and not as_method:
             pname = "input"
@@ -36,6 +39,8 @@ def make_function(op, pyname: str, *, as_method: bool, with_out: bool):
             params.append(f"{pname}=_d{i}")
         else:
             params.append(pname)
+    if inplace_op is not None and not kw_started:
+        params.append("inplace=False")
     if with_out:
         if not kw_started:
             params.append("*")
@@ -46,7 +51,8 @@ def make_function(op, pyname: str, *, as_method: bool, with_out: bool):
     if va is not None:
         lines.append(f"    {va.name} = _fix({va.name}, _kw, {va.name!r}, {pyname!r})")
     body = ", ".join(names)
-    call = f"_call(_op, ({body},), {'out' if with_out else 'None'})"
+    target = "(_ip if inplace else _op)" if inplace_op is not None else "_op"
+    call = f"_call({target}, ({body},), {'out' if with_out else 'None'})"
     if "requires_grad" in names:
         lines.append(f"    r = {call}")
         lines.append("    return r.requires_grad_() if requires_grad else r")

@@ -14,9 +14,9 @@ from . import _special
 __all__ = ["PRIMITIVES", "NumpyOps"]
 
 PRIMITIVES = (
-    "add sub mul truediv floordiv remainder fmod pow neg abs sign reciprocal sqrt rsqrt "
+    "add sub mul truediv floordiv truncdiv remainder fmod pow neg abs sign reciprocal sqrt rsqrt "
     "exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh "
-    "asinh acosh atanh sigmoid erf erfc erfinv lgamma digamma floor ceil round trunc "
+    "asinh acosh atanh sigmoid erf erfc erfinv lgamma digamma polygamma floor ceil round trunc "
     "minimum maximum fmin fmax where eq ne lt le gt ge logical_and logical_or logical_xor "
     "logical_not bitwise_and bitwise_or bitwise_xor bitwise_not lshift rshift isnan isinf "
     "isfinite signbit copysign hypot nextafter cast"
@@ -28,12 +28,61 @@ def _rsqrt(x):
 
 
 def _sigmoid(x):
-    # 1/(1+exp(-x)) overflows exp for very negative x in float32; the clipped form is exact
+    # exp(-x) overflows to inf for very negative x and 1/(1+inf) is the exact limit 0
     return np.reciprocal(1 + np.exp(-x))
 
 
+def _is_int(x) -> bool:
+    return np.asarray(x).dtype.kind in "iub"
+
+
+def _check_int_divisor(y):
+    # integer division by zero is an error in PyTorch's CPU kernels (floats give inf/nan)
+    if _is_int(y) and not np.all(y):
+        raise RuntimeError("ZeroDivisionError")
+
+
 def _floordiv(x, y):
+    _check_int_divisor(y)
     return np.floor_divide(x, y)
+
+
+def _truncdiv(x, y):
+    """Division rounding toward zero (C's integer `/`; trunc(x / y) for floats)."""
+    if not _is_int(x) or not _is_int(y):
+        return np.trunc(np.true_divide(x, y))
+    _check_int_divisor(y)
+    q = np.floor_divide(x, y)
+    # floor and trunc differ when the signs differ and the division is inexact
+    fix = (np.remainder(x, y) != 0) & ((x < 0) != (y < 0))
+    return q + fix.astype(q.dtype)
+
+
+def _remainder(x, y):
+    _check_int_divisor(y)
+    return np.remainder(x, y)  # Python's sign convention, as torch.remainder
+
+
+def _fmod(x, y):
+    _check_int_divisor(y)
+    return np.fmod(x, y)
+
+
+def _pow(x, y):
+    if _is_int(x) and _is_int(y) and np.any(y < 0):
+        # C-like integer powers: 1 ** -n = 1, (-1) ** -n = +-1, anything else truncates to 0
+        x, y = np.broadcast_arrays(x, y)
+        neg = y < 0
+        r = np.power(x, np.where(neg, 0, y))
+        odd = (y & 1).astype(bool)
+        small = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0))
+        return np.where(neg, small.astype(r.dtype), r)
+    return np.power(x, y)
+
+
+def _sign(x):
+    x = np.asarray(x)
+    return x.copy() if x.dtype == np.bool_ else np.sign(x)
 
 
 def _truediv(x, y):
@@ -45,7 +94,48 @@ def _cast(x, dtype):
 
 
 def _round(x, decimals=0):
+    if _is_int(x):
+        return np.array(x, copy=True)
     return np.round(x, decimals)
+
+
+def _shift(fn, x, y, bits_fill):
+    # PyTorch defines shifts by >= the bit width (or negative amounts): 0, or the sign for >>
+    x, y = np.asarray(x), np.asarray(y)
+    width = x.dtype.itemsize * 8
+    big = (y >= width) | (y < 0)
+    r = fn(x, np.where(big, 0, y).astype(x.dtype, copy=False))
+    if not np.any(big):
+        return r
+    fill = np.where(x < 0, -1, 0).astype(x.dtype) if bits_fill else np.zeros_like(r)
+    return np.where(big, fill, r)
+
+
+def _int_identity(fn):
+    # floor/ceil/trunc of an integer is itself (a float round trip would lose int64 precision)
+    def f(x):
+        return np.array(x, copy=True) if _is_int(x) else fn(x)
+    return f
+
+
+def _int_const(fn, value):
+    # isnan/isinf/isfinite/signbit of integers and bools: constant (signbit: x < 0)
+    def f(x):
+        if not _is_int(x):
+            return fn(x)
+        x = np.asarray(x)
+        if fn is np.signbit and x.dtype.kind == "i":
+            return x < 0
+        return np.full(x.shape, value)
+    return f
+
+
+def _lshift(x, y):
+    return _shift(np.left_shift, x, y, False)
+
+
+def _rshift(x, y):
+    return _shift(np.right_shift, x, y, True)
 
 
 class NumpyOps:
@@ -56,12 +146,13 @@ class NumpyOps:
     mul = staticmethod(np.multiply)
     truediv = staticmethod(_truediv)
     floordiv = staticmethod(_floordiv)
-    remainder = staticmethod(np.remainder)  # Python's sign convention, as torch.remainder
-    fmod = staticmethod(np.fmod)
-    pow = staticmethod(np.power)
+    truncdiv = staticmethod(_truncdiv)
+    remainder = staticmethod(_remainder)
+    fmod = staticmethod(_fmod)
+    pow = staticmethod(_pow)
     neg = staticmethod(np.negative)
     abs = staticmethod(np.abs)
-    sign = staticmethod(np.sign)
+    sign = staticmethod(_sign)
     reciprocal = staticmethod(np.reciprocal)
     sqrt = staticmethod(np.sqrt)
     rsqrt = staticmethod(_rsqrt)
@@ -91,10 +182,11 @@ class NumpyOps:
     erfinv = staticmethod(_special.erfinv)
     lgamma = staticmethod(_special.lgamma)
     digamma = staticmethod(_special.digamma)
-    floor = staticmethod(np.floor)
-    ceil = staticmethod(np.ceil)
+    polygamma = staticmethod(_special.polygamma)  # (x, n): n a Python int
+    floor = staticmethod(_int_identity(np.floor))
+    ceil = staticmethod(_int_identity(np.ceil))
     round = staticmethod(_round)
-    trunc = staticmethod(np.trunc)
+    trunc = staticmethod(_int_identity(np.trunc))
     minimum = staticmethod(np.minimum)   # propagates NaN, as torch.minimum
     maximum = staticmethod(np.maximum)
     fmin = staticmethod(np.fmin)
@@ -114,12 +206,12 @@ class NumpyOps:
     bitwise_or = staticmethod(np.bitwise_or)
     bitwise_xor = staticmethod(np.bitwise_xor)
     bitwise_not = staticmethod(np.invert)
-    lshift = staticmethod(np.left_shift)
-    rshift = staticmethod(np.right_shift)
-    isnan = staticmethod(np.isnan)
-    isinf = staticmethod(np.isinf)
-    isfinite = staticmethod(np.isfinite)
-    signbit = staticmethod(np.signbit)
+    lshift = staticmethod(_lshift)
+    rshift = staticmethod(_rshift)
+    isnan = staticmethod(_int_const(np.isnan, False))
+    isinf = staticmethod(_int_const(np.isinf, False))
+    isfinite = staticmethod(_int_const(np.isfinite, True))
+    signbit = staticmethod(_int_const(np.signbit, False))
     copysign = staticmethod(np.copysign)
     hypot = staticmethod(np.hypot)
     nextafter = staticmethod(np.nextafter)

@@ -96,13 +96,16 @@ def lookup(qualname: str) -> OpDef:
 
 
 def defop(schema: str, *, function: str | bool | None = True, method: str | bool | None = True,
-          functional: str | None = None, inplace: bool | None = None, out: bool | None = None,
+          functional: str | None = None, functional_inplace: bool = False,
+          inplace: bool | None = None, out: bool | None = None,
           aliases: tuple = (), **fields) -> OpDef:
     """Register an op and bind its Python API.
 
     function / method: bind `ember.<name>` / `Tensor.<name>` (a string renames it, False skips);
-    functional: also bind `ember.nn.functional.<name>`; inplace: bind `Tensor.<name>_` (default:
-    pointwise ops); out: accept `out=` (default: functional ops returning tensors).
+    functional: also bind `ember.nn.functional.<name>`; functional_inplace: that function takes
+    PyTorch's trailing `inplace=False` (and `F.<name>_` is bound); inplace: bind
+    `Tensor.<name>_` (default: pointwise ops); out: accept `out=` (default: functional ops
+    returning tensors).
     """
     op = OpDef(schema, **fields)
     OPS[op.qualname] = op
@@ -125,8 +128,7 @@ def defop(schema: str, *, function: str | bool | None = True, method: str | bool
         METHODS[mname] = make_function(op, mname, as_method=True, with_out=False)
         for a in aliases:
             METHODS[a] = METHODS[mname]
-    if functional:
-        NN_FUNCTIONAL[functional] = make_function(op, functional, as_method=False, with_out=False)
+    ip = None
     if inplace is None:
         inplace = op.pointwise is not None and op.nret == 1
     if inplace:
@@ -138,6 +140,13 @@ def defop(schema: str, *, function: str | bool | None = True, method: str | bool
             FUNCTIONS[ip.name] = make_function(ip, ip.name, as_method=False, with_out=False)
         for a in aliases:
             METHODS[a + "_"] = METHODS[ip.name]
+    if functional:
+        NN_FUNCTIONAL[functional] = make_function(
+            op, functional, as_method=False, with_out=False,
+            inplace_op=ip if functional_inplace else None)
+        if functional_inplace:
+            NN_FUNCTIONAL[functional + "_"] = make_function(ip, functional + "_",
+                                                            as_method=False, with_out=False)
     return op
 
 

@@ -144,7 +144,9 @@ def _erf_small(x):
 
 
 def _erf32(x):
-    t = np.clip(x, np.float32(-4), np.float32(4))
+    if x.ndim == 0:  # the in-place steps below need arrays, not numpy scalars
+        return _erf32(x.reshape(1)).reshape(())
+    t = np.clip(x, np.float32(-4.5), np.float32(4.5))  # x * h(x^2) > 9.1 there: tanh is 1
     s = t * t
     c = _ERF32_H
     p = s * c[-1]
@@ -281,7 +283,7 @@ def lgamma(x):
     neg = (x64 < 0) & (x64 != np.round(x64)) & np.isfinite(x64)
     if neg.any():  # reflection: Gamma(x) Gamma(1 - x) = pi / sin(pi x)
         v = x64[neg]
-        r[neg] = np.log(np.pi / _sinpi_abs(v)) - _lgamma_pos(1 - v)
+        r[neg] = (np.log(np.pi) - np.log(_sinpi_abs(v))) - _lgamma_pos(1 - v)
     return _like(r, x)
 
 
@@ -314,4 +316,47 @@ def digamma(x):
     if neg.any():  # reflection: psi(1 - x) - psi(x) = pi / tan(pi x)
         v = x64[neg]
         r[neg] = _digamma_pos(1 - v) - np.pi / np.tan(np.pi * (v - np.trunc(v)))
+    return _like(r, x)
+
+
+# Bernoulli numbers B_2k / (2k)!, for the Euler-Maclaurin tail of the Hurwitz zeta function
+_B2K_FACT = tuple(b / math.factorial(2 * k) for k, b in enumerate(
+    (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510), start=1))
+
+
+def _hurwitz_zeta_int(s, q):
+    """zeta(s, q) = sum_k (q + k)^-s for an integer s >= 2 (float64 array q): direct terms until
+    q >= 16, then Euler-Maclaurin (its next term is below 1e-17 relative there)."""
+    q = q.copy()
+    r = np.zeros_like(q)
+    m = q < 16
+    while m.any():
+        v = q[m]
+        r[m] += v ** -s
+        q[m] = v + 1
+        m[m] = q[m] < 16
+    t = q ** (1 - s) / (s - 1) + 0.5 * q ** -s
+    fac = float(s)           # s (s+1) ... (s+2k-2)
+    p = q ** (-s - 1)        # q^(-s-2k+1)
+    inv2 = 1 / (q * q)
+    for k, c in enumerate(_B2K_FACT, start=1):
+        t = t + c * fac * p
+        fac *= (s + 2 * k - 1) * (s + 2 * k)
+        p = p * inv2
+    return r + t
+
+
+@np.errstate(all="ignore")
+def polygamma(x, n: int):
+    """The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x); n = 0 is digamma."""
+    if n == 0:
+        return digamma(x)
+    x64 = _f64(x)
+    r = np.full_like(x64, np.nan)
+    ok = ~np.isnan(x64) & (x64 != -np.inf)
+    v = x64[ok]
+    big = np.isinf(v)  # +inf: every derivative is 0
+    z = _hurwitz_zeta_int(n + 1, np.where(big, 1.0, v))
+    sign = -1.0 if n % 2 == 0 else 1.0
+    r[ok] = np.where(big, 0.0, sign * math.factorial(n) * z)
     return _like(r, x)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from .. import _dtype as D
 from ._registry import FUNCTIONS, defop
 
 
@@ -28,30 +29,67 @@ def _sub(o, x, y, alpha):
     return o.sub(x, y if alpha == 1 else o.mul(y, alpha))
 
 
+def _check_alpha(common, alpha):
+    if isinstance(alpha, bool) and common is not D.bool:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if isinstance(alpha, float) and not (common.is_floating_point or common.is_complex):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+
+
+def _check_add(common, x, y, alpha):
+    _check_alpha(common, alpha)
+
+
+def _is_bool(v) -> bool:
+    return getattr(v, "dtype", None) is D.bool or isinstance(v, bool)
+
+
+def _check_sub(common, x, y, alpha):
+    if _is_bool(x) and _is_bool(y):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool(x) or _is_bool(y):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+    _check_alpha(common, alpha)
+
+
 # vjps: (grad, result, *args) -> one grad per tensor arg; the engine undoes broadcasting
 defop("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", pointwise=_add,
+      check=_check_add,
       vjp=lambda g, out, x, y, alpha: (g, g if alpha == 1 else g * alpha))
 defop("sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", pointwise=_sub,
+      check=_check_sub,
       vjp=lambda g, out, x, y, alpha: (g, -g if alpha == 1 else g * -alpha),
       aliases=("subtract",))
 defop("mul(Tensor self, Tensor other) -> Tensor", pointwise=lambda o, x, y: o.mul(x, y),
       vjp=lambda g, out, x, y: (g * y, g * x), aliases=("multiply",))
 defop("rsub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", inplace=False,
-      pointwise=lambda o, x, y, alpha: _sub(o, y, x, alpha),
+      pointwise=lambda o, x, y, alpha: _sub(o, y, x, alpha), check=_check_sub,
       vjp=lambda g, out, x, y, alpha: (-g if alpha == 1 else g * -alpha, g))
 
 
 def _div(o, x, y, rounding_mode):
-    q = o.truediv(x, y)
     if rounding_mode == "trunc":
-        return o.trunc(q)
+        return o.truncdiv(x, y)
     if rounding_mode == "floor":
         return o.floordiv(x, y)
-    return q
+    return o.truediv(x, y)
 
 
-def _div_promote(args):
-    return "int_to_float"
+def _div_promote(x, y, rounding_mode):
+    # true division makes integers float; trunc / floor division keeps the common dtype
+    return "int_to_float" if rounding_mode is None else "default"
+
+
+def _check_div(common, x, y, rounding_mode):
+    if rounding_mode not in (None, "trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    if rounding_mode is not None and common is D.bool:
+        raise NotImplementedError(f"\"div_{rounding_mode}_cpu\" not implemented for 'Bool'")
 
 
 def _div_vjp(g, out, x, y, rounding_mode):
@@ -74,27 +112,47 @@ def _pow_vjp(g, out, x, y):
 
 
 defop("div(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor", pointwise=_div,
-      promote="int_to_float", vjp=_div_vjp, aliases=("divide", "true_divide"))
-defop("floor_divide(Tensor self, Tensor other) -> Tensor", supports="ifb",
-      pointwise=lambda o, x, y: o.floordiv(x, y))
+      promote=_div_promote, check=_check_div, vjp=_div_vjp, aliases=("divide",))
+defop("true_divide(Tensor self, Tensor other) -> Tensor", promote="int_to_float",
+      pointwise=lambda o, x, y: o.truediv(x, y),
+      vjp=lambda g, out, x, y: _div_vjp(g, out, x, y, None))
+defop("floor_divide(Tensor self, Tensor other) -> Tensor", supports="if",
+      pointwise=lambda o, x, y: o.floordiv(x, y),
+      vjp=lambda g, out, x, y: (_zeros_like(g), _zeros_like(g)))
 defop("remainder(Tensor self, Tensor other) -> Tensor", supports="if",
       pointwise=lambda o, x, y: o.remainder(x, y),
       vjp=lambda g, out, x, y: (g, -g * FUNCTIONS["floor_divide"](x, y)))
 defop("fmod(Tensor self, Tensor other) -> Tensor", supports="if",
       pointwise=lambda o, x, y: o.fmod(x, y),
       vjp=lambda g, out, x, y: (g, -g * FUNCTIONS["div"](x, y, rounding_mode="trunc")))
+def _check_pow(common, x, y):
+    # only a Python negative integer exponent is refused; elementwise it truncates
+    if common._cat <= 1 and isinstance(y, int) and y < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if common is D.bool and hasattr(y, "dtype"):  # bool ** True is fine, bool ** tensor is not
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+
+
 defop("pow(Tensor self, Tensor exponent) -> Tensor", pointwise=lambda o, x, y: o.pow(x, y),
-      promote_args=("self", "exponent"), vjp=_pow_vjp)
-defop("neg(Tensor self) -> Tensor", supports="ifc", pointwise=lambda o, x: o.neg(x),
+      promote_args=("self", "exponent"), check=_check_pow, vjp=_pow_vjp)
+def _check_neg(common, x):
+    if common is D.bool:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you "
+                           "are trying to invert a mask, use the `~` or `logical_not()` operator "
+                           "instead.")
+
+
+defop("neg(Tensor self) -> Tensor", check=_check_neg, pointwise=lambda o, x: o.neg(x),
       vjp=lambda g, out, x: (-g,), aliases=("negative",))
 defop("abs(Tensor self) -> Tensor", pointwise=lambda o, x: o.abs(x), promote="complex_to_float",
+      supports="ifc",
       vjp=lambda g, out, x: (g * x.sign(),), aliases=("absolute",))
 defop("sign(Tensor self) -> Tensor", supports="bif", pointwise=lambda o, x: o.sign(x),
       vjp=lambda g, out, x: (_zeros_like(g),))
 defop("reciprocal(Tensor self) -> Tensor", promote="int_to_float",
       pointwise=lambda o, x: o.reciprocal(x), vjp=lambda g, out, x: (-g * out * out,))
-defop("square(Tensor self) -> Tensor", pointwise=lambda o, x: o.mul(x, x),
-      vjp=lambda g, out, x: (g * 2 * x,))
+# square is pow(x, 2): a bool tensor squares to int64, as in PyTorch
+defop("square(Tensor self) -> Tensor", decomp=lambda x: FUNCTIONS["pow"](x, 2), inplace=True)
 
 # ---- exp / log / powers ------------------------------------------------------------------------
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -118,6 +176,7 @@ _UNARY_VJP = {  # name -> vjp(g, out, x) -> (grad,)
     "erfc": lambda g, out, x: (g * (-x * x).exp() * (-2 / math.sqrt(math.pi)),),
     "erfinv": lambda g, out, x: (g * (out * out).exp() * (math.sqrt(math.pi) / 2),),
     "lgamma": lambda g, out, x: (g * x.digamma(),),
+    "digamma": lambda g, out, x: (g * x.polygamma(1),),
     "asin": lambda g, out, x: (g * (1 - x * x).rsqrt(),),
     "acos": lambda g, out, x: (g * -(1 - x * x).rsqrt(),),
     "atan": lambda g, out, x: (g / (x * x + 1),),
@@ -135,7 +194,7 @@ for _name, _prim in (("asin", "asin"), ("acos", "acos"), ("atan", "atan"), ("asi
     defop(f"{_name}(Tensor self) -> Tensor", promote="int_to_float", vjp=_UNARY_VJP[_name],
           pointwise=(lambda n: lambda o, x: getattr(o, n)(x))(_prim),
           aliases=("arc" + _name[1:],))
-defop("sigmoid(Tensor self) -> Tensor", promote="int_to_float",
+defop("sigmoid(Tensor self) -> Tensor", promote="int_to_float", functional="sigmoid",
       pointwise=lambda o, x: o.sigmoid(x), vjp=lambda g, out, x: (g * out * (1 - out),))
 
 
@@ -148,7 +207,7 @@ defop("atan2(Tensor self, Tensor other) -> Tensor", promote="int_to_float",
       pointwise=lambda o, x, y: o.atan2(x, y), vjp=_atan2_vjp, aliases=("arctan2",))
 
 # ---- activations ---------------------------------------------------------------------------------
-defop("relu(Tensor self) -> Tensor", supports="if", functional="relu",
+defop("relu(Tensor self) -> Tensor", supports="if", functional="relu", functional_inplace=True,
       pointwise=lambda o, x: o.maximum(x, 0), vjp=lambda g, out, x: (_where(out > 0, g, 0.0),))
 
 
@@ -177,6 +236,7 @@ def _silu_vjp(g, out, x):
 defop("gelu(Tensor self, *, str approximate='none') -> Tensor", supports="f",
       functional="gelu", pointwise=_gelu, vjp=_gelu_vjp)
 defop("silu(Tensor self) -> Tensor", supports="f", functional="silu", method=False,
+      functional_inplace=True, function=False,
       pointwise=lambda o, x: o.mul(x, o.sigmoid(x)), vjp=_silu_vjp)
 
 # ---- comparison ------------------------------------------------------------------------------------
@@ -187,7 +247,15 @@ for _name, _alias in (("eq", None), ("ne", "not_equal"), ("lt", "less"), ("le", 
           aliases=(_alias,) if _alias else ())
 
 # ---- selection --------------------------------------------------------------------------------------
+def _check_where(common, c, x, y):
+    if getattr(c, "dtype", D.bool) is not D.bool:
+        from .._dispatch import torch_name
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {torch_name(c.dtype)}")
+
+
 defop("where(Tensor condition, Tensor self, Tensor other) -> Tensor", method=False,
+      check=_check_where,
       promote_args=("self", "other"), inplace=False, differentiable=("self", "other"),
       pointwise=lambda o, c, x, y: o.where(c, x, y),
       vjp=lambda g, out, c, x, y: (_where(c, g, 0.0), _where(c, 0.0, g)))
@@ -200,9 +268,12 @@ def _minmax_vjp(g, x, y, x_wins):
             _where(x == y, half, _where(x_wins, 0.0, g)))
 
 
-defop("maximum(Tensor self, Tensor other) -> Tensor", supports="bif",
+defop("maximum(Tensor self, Tensor other) -> Tensor", supports="bif", inplace=False,
       pointwise=lambda o, x, y: o.maximum(x, y),
       vjp=lambda g, out, x, y: _minmax_vjp(g, x, y, x > y))
-defop("minimum(Tensor self, Tensor other) -> Tensor", supports="bif",
+defop("minimum(Tensor self, Tensor other) -> Tensor", supports="bif", inplace=False,
       pointwise=lambda o, x, y: o.minimum(x, y),
       vjp=lambda g, out, x, y: _minmax_vjp(g, x, y, x < y))
+
+# the rest of the pointwise family, one file each
+from . import arith, logical, activation  # noqa: E402,F401
