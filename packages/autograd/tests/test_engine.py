@@ -200,3 +200,23 @@ def test_multiple_roots_and_diamond():
         return x.grad, y.grad
     e, t_, _, _ = both(f, A, B)
     compare(e, t_)
+
+
+def test_grad_wrt_intermediate_does_not_run_below_it():
+    def f(t):
+        x = t.ones(2, requires_grad=True)
+        h = x * x          # saves x
+        y = (h * 3).sum()
+        with t.no_grad():
+            x.add_(1)      # would fail h's backward, which grad(y, h) must not run
+        return t.autograd.grad(y, h)
+    compare(f(ember), f(torch))
+
+
+def test_deep_graph():
+    x = ember.ones(2, requires_grad=True)
+    z = x
+    for _ in range(3000):
+        z = z * 1.0
+    z.sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0]

@@ -251,7 +251,7 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
                 continue
             capture.setdefault(id(e[0]), []).append((e[1], slot))
             targets.add(id(e[0]))
-        needed = _needed(order, targets)
+        needed, run_set = _needed(order, targets)
     captured = [None] * (len(inputs) if inputs is not None else 0)
     # 3. run nodes when all their inputs have arrived, latest-created first
     buffers: dict = {}
@@ -290,8 +290,8 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
                     g = gin.get(nr)
                     if g is not None:
                         captured[slot] = g if captured[slot] is None else captured[slot] + g
-            run = needed is None or k in needed
-            if run and isinstance(node, AccumulateGrad) and inputs is not None:
+            run = needed is None or k in run_set
+            if inputs is not None and isinstance(node, AccumulateGrad):
                 run = accumulate and k in capture
             out = None
             if run and gin:
@@ -353,34 +353,34 @@ def _input_edge(t):
     return None
 
 
-def _needed(order, targets) -> set:
-    """Nodes from which a target node is reachable (order: a DFS pre-order from the roots)."""
-    needed = set()
-    memo: dict = {}
-
-    def reach(n):
-        k = id(n)
-        if k in memo:
-            return memo[k]
-        memo[k] = False
-        r = k in targets
-        for nxt, _ in n.next_functions:
-            if nxt is not None and reach(nxt):
-                r = True
-        memo[k] = r
-        if r:
-            needed.add(k)
-        return r
-
-    import sys
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 10000 + 4 * len(order)))
-    try:
-        for n in order:
-            reach(n)
-    finally:
-        sys.setrecursionlimit(old)
-    return needed
+def _needed(order, targets) -> tuple[set, set]:
+    """(needed, run): nodes from which a target is reachable (targets included), and those
+    among them that must run because a needed node lies below them (a target itself only
+    captures its incoming gradient). Iterative post-order DFS: graphs can be deep."""
+    needed: set = set()
+    run: set = set()
+    done: set = set()
+    for root in order:
+        if id(root) in done:
+            continue
+        done.add(id(root))
+        stack = [(root, iter(root.next_functions))]
+        while stack:
+            n, it = stack[-1]
+            for nxt, _ in it:
+                if nxt is not None and id(nxt) not in done:
+                    done.add(id(nxt))
+                    stack.append((nxt, iter(nxt.next_functions)))
+                    break
+            else:
+                stack.pop()
+                k = id(n)
+                if any(c is not None and id(c) in needed for c, _ in n.next_functions):
+                    run.add(k)
+                    needed.add(k)
+                elif k in targets:
+                    needed.add(k)
+    return needed, run
 
 
 # ---- the engine object core's Tensor calls ----------------------------------------------------
