@@ -235,3 +235,26 @@ def test_backward_hook_kinds_cannot_mix():
     m.register_full_backward_hook(lambda *a: None)
     with pytest.raises(RuntimeError, match="Cannot use both regular backward hooks"):
         m.register_backward_hook(lambda *a: None)
+
+
+def _hook_log_nested(t):
+    log = []
+    t.manual_seed(0)
+    e = t.nn.Embedding(5, 2)  # integer input: grad_input is (None,)
+    e.register_full_backward_hook(
+        lambda m, gi, go: log.append(("emb", gi, [tuple(g.shape) for g in go])))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        e(t.tensor([1, 2])).sum().backward()
+    lstm = t.nn.LSTM(2, 3)  # output (out, (h, c)): grad_output has None for the tuple
+    lstm.register_full_backward_pre_hook(
+        lambda m, go: log.append(("pre", [g is None for g in go])))
+    lstm.register_full_backward_hook(lambda m, gi, go: log.append(
+        ("full", [None if g is None else tuple(g.shape) for g in gi], len(go))))
+    out, _ = lstm(t.ones(4, 1, 2, requires_grad=True))
+    out.sum().backward()
+    return log
+
+
+def test_full_backward_hooks_with_non_tensor_inputs_and_outputs():
+    assert _hook_log_nested(ember) == _hook_log_nested(torch)

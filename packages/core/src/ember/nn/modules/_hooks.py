@@ -108,9 +108,11 @@ def _tensors(xs):
 class BackwardHook:
     """Runs a module's full backward (pre-)hooks from the autograd graph.
 
-    Inputs and outputs of the module's forward pass through identity autograd.Functions: the
-    outputs' one sees grad_output (runs the pre-hooks), the inputs' one sees grad_input (runs the
-    full hooks with both). When no input requires grad, the hooks run with grad_input all None.
+    The tensors among the forward's inputs and among its outputs pass through identity
+    autograd.Functions: the outputs' one sees grad_output (runs the pre-hooks), the inputs' one
+    sees grad_input (runs the full hooks with both). Hooks see one entry per forward argument
+    or output, None where it is not a tensor. When no input requires grad, the full hooks run
+    from the outputs' side with grad_input all None, as in PyTorch.
     """
 
     def __init__(self, module, user_hooks, user_pre_hooks):
@@ -118,83 +120,85 @@ class BackwardHook:
         self.user_hooks = user_hooks
         self.user_pre_hooks = user_pre_hooks
         self.grad_outputs = None
-        self.n_inputs = 0
-        self.input_tensors_index = None
-        self.inputs_need_grad = False
+        self.n_inputs = self.n_outputs = -1
+        self.input_tensors_index = self.output_tensors_index = None
+
+    @staticmethod
+    def _pack(indices, values, size) -> tuple:
+        res = [None] * size
+        for i, v in zip(indices, values):
+            res[i] = v
+        return tuple(res)
 
     def _wrap(self, args, on_grads):
+        """(args with their tensors passed through the identity Function, tensor indices), or
+        (args, None) when no tensor requires grad."""
         from ... import is_grad_enabled
         idx = _tensors(args)
-        if not idx or not is_grad_enabled():
-            return args, False
-        if not any(args[i].requires_grad for i in idx):
-            return args, False
-        fn = _identity_function()
-        new = fn.apply(on_grads, *[args[i] for i in idx])
-        if not isinstance(new, tuple):
-            new = (new,)
+        if not (idx and is_grad_enabled() and any(args[i].requires_grad for i in idx)):
+            return args, None
+        new = _identity_function().apply(on_grads, *[args[i] for i in idx])
+        new = new if isinstance(new, tuple) else (new,)
         out = list(args)
         for i, t in zip(idx, new):
             out[i] = t
-        return tuple(out), True
+        return (tuple(out) if type(args) is tuple else type(args)(*out)), idx
 
     def setup_input_hook(self, args):
+        res, self.input_tensors_index = self._wrap(args, self._on_grad_input)
         self.n_inputs = len(args)
-        self.input_tensors_index = _tensors(args)
-        args, wrapped = self._wrap(args, self._on_grad_input)
-        self.inputs_need_grad = wrapped
-        return args
+        return res
 
     def setup_output_hook(self, result):
-        from ..._tensor import Tensor
-        single = isinstance(result, Tensor)
-        args = (result,) if single else result
-        if not isinstance(args, tuple):
-            return result
-        args, _ = self._wrap(args, self._on_grad_output)
-        return args[0] if single else args
+        is_tuple = isinstance(result, tuple)
+        args = result if is_tuple else (result,)
+        res, self.output_tensors_index = self._wrap(args, self._on_grad_output)
+        self.n_outputs = len(args)
+        return res if is_tuple else res[0]
 
     def _on_grad_output(self, grads):
-        grads = tuple(grads)
+        self.grad_outputs = self._pack(self.output_tensors_index, grads, self.n_outputs)
         for hook in self.user_pre_hooks:
-            r = hook(self.module, grads)
-            if r is not None:
-                r = (r,) if not isinstance(r, tuple) else r
-                if len(r) != len(grads):
-                    raise RuntimeError(f"Backward pre hook returned an invalid number of grads, "
-                                       f"got {len(r)}, but expected {len(grads)}")
-                grads = r
-        self.grad_outputs = grads
-        if not self.inputs_need_grad and self.user_hooks:
+            r = hook(self.module, self.grad_outputs)
+            if r is None:
+                continue
+            r = r if isinstance(r, tuple) else (r,)
+            if len(r) != len(self.grad_outputs):
+                raise RuntimeError("Backward pre hook returned an invalid number of grad_output, "
+                                   f"got {len(r)}, but expected {len(self.grad_outputs)}")
+            self.grad_outputs = r
+        local = self.grad_outputs
+        if self.input_tensors_index is None:
             warnings.warn("Full backward hook is firing when gradients are computed with respect "
                           "to module outputs since no inputs require gradients. See "
                           "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
                           "#torch.nn.Module.register_full_backward_hook for more details.",
                           stacklevel=5)
-            grad_inputs = tuple(None for _ in range(self.n_inputs))
+            grad_inputs = self._pack([], [], self.n_inputs)
             for hook in self.user_hooks:
                 r = hook(self.module, grad_inputs, self.grad_outputs)
-                if r is not None and not all(x is None for x in r):
+                if r is not None and not (isinstance(r, tuple) and all(x is None for x in r)):
                     raise RuntimeError("Backward hook for Modules where no input requires "
                                        "gradient should always return None or None for all "
                                        "gradients.")
-        return grads
+            self.grad_outputs = None
+        return tuple(local[i] for i in self.output_tensors_index)
 
     def _on_grad_input(self, grads):
-        # grads come for the tensor args only; the hooks see one entry per forward arg
-        full = [None] * self.n_inputs
-        for i, g in zip(self.input_tensors_index, grads):
-            full[i] = g
-        full = tuple(full)
+        if self.grad_outputs is None:  # the output side never ran (outputs unused)
+            return grads
+        res = self._pack(self.input_tensors_index, grads, self.n_inputs)
         for hook in self.user_hooks:
-            r = hook(self.module, full, self.grad_outputs)
-            if r is not None:
-                r = (r,) if not isinstance(r, tuple) else r
-                if len(r) != len(full):
-                    raise RuntimeError(f"Backward hook returned an invalid number of grad_input,"
-                                       f" got {len(r)}, but expected {len(full)}")
-                full = r
-        return tuple(full[i] for i in self.input_tensors_index)
+            r = hook(self.module, res, self.grad_outputs)
+            if r is None:
+                continue
+            r = r if isinstance(r, tuple) else (r,)
+            if len(r) != len(res):
+                raise RuntimeError("Backward hook returned an invalid number of grad_input, got "
+                                   f"{len(r)}, but expected {len(res)}")
+            res = r
+        self.grad_outputs = None
+        return tuple(res[i] for i in self.input_tensors_index)
 
 
 _IDENTITY = None
