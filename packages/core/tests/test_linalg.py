@@ -85,6 +85,13 @@ def test_add_products(name):
     check(lambda t, s, a, b: getattr(t, name)(s, a, b, beta=0), shapes=shapes, grad=True)
 
 
+def test_inplace_add_products():
+    check(lambda t, s, a, b: s.clone().addmm_(a, b, beta=2), shapes=[(3, 5), (3, 4), (4, 5)],
+          grad=True)
+    check(lambda t, s, a, b: s.clone().baddbmm_(a, b, alpha=0.5),
+          shapes=[(2, 3, 5), (2, 3, 4), (2, 4, 5)], grad=True)
+
+
 def test_addmm_broadcast_self_and_nan_with_beta_zero():
     check(lambda t, s, a, b: t.addmm(s, a, b), shapes=[(5,), (3, 4), (4, 5)], grad=True)
     nan = np.full((3, 5), np.nan, np.float32)
@@ -128,6 +135,11 @@ def test_multi_dot():
     ("iij->j", [(3, 3, 2)]),
     ("ij,k->ijk", [(2, 3), (2,)]),
     (" i j , j k -> i k ", [(2, 3), (3, 4)]),
+    ("ij,jk->i", [(2, 3), (3, 4)]),
+    ("bij,bkj->bki", [(2, 3, 4), (2, 5, 4)]),
+    ("i,i->i", [(3,), (3,)]),
+    ("abc,cd->", [(2, 3, 4), (4, 2)]),
+    ("ij,ji->j", [(3, 3), (3, 3)]),
 ])
 def test_einsum(eq, shapes):
     check(lambda t, *xs: t.einsum(eq, *xs), shapes=shapes, grad=True)

@@ -130,12 +130,49 @@ def _einsum_kernel(equation, tensors, path):
     # broadcast size-1 dims explicitly (zero-copy views): numpy's optimized path wants equal sizes
     arrays = [a if all(size[c] == n for c, n in zip(s, a.shape)) else
               np.broadcast_to(a, tuple(size[c] for c in s)) for a, s in zip(arrays, subs)]
+    if len(arrays) == 2:
+        r = _pair_by_matmul(arrays[0], arrays[1], subs[0], subs[1], out)
+        if r is not None:
+            return r.astype(tensors[0].dtype, copy=False)
     eq = ",".join(subs) + "->" + out
     if len(arrays) == 1:
         r = np.einsum(eq, arrays[0])
     else:
         r = np.einsum(eq, *arrays, optimize=_path(eq, tuple(a.shape for a in arrays)))
     return np.asarray(r).astype(tensors[0].dtype, copy=False)
+
+
+def _sum_alone(x, s, other, out):
+    """Sum out the letters that only this operand has (not in the other, not in the output)."""
+    alone = tuple(i for i, c in enumerate(s) if c not in out and c not in other)
+    if not alone:
+        return x, s
+    return x.sum(alone), "".join(c for i, c in enumerate(s) if i not in alone)
+
+
+def _pair_by_matmul(a, b, sa, sb, out):
+    """Two-operand einsum as one batched matmul (BLAS), or None when the equation has repeated
+    subscripts in an operand. Letters are split into batch (a, b, out), left (a, out), right
+    (b, out), contracted (a, b) and summed-alone (one operand only)."""
+    if len(set(sa)) != len(sa) or len(set(sb)) != len(sb):
+        return None
+    a, sa2 = _sum_alone(a, sa, sb, out)
+    b, sb = _sum_alone(b, sb, sa, out)
+    sa = sa2
+    batch = [c for c in out if c in sa and c in sb]
+    left = [c for c in out if c in sa and c not in sb]
+    right = [c for c in out if c in sb and c not in sa]
+    contr = [c for c in sa if c in sb and c not in out]
+    size = dict(zip(sa, a.shape))
+    size.update(zip(sb, b.shape))
+    n = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))  # noqa: E731
+    a2 = a.transpose([sa.index(c) for c in batch + left + contr]).reshape(
+        (n(batch), n(left), n(contr)))
+    b2 = b.transpose([sb.index(c) for c in batch + contr + right]).reshape(
+        (n(batch), n(contr), n(right)))
+    r = np.matmul(a2, b2).reshape([size[c] for c in batch + left + right])
+    order = batch + left + right
+    return r.transpose([order.index(c) for c in out])
 
 
 def _einsum_meta(equation, tensors, path):

@@ -286,6 +286,23 @@ defop(f"addbmm(Tensor self, Tensor batch1, Tensor batch2, {_ADD_KW}", decomp=_ad
 defop(f"baddbmm(Tensor self, Tensor batch1, Tensor batch2, {_ADD_KW}", decomp=_baddbmm)
 defop(f"addr(Tensor self, Tensor vec1, Tensor vec2, {_ADD_KW}", decomp=_addr)
 
+# in-place forms: the product written back with copy_ (differentiable through the composite;
+# self is cloned first when it is in a graph, so the ops reading it keep an unmodified copy)
+def _inplace_add(f):
+    def run(s, x, y, beta, alpha):
+        src = s.clone() if s.requires_grad else s
+        return s.copy_(f(src, x, y, beta, alpha))
+    return run
+
+
+for _name, _fn, _args in (("addmm", _addmm, "mat1, Tensor mat2"), ("addmv", _addmv,
+                          "mat, Tensor vec"), ("addbmm", _addbmm, "batch1, Tensor batch2"),
+                          ("baddbmm", _baddbmm, "batch1, Tensor batch2"),
+                          ("addr", _addr, "vec1, Tensor vec2")):
+    defop(f"{_name}_(Tensor(a!) self, Tensor {_args}, *, Scalar beta=1, Scalar alpha=1) -> "
+          "Tensor(a!)", function=False,
+          decomp=_inplace_add(_fn))
+
 
 # ---- tensordot, kron -----------------------------------------------------------------------------
 def _tensordot(a, b, dims_a, dims_b):
