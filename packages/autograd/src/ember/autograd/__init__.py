@@ -14,7 +14,13 @@ from .function import Function, once_differentiable
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import gradcheck, gradgradcheck
 
-__all__ = ["backward", "grad", "Node", "Function", "once_differentiable", "gradcheck",
+
+def Variable(data, requires_grad: bool = False, volatile: bool = False):  # noqa: N802
+    """The pre-0.4 PyTorch wrapper: now just the tensor (with requires_grad set)."""
+    return data.requires_grad_(requires_grad) if requires_grad else data
+
+
+__all__ = ["Variable", "backward", "grad", "Node", "Function", "once_differentiable", "gradcheck",
            "gradgradcheck", "detect_anomaly", "set_detect_anomaly", "functional", "graph",
            "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
 

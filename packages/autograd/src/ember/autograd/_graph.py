@@ -440,13 +440,22 @@ def fix_grads(flat: list, in_meta) -> list:
 def sum_to(g: Tensor, shape: tuple) -> Tensor:
     """Reduce g (a broadcast of `shape`) back to `shape`."""
     lead = g.ndim - len(shape)
+    if lead < 0:  # a vjp may hand back a smaller (broadcastable) grad
+        return g.expand(shape)
     dims = list(range(lead)) + [i + lead for i, s in enumerate(shape)
                                 if s == 1 and g._shape[i + lead] != 1]
     if dims:
         g = g.sum(dims, keepdim=True)
-    if lead or g._shape != shape:
-        g = g.reshape(shape)
+    if g._shape != shape:
+        g = g.reshape(shape) if g.numel() == _prod(shape) else g.expand(shape)
     return g
+
+
+def _prod(shape) -> int:
+    n = 1
+    for s in shape:
+        n = n * s
+    return n
 
 
 class AccumulateGrad(Node):
