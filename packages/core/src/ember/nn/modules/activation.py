@@ -7,7 +7,7 @@ from ... import empty
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
-from .linear import Linear
+from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
 
 __all__ = ["Threshold", "ReLU", "RReLU", "Hardtanh", "ReLU6", "Sigmoid", "Hardsigmoid", "Tanh",
@@ -334,10 +334,6 @@ class Softmax2d(Module):
             raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D "
                              "instead")
         return F.softmax(input, -3, _stacklevel=5)
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """Linear under the class name PyTorch uses for MultiheadAttention.out_proj."""
 
 
 class MultiheadAttention(Module):

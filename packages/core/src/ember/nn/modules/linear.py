@@ -9,7 +9,7 @@ from .. import init
 from ..parameter import Parameter, UninitializedParameter
 from .module import Module
 
-__all__ = ["Identity", "Linear", "Bilinear", "LazyLinear"]
+__all__ = ["Identity", "Linear", "Bilinear", "LazyLinear", "NonDynamicallyQuantizableLinear"]
 
 
 class Identity(Module):
@@ -58,6 +58,11 @@ class Linear(Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """Linear under the class name PyTorch gives MultiheadAttention.out_proj (so pickles and
+    reprs match)."""
 
 
 class Bilinear(Module):
