@@ -463,3 +463,11 @@ def test_meta_shapes():
     assert tuple(ember.linalg.det(sq).shape) == (2,)
     u, s, vh = ember.linalg.svd(m, full_matrices=False)
     assert (tuple(u.shape), tuple(s.shape), tuple(vh.shape)) == ((2, 3, 3), (2, 3), (2, 3, 4))
+
+
+def test_cross_default_dim_and_chain_matmul():
+    with pytest.warns(UserWarning, match="without specifying the dim arg is deprecated"):
+        check(lambda t, a, b: t.cross(a, b), shapes=[(4, 3, 2), (4, 3, 2)])
+    check(lambda t, a, b, c: t.chain_matmul(a, b, c), shapes=[(2, 3), (3, 4), (4, 2)])
+    check(lambda t, a: t.linalg.diagonal(a), shapes=[(2, 3, 4)])
+    check_error(lambda t: t.cross(t.ones(4, 2), t.ones(4, 2)), match="no dimension of size 3")

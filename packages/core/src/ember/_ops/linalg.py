@@ -596,6 +596,15 @@ defop("linalg_multi_dot(Tensor[] tensors) -> Tensor", function=False, method=Fal
       decomp=_multi_dot)
 defop("chain_matmul(Tensor[] matrices) -> Tensor", method=False,
       decomp=lambda ms: ms[0].clone() if len(ms) == 1 else _multi_dot(ms))
+
+
+def chain_matmul(*matrices, out=None):
+    """`ember.chain_matmul(a, b, c)`: the product of matrices (deprecated in PyTorch for
+    `ember.linalg.multi_dot`)."""
+    return OPS["chain_matmul"](list(matrices), out=out)
+
+
+FUNCTIONS["chain_matmul"] = chain_matmul
 defop("linalg_vecdot(Tensor x, Tensor y, *, int dim=-1) -> Tensor", function=False,
       method=False, decomp=lambda x, y, dim: (_conj(x) * y).sum(dim))
 
