@@ -304,3 +304,19 @@ def test_multi_head_attention_forward(need_weights):
             attn_mask=t.tensor(causal))
     check(mha, shapes=[(3, 2, 4), (5, 2, 4), (5, 2, 4), (12, 4), (12,), (4, 4), (4,)],
           low=-1, high=1, grad=True, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_conv_double_backward(transposed):
+    x = rng.uniform(-1, 1, (2, 4, 6, 5))
+    w = rng.uniform(-1, 1, (4, 2, 3, 2))
+    b = rng.uniform(-1, 1, (2 * 2 if transposed else 4,))
+
+    def run(t):
+        X, W, B = (t.tensor(a, requires_grad=True) for a in (x, w, b))
+        f = F(t).conv_transpose2d if transposed else F(t).conv2d
+        y = f(X, W, B, stride=2, padding=1, groups=2)
+        gx, gw, gb = t.autograd.grad((y * y).sum(), (X, W, B), create_graph=True)
+        return t.autograd.grad((gx * gx).sum() + (gw ** 3).sum() + (gb * gb).sum(), (X, W, B))
+    for a, b_ in zip(run(ember), run(torch)):
+        np.testing.assert_allclose(a.numpy(), b_.numpy(), rtol=1e-7, atol=1e-9)

@@ -240,11 +240,36 @@ def _conv_bwd_meta(g, x, w, bias_sizes, *rest):
             TensorMeta((g.shape[1],), g.dtype) if mask[2] else None)
 
 
+def _conv_bwd_vjp(grads, out, g, x, w, bias_sizes, stride, pad, dil, transposed, opad, groups,
+                  mask):
+    """Double backward. The conv F(x, w) is bilinear with gi = Jx^T g, gw = Jw^T g, gb = sum g,
+    so: d/dg = F(ggi, w) + F(x, ggw) + ggb; d/dx = Jx(w=ggw)^T g; d/dw = Jw(x=ggi)^T g."""
+    ggi, ggw, ggb = grads
+    conv = _op("convolution")
+    geo = (stride, pad, dil, transposed, opad, groups)
+    gg = None
+    if ggi is not None and out[0] is not None:
+        gg = conv(ggi, w, None, *geo)
+    if ggw is not None and out[1] is not None:
+        t = conv(x, ggw, None, *geo)
+        gg = t if gg is None else gg + t
+    if ggb is not None and out[2] is not None:
+        t = ggb.reshape((1, -1) + (1,) * (g.ndim - 2))
+        gg = t if gg is None else gg + t
+    gx = gw = None
+    if ggw is not None and out[1] is not None and x.requires_grad:
+        gx = convolution_backward(g, x, ggw, None, *geo, [True, False, False])[0]
+    if ggi is not None and out[0] is not None and w.requires_grad:
+        gw = convolution_backward(g, ggi, w, None, *geo, [False, True, False])[1]
+    return gg, gx, gw
+
+
 convolution_backward = defop(
     "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, "
     "SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, "
     "SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
-    function=False, method=False, kernels={"cpu": _conv_bwd_kernel}, meta=_conv_bwd_meta)
+    function=False, method=False, kernels={"cpu": _conv_bwd_kernel}, meta=_conv_bwd_meta,
+    vjp=_conv_bwd_vjp)
 
 
 # ---- conv1d/2d/3d and conv_transpose1d/2d/3d: argument parsing over `convolution` -----------
