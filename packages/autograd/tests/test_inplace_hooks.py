@@ -164,3 +164,14 @@ def test_requires_grad_flags():
                 match="only Tensors of floating point")
     x = ember.ones(2).requires_grad_()
     assert x.requires_grad and x.is_leaf
+
+
+def test_view_sees_later_inplace_on_base():
+    def f(t, x):
+        b = x * 1
+        v = b.narrow(0, 1, 2)
+        w = b.select(1, 0)
+        b.mul_(x)          # v and w now read the new values
+        w.add_(1)          # and this one goes back into b through CopySlices
+        return v * 2 + b.sum(), w * 3
+    check(f, shapes=[(4, 3)], grad=True)

@@ -89,7 +89,7 @@ def record(op, args: tuple, out=None):
     node = _make_node(op, inf, args, edges, metas)
     _attach(node, inf, result)
     if inf.view:
-        info(result).is_view = True
+        info(result).view_version = result._storage.version
     return result
 
 
@@ -206,7 +206,7 @@ def _record_inplace(op, inf, args):
     self.grad_fn = regen.grad_fn
     self._requires_grad = True
     info(self).output_nr = 0
-    self._ag.is_view = True
+    self._ag.view_version = self._storage.version
     return result
 
 
@@ -346,11 +346,7 @@ def _acc(buf: dict, nr: int, g):
 
 
 def _input_edge(t):
-    if t.grad_fn is not None:
-        return (t.grad_fn, t._ag.output_nr if t._ag is not None else 0)
-    if t._requires_grad:
-        return (accumulate_grad_node(t), 0)
-    return None
+    return edge_of(t)
 
 
 def _needed(order, targets) -> tuple[set, set]:
@@ -385,10 +381,9 @@ def _needed(order, targets) -> tuple[set, set]:
 
 # ---- the engine object core's Tensor calls ----------------------------------------------------
 def _root_edge(t, i):
-    if t.grad_fn is not None:
-        return (t.grad_fn, t._ag.output_nr if t._ag is not None else 0)
-    if t._requires_grad:
-        return (accumulate_grad_node(t), 0)
+    e = edge_of(t)
+    if e is not None:
+        return e
     raise RuntimeError(f"element {i} of tensors does not require grad and does not have a "
                        f"grad_fn")
 

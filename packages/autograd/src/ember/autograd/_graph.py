@@ -62,14 +62,16 @@ def add_hook(hooks: _HookDict, fn) -> RemovableHandle:
 class TensorInfo:
     """Autograd's per-tensor record (`tensor._ag`): output number, hooks, retain_grad."""
 
-    __slots__ = ("output_nr", "retains_grad", "acc", "post_hooks", "is_view")
+    __slots__ = ("output_nr", "retains_grad", "acc", "post_hooks", "view_version")
 
     def __init__(self, output_nr: int = 0):
         self.output_nr = output_nr
         self.retains_grad = False
         self.acc = None          # the leaf's AccumulateGrad node (kept: hooks live on it)
         self.post_hooks = None   # post-accumulate-grad hooks (leaves)
-        self.is_view = False     # a differentiable view (its _base carries the history)
+        # for a differentiable view: the storage version its grad_fn is current for (an in-place
+        # write to the base elsewhere makes it regenerate from the base, as PyTorch does)
+        self.view_version = None
 
     def get(self, key, default=None):  # core's Tensor.retains_grad reads _ag.get(...)
         return getattr(self, key, default)
@@ -308,10 +310,30 @@ def edge_of(t) -> tuple | None:
     fn = t.grad_fn
     if fn is not None:
         ag = t._ag
-        return (fn, ag.output_nr if ag is not None else 0)
+        if ag is None:
+            return (fn, 0)
+        if ag.view_version is not None and ag.view_version != t._storage.version:
+            fn = refresh_view(t, ag)
+        return (fn, ag.output_nr)
     if t._requires_grad:
         return (accumulate_grad_node(t), 0)
     return None
+
+
+def refresh_view(t, ag):
+    """A view whose base was written in place since: its grad_fn becomes as_strided(base)."""
+    base = t._base
+    if base is not None and base._requires_grad:
+        prev = state.grad_enabled
+        state.grad_enabled = True
+        try:
+            regen = base.as_strided(t._shape, t._stride, t._offset)
+        finally:
+            state.grad_enabled = prev
+        t.grad_fn = regen.grad_fn
+        ag.output_nr = 0
+    ag.view_version = t._storage.version
+    return t.grad_fn
 
 
 class _Saved:
