@@ -471,3 +471,25 @@ def test_cross_default_dim_and_chain_matmul():
     check(lambda t, a, b, c: t.chain_matmul(a, b, c), shapes=[(2, 3), (3, 4), (4, 2)])
     check(lambda t, a: t.linalg.diagonal(a), shapes=[(2, 3, 4)])
     check_error(lambda t: t.cross(t.ones(4, 2), t.ones(4, 2)), match="no dimension of size 3")
+
+
+@pytest.mark.parametrize("fn,shapes", [
+    (lambda t, a, b: t.matmul(a, b), [(2, 3), (3, 4)]),
+    (lambda t, a, b: t.matmul(a, b), [(3,), (3,)]),
+    (lambda t, a, b: t.einsum("ij,kj->ik", a, b), [(2, 3), (4, 3)]),
+    (lambda t, a, b: t.linalg.inv(a) @ b, [(3, 3), (3, 2)]),
+    (lambda t, a, b: t.linalg.solve(a, b), [(3, 3), (3, 2)]),
+])
+def test_complex_grads(fn, shapes):
+    import torch
+    rng = np.random.default_rng(0)
+    arrs = [rng.uniform(-1, 1, s) + 1j * rng.uniform(-1, 1, s) for s in shapes]
+    ein = [ember.tensor(a).requires_grad_() for a in arrs]
+    tin = [torch.tensor(a, requires_grad=True) for a in arrs]
+    eo, to = fn(ember, *ein), fn(torch, *tin)
+    w = rng.uniform(-1, 1, tuple(to.shape)) + 1j * rng.uniform(-1, 1, tuple(to.shape))
+    np.testing.assert_allclose(eo.detach().numpy(), to.detach().numpy(), atol=1e-10)
+    ge = ember.autograd.grad(eo, ein, ember.tensor(w))
+    gt = torch.autograd.grad(to, tin, torch.tensor(w))
+    for x, y in zip(ge, gt):
+        np.testing.assert_allclose(x.numpy(), y.numpy(), atol=1e-10)
