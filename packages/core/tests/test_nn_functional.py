@@ -3,9 +3,9 @@ resampling and misc ops (values and gradients). Norms, losses and dropout: test_
 """
 import numpy as np
 import pytest
+from harness import check, check_error, torch
 
 import ember
-from harness import check, check_error, torch
 
 F32 = ("float32",)
 rng = np.random.default_rng(0)
@@ -93,7 +93,7 @@ def test_unfold_fold():
     check(lambda t, c: F(t).fold(c, (5, 6), 2, stride=(1, 2)), shapes=[(2, 12, 12)], grad=True)
 
 
-# ---- pooling --------------------------------------------------------------------------------------
+# ---- pooling -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
                                 dict(kernel_size=(2, 3), stride=1, dilation=2),
                                 dict(kernel_size=3, stride=2, ceil_mode=True)])
@@ -143,7 +143,7 @@ def test_pool_errors():
     check_error(lambda t: F(t).max_pool2d(t.zeros(1, 1, 2, 2), 3), match="too small")
 
 
-# ---- padding --------------------------------------------------------------------------------------
+# ---- padding -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
 def test_pad(mode):
     check(lambda t, x: F(t).pad(x, (1, 2, 2, 1), mode=mode), shapes=[(2, 3, 4, 5)], grad=True)
@@ -157,7 +157,7 @@ def test_pad_constant_value_and_negative():
     check_error(lambda t: F(t).pad(t.zeros(1, 2, 3), (1, 1, 1)))
 
 
-# ---- embedding -------------------------------------------------------------------------------------
+# ---- embedding -----------------------------------------------------------------------------------
 IDX = np.array([[1, 2, 0, 4], [4, 3, 2, 9]])
 
 
@@ -227,7 +227,7 @@ def test_normalize_and_distances():
           shapes=[(3, 4), (3, 4)], grad=True)
 
 
-# ---- resampling -----------------------------------------------------------------------------------
+# ---- resampling ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [
     dict(scale_factor=2), dict(size=(5, 7)), dict(size=(3, 3)),
     dict(size=(5, 7), mode="nearest-exact"),

@@ -1,9 +1,9 @@
 """ember.nn.functional vs torch: normalization, losses, dropout and activation wrappers."""
 import numpy as np
 import pytest
+from harness import check, check_error
 
 import ember
-from harness import check, check_error, torch
 
 rng = np.random.default_rng(0)
 
@@ -12,7 +12,7 @@ def F(t):
     return t.nn.functional
 
 
-# ---- normalization ---------------------------------------------------------------------------------
+# ---- normalization -------------------------------------------------------------------------------
 def test_layer_norm():
     check(lambda t, x, w, b: F(t).layer_norm(x, (4,), w, b), shapes=[(2, 3, 4), (4,), (4,)],
           grad=True)
@@ -67,7 +67,7 @@ def test_rms_norm_and_lrn():
     check(lambda t, x: F(t).local_response_norm(x, 2, k=2.0), shapes=[(2, 5, 4)], grad=True)
 
 
-# ---- losses -------------------------------------------------------------------------------------------
+# ---- losses --------------------------------------------------------------------------------------
 TGT = np.array([1, 0, 4])
 TGT_K = np.array([[[1, 0], [2, 2], [0, 1]], [[2, 1], [-100, 0], [1, 1]]])      # (2, 3, 2)
 W3 = np.array([0.5, 2.0, 1.25])     # class weights (torch gives them no gradient)
@@ -173,7 +173,7 @@ def test_margin_losses():
           shapes=[(3, 4), (3, 4), (3, 4)], grad=True)
 
 
-# ---- dropout ----------------------------------------------------------------------------------------
+# ---- dropout -------------------------------------------------------------------------------------
 def test_dropout_eval_identity_and_p_checks():
     x = ember.randn(2, 4, 5, 3)
     for fn in ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
@@ -228,7 +228,7 @@ def test_dropout_inplace():
     assert y is x and set(np.unique(x.numpy())) <= {0.0, 2.0}
 
 
-# ---- activation wrappers --------------------------------------------------------------------------
+# ---- activation wrappers -------------------------------------------------------------------------
 def test_activation_wrappers():
     check(lambda t, x: F(t).relu(x), grad=True)
     check(lambda t, x: F(t).gelu(x, approximate="tanh"), grad=True)

@@ -323,7 +323,7 @@ def _gaussian_nll(x, t, var, full, eps, r):
     e = _e()
     # clamp var at eps without stopping its gradient (PyTorch clamps a clone under no_grad)
     var = var + (e.maximum(var, e.full_like(var, eps)) - var).detach()
-    loss = ((var.log() + (x - t) * (x - t) / var)) * 0.5
+    loss = (var.log() + (x - t) * (x - t) / var) * 0.5
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     return reduce(loss, r)

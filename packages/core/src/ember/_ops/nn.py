@@ -54,7 +54,7 @@ defop("bilinear(Tensor input1, Tensor input2, Tensor weight, Tensor? bias=None) 
       method=False, functional="bilinear", decomp=_bilinear)
 
 
-# ---- padding ---------------------------------------------------------------------------------------
+# ---- padding -------------------------------------------------------------------------------------
 def _pad_pairs(pad, ndim, op):
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
@@ -169,8 +169,8 @@ def _pad(x, pad, mode, value):
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if len(pad) // 2 > x.ndim - 1 or len(pad) // 2 > 3:
-        raise NotImplementedError(f"Only 2D, 3D, 4D, 5D padding with non-constant padding are "
-                                  f"supported for now")
+        raise NotImplementedError("Only 2D, 3D, 4D, 5D padding with non-constant padding are "
+                                  "supported for now")
     return _index_pad(x, pad, mode)
 
 
@@ -412,7 +412,7 @@ defop("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tens
       decomp=_sdpa)
 
 
-# ---- normalize, distances --------------------------------------------------------------------------
+# ---- normalize, distances ------------------------------------------------------------------------
 def _clamp_min(x, v):
     return x.clamp_min(v) if hasattr(x, "clamp_min") else _e().maximum(x, v)
 

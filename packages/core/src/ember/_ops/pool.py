@@ -195,7 +195,6 @@ def _avg_pool_kernel(n):
 
 def _avg_pool_backward_kernel(g, x, k, s, p, ceil_mode, count_include_pad, divisor_override):
     n = len(k)
-    d = (1,) * n
     spatial = x.shape[-n:]
     out = g.shape[-n:]
     dt = _cdt(g)

@@ -27,7 +27,6 @@ def _interp_matrix(size_in, size_out, mode, align_corners, scale):
     """(size_out, size_in) matrix M with out = M @ in along one dim."""
     m = np.zeros((size_out, size_in), np.float64)
     dst = np.arange(size_out)
-    rows = dst[:, None]
     if mode in ("nearest", "nearest-exact"):
         # PyTorch computes these indices in float32: mirror it so boundaries land alike
         s = np.float32(_src_scale(size_in, size_out, False, scale))
@@ -261,7 +260,7 @@ defop("grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int paddi
       vjp=_grid_vjp)
 
 
-# ---- affine_grid -----------------------------------------------------------------------------------
+# ---- affine_grid ---------------------------------------------------------------------------------
 def _base_coords(n, align_corners):
     if n <= 1:
         return np.zeros(max(n, 1))

@@ -169,7 +169,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, 
                                        _reduction(size_average, reduce, reduction))
 
 
-# ---- resampling ------------------------------------------------------------------------------------
+# ---- resampling ----------------------------------------------------------------------------------
 def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A002
                 align_corners=None, recompute_scale_factor=None, antialias=False):
     from .._ops.sample import interpolate as _interp
