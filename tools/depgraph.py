@@ -9,8 +9,9 @@ change both together). Every `import` / `from ... import` in a package's sources
 - the same import inside a function (lazy, runs only when called) is printed as a warning and a
   dashed edge: allowed by "at import time", but prefer core's component registry (`require`),
   which also gives the one-sentence "pip install ember-X" error;
-- a third-party package the table does not list is an error wherever it is imported (the wheel
-  does not declare it: users would hit ModuleNotFoundError);
+- a third-party package the table does not list (for the package or, transitively, for the ember
+  packages it may import: numpy comes with core) is an error wherever it is imported (no wheel
+  declares it: users would hit ModuleNotFoundError);
 - an optional arrow (compiler -> devices) is allowed lazily or where an ImportError is handled.
 Imports under `if TYPE_CHECKING:` are ignored. Standard-library modules are always allowed.
 Known violations listed in tools/depgraph_baseline.txt (file, imported module, reason) are
@@ -66,6 +67,23 @@ ALLOWED = {
 OPTIONAL = {"compiler": {"devices"}}
 
 PACKAGES = list(ALLOWED)
+
+
+def _effective(package: str) -> set[str]:
+    """ALLOWED plus the third-party packages its allowed ember packages bring (numpy via core):
+    the wheel's Requires-Dist guarantees they are installed."""
+    out, todo = set(ALLOWED[package]), [p for p in ALLOWED[package] if p in ALLOWED]
+    while todo:
+        dep = todo.pop()
+        for t in ALLOWED[dep]:
+            if t not in out:
+                out.add(t)
+                if t in ALLOWED:
+                    todo.append(t)
+    return out
+
+
+EFFECTIVE = {p: _effective(p) for p in PACKAGES}
 
 
 @dataclass(frozen=True)
@@ -200,7 +218,7 @@ def violations(imports: list[Import]) -> tuple[list[tuple[Import, str]], list[st
     """(errors, warnings)."""
     errors, warnings = [], []
     for imp in imports:
-        if imp.target in ALLOWED[imp.package]:
+        if imp.target in EFFECTIVE[imp.package]:
             continue
         if imp.target in OPTIONAL.get(imp.package, ()) and imp.guarded:
             continue
