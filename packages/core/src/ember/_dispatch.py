@@ -147,7 +147,7 @@ def execute(op, args: tuple, out=None):
         dev = find_device(op, args)
         kernel = op.kernels.get(dev.type)
         if kernel is not None:
-            if dev is _CPU:
+            if dev is _CPU and "tensor_kernel" not in op.tags:  # user ops take Tensors
                 result = _wrap(op, kernel(*_np_args(op, args)), args)
             else:
                 result = kernel(*args)
