@@ -1,0 +1,235 @@
+"""The CUDA driver through cuda-bindings: devices, contexts, streams, events and copies.
+
+Everything here is imported lazily (ember.cuda must import on machines without cuda-bindings).
+Only the driver API is used (primary contexts, as the runtime API and PyTorch do), so no libcudart
+is needed and Triton's kernels, which the driver API loads, share our contexts.
+"""
+from __future__ import annotations
+
+import threading
+
+_cu = None          # cuda.bindings.driver once loaded
+_count = None       # device count, once probed
+_ctx: dict = {}     # device index -> primary context
+_local = threading.local()   # current device and per-device current stream
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed (PyTorch raises RuntimeError with the CUDA error string)."""
+
+
+def cu():
+    """The cuda.bindings.driver module (ImportError without cuda-bindings)."""
+    global _cu
+    if _cu is None:
+        from cuda.bindings import driver
+        _cu = driver
+    return _cu
+
+
+def check(res):
+    """Unpack a driver call's (err, *values) tuple, raising CudaError on failure."""
+    err = res[0]
+    if int(err) != 0:
+        d = cu()
+        _, name = d.cuGetErrorName(err)
+        _, msg = d.cuGetErrorString(err)
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        msg = msg.decode() if isinstance(msg, bytes) else str(msg)
+        raise CudaError(f"CUDA error: {msg} ({name})")
+    if len(res) == 1:
+        return None
+    return res[1] if len(res) == 2 else res[1:]
+
+
+def device_count() -> int:
+    """Visible devices; 0 without cuda-bindings, a driver or a GPU (never raises)."""
+    global _count
+    if _count is None:
+        try:
+            d = cu()
+            (err,) = d.cuInit(0)
+            if int(err) != 0:
+                _count = 0
+            else:
+                err, n = d.cuDeviceGetCount()
+                _count = int(n) if int(err) == 0 else 0
+        except Exception:  # no cuda-bindings or no libcuda: "no GPU", as torch.cuda says
+            _count = 0
+    return _count
+
+
+def _check_index(index: int) -> int:
+    n = device_count()
+    if n == 0:
+        raise RuntimeError("Found no NVIDIA driver on your system or no CUDA GPU is available "
+                           "(ember.cuda.is_available() is False)")
+    if not 0 <= index < n:
+        raise RuntimeError(f"CUDA error: invalid device ordinal (device {index}, {n} visible)")
+    return index
+
+
+def context(index: int):
+    """The primary context of device index, made current on this thread."""
+    c = _ctx.get(index)
+    if c is None:
+        _check_index(index)
+        d = cu()
+        dev = check(d.cuDeviceGet(index))
+        c = _ctx[index] = check(d.cuDevicePrimaryCtxRetain(dev))
+    if getattr(_local, "bound", None) is not c:
+        check(cu().cuCtxSetCurrent(c))
+        _local.bound = c
+    return c
+
+
+def current_device() -> int:
+    return getattr(_local, "device", 0)
+
+
+def set_device(index: int) -> None:
+    _check_index(index)
+    _local.device = index
+    context(index)
+
+
+def ensure_context(index: int | None = None) -> int:
+    """Bind the context of index (default: current device) and return the index."""
+    i = current_device() if index is None else index
+    context(i)
+    return i
+
+
+def synchronize(index: int | None = None) -> None:
+    ensure_context(index)
+    check(cu().cuCtxSynchronize())
+
+
+def get_name(index: int) -> str:
+    _check_index(index)
+    d = cu()
+    dev = check(d.cuDeviceGet(index))
+    name = check(d.cuDeviceGetName(256, dev))
+    return name.split(b"\0", 1)[0].decode()
+
+
+def attribute(index: int, name: str) -> int:
+    d = cu()
+    dev = check(d.cuDeviceGet(index))
+    attr = getattr(d.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + name)
+    return int(check(d.cuDeviceGetAttribute(attr, dev)))
+
+
+def total_memory(index: int) -> int:
+    d = cu()
+    dev = check(d.cuDeviceGet(index))
+    return int(check(d.cuDeviceTotalMem(dev)))
+
+
+def mem_get_info(index: int | None = None) -> tuple[int, int]:
+    ensure_context(index)
+    free, total = check(cu().cuMemGetInfo())
+    return int(free), int(total)
+
+
+# ---- raw memory -----------------------------------------------------------------------------
+def raw_alloc(nbytes: int, index: int) -> int | None:
+    """cuMemAlloc, or None when the device is out of memory (other errors raise)."""
+    ensure_context(index)
+    d = cu()
+    err, ptr = d.cuMemAlloc(nbytes)
+    if int(err) == int(d.CUresult.CUDA_ERROR_OUT_OF_MEMORY):
+        return None
+    check((err,))
+    return int(ptr)
+
+
+def raw_free(ptr: int, index: int) -> None:
+    ensure_context(index)
+    check(cu().cuMemFree(ptr))
+
+
+def host_alloc_pinned(nbytes: int) -> int:
+    ensure_context()
+    return int(check(cu().cuMemHostAlloc(max(nbytes, 1), 0)))
+
+
+def host_free_pinned(ptr: int) -> None:
+    check(cu().cuMemFreeHost(ptr))
+
+
+def memcpy_htod(dst: int, src_host: int, nbytes: int, stream: int) -> None:
+    if nbytes:
+        check(cu().cuMemcpyHtoDAsync(dst, src_host, nbytes, stream))
+
+
+def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream: int) -> None:
+    if nbytes:
+        check(cu().cuMemcpyDtoHAsync(dst_host, src, nbytes, stream))
+
+
+def memcpy_dtod(dst: int, src: int, nbytes: int, stream: int) -> None:
+    if nbytes:
+        check(cu().cuMemcpyDtoDAsync(dst, src, nbytes, stream))
+
+
+def memset8(dst: int, value: int, nbytes: int, stream: int) -> None:
+    if nbytes:
+        check(cu().cuMemsetD8Async(dst, value, nbytes, stream))
+
+
+# ---- streams and events -----------------------------------------------------------------------
+def stream_create(priority: int = 0) -> int:
+    d = cu()
+    flags = int(d.CUstream_flags.CU_STREAM_NON_BLOCKING)
+    return int(check(d.cuStreamCreateWithPriority(flags, priority)))
+
+
+def stream_sync(handle: int) -> None:
+    check(cu().cuStreamSynchronize(handle))
+
+
+def stream_query(handle: int) -> bool:
+    d = cu()
+    (err,) = d.cuStreamQuery(handle)
+    if int(err) == int(d.CUresult.CUDA_ERROR_NOT_READY):
+        return False
+    check((err,))
+    return True
+
+
+def event_create(timing: bool = False, blocking: bool = False) -> int:
+    d = cu()
+    flags = 0 if timing else int(d.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+    if blocking:
+        flags |= int(d.CUevent_flags.CU_EVENT_BLOCKING_SYNC)
+    return int(check(d.cuEventCreate(flags)))
+
+
+def event_destroy(handle: int) -> None:
+    check(cu().cuEventDestroy(handle))
+
+
+def event_record(ev: int, stream: int) -> None:
+    check(cu().cuEventRecord(ev, stream))
+
+
+def event_query(ev: int) -> bool:
+    d = cu()
+    (err,) = d.cuEventQuery(ev)
+    if int(err) == int(d.CUresult.CUDA_ERROR_NOT_READY):
+        return False
+    check((err,))
+    return True
+
+
+def event_sync(ev: int) -> None:
+    check(cu().cuEventSynchronize(ev))
+
+
+def event_elapsed(start: int, end: int) -> float:
+    return float(check(cu().cuEventElapsedTime(start, end)))
+
+
+def stream_wait_event(stream: int, ev: int) -> None:
+    check(cu().cuStreamWaitEvent(stream, ev, 0))
