@@ -53,10 +53,16 @@ def call(op, args: tuple, out=None):
     """Run op on args (schema order), through modes and autograd."""
     if op.pointwise is not None and out is None and not special[0]:
         # fast path: plain CPU float tensors of one dtype, nothing recording, no promotion
+        # (Python int/float/bool scalars never change a float tensor's dtype: `x * 2` is fast)
         d = None
         for i in op.tensor_idx:
             a = args[i]
-            if a.__class__ is not Tensor or a.device is not _CPU or a._requires_grad:
+            if a.__class__ is not Tensor:
+                c = a.__class__
+                if c is float or c is int or c is bool or a is None:
+                    continue
+                break
+            if a.device is not _CPU or a._requires_grad:
                 break
             if d is None:
                 d = a.dtype
@@ -93,16 +99,21 @@ def _fast_pointwise(op, args, d):
     if op.check is not None:
         op.check(d, *args)
     a = list(args)
+    big = False
     for i in op.tensor_idx:
-        a[i] = a[i]._np
+        x = a[i]
+        if x.__class__ is Tensor:
+            x = a[i] = x._np
+            big = big or x.size >= CHUNK_MIN
     try:
-        r = op.pointwise(NP, *a)  # numpy's error state is "ignore": see ember/__init__.py
-    except (ValueError, TypeError):
+        # numpy's error state is "ignore": see ember/__init__.py
+        r = NP_CHUNKED(op.pointwise, a) if big else op.pointwise(NP, *a)
+    except (ValueError, TypeError, OverflowError):
         return None  # the general path raises PyTorch's error
     if r.__class__ is not np.ndarray:
         r = np.asarray(r)
     rdt = D.bool if op.promote == "bool" else d
-    if r.dtype != rdt.np:
+    if r.dtype is not rdt.np and r.dtype != rdt.np:  # builtin numpy dtypes are singletons
         if r.dtype.kind != rdt.np.kind:
             return None
         r = r.astype(rdt.np)
@@ -303,7 +314,8 @@ def run_pointwise(op, args):
             a[i] = x._np
     try:
         with np.errstate(all="ignore"):
-            r = op.pointwise(NP, *a)
+            big = any(type(x) is np.ndarray and x.size >= CHUNK_MIN for x in a)
+            r = NP_CHUNKED(op.pointwise, a) if big else op.pointwise(NP, *a)
     except ValueError:
         broadcast_shapes(*[x.shape for x in inputs if isinstance(x, Tensor)])  # names the dims
         raise
@@ -390,6 +402,10 @@ def write_out(op, result, out):
                            f"desired output type {_TORCH_NAMES[out.dtype]}")
     copy_into(out, result, op.name)
     return out
+
+
+CHUNK_MIN = 1 << 17
+NP_CHUNKED = None  # _ops._handlers.chunked: large formulas evaluated in cache-sized chunks
 
 
 class _NumpyOps:

@@ -38,7 +38,8 @@ def _check_alpha(common, alpha):
 
 
 def _check_add(common, x, y, alpha):
-    _check_alpha(common, alpha)
+    if alpha.__class__ is not int:  # the hot path: add(x, y) with alpha=1 costs one test
+        _check_alpha(common, alpha)
 
 
 def _is_bool(v) -> bool:
@@ -46,6 +47,9 @@ def _is_bool(v) -> bool:
 
 
 def _check_sub(common, x, y, alpha):
+    if common is not D.bool and alpha.__class__ is int and x.__class__ is y.__class__ and \
+            getattr(x, "dtype", None) is common:
+        return  # the hot path: two tensors of the (non-bool) common dtype
     if _is_bool(x) and _is_bool(y):
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
