@@ -111,7 +111,16 @@ def matmul_shape(a, b) -> tuple:
 def _matmul_kernel(a, b):
     matmul_shape(a, b)
     if a.dtype in _LOWP_NP:
-        return np.matmul(*upcast(a, b)).astype(a.dtype)
+        return _matmul_np(*upcast(a, b)).astype(a.dtype)
+    return _matmul_np(a, b)
+
+
+def _matmul_np(a, b):
+    if a.ndim > 2 and b.ndim == 2:
+        # (..., k) @ (k, m) as one 2-D GEMM: numpy's broadcast-batched path for this case
+        # skips BLAS and is ~100x slower (a copy of a non-contiguous `a` is far cheaper)
+        out = np.matmul(a.reshape(-1, a.shape[-1]), b)
+        return out.reshape(a.shape[:-1] + (b.shape[1],))
     return np.matmul(a, b)  # BLAS for float32/64, transposed views included: no copy here
 
 
@@ -142,7 +151,11 @@ def _matmul_vjp(g, out, a, b):
         if a.ndim == 1:
             ga = ga.reshape(tuple(ga.shape[:-2]) + (ga.shape[-1],))
     if b.requires_grad:
-        gb = matmul(mH(a2), g2)                                          # (..., k, m)
+        if b.ndim == 2 and a.ndim > 2:  # linear's weight grad: one GEMM over the flat batch
+            k, m = a.shape[-1], g2.shape[-1]
+            gb = matmul(mH(a.reshape(-1, k)), g2.reshape(-1, m))         # (k, m)
+        else:
+            gb = matmul(mH(a2), g2)                                      # (..., k, m)
         if b.ndim == 1:
             gb = gb.reshape(tuple(gb.shape[:-1]))
     return ga, gb
