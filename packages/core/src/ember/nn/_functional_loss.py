@@ -210,3 +210,40 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros",  # noqa: A00
 
 def affine_grid(theta, size, align_corners=None):
     return _OPS["affine_grid_generator"](theta, list(size), bool(align_corners))
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,  # noqa
+                      reduce=None, reduction="mean"):
+    return _OPS["multi_margin_loss"](input, target, p, margin, weight,
+                                     _reduction(size_average, reduce, reduction))
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                           reduction="mean"):
+    return _OPS["multilabel_margin_loss"](input, target,
+                                          _reduction(size_average, reduce, reduction))
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    if margin <= 0:
+        raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, "
+                         f"got {margin} instead")
+    dist = distance_function if distance_function is not None else _OPS["pairwise_distance"]
+    d_ap, d_an = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        import ember
+        d_an = ember.minimum(d_an, dist(positive, negative))
+    return _apply((d_ap - d_an + margin).relu(), reduction)
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False):
+    from .._ops.nn_extra import ctc_loss as _ctc
+    _reduction(None, None, reduction)
+    return _ctc(log_probs, targets, input_lengths, target_lengths, blank, reduction,
+                zero_infinity)
+
+
+__all__ += ["multi_margin_loss", "multilabel_margin_loss", "triplet_margin_with_distance_loss",
+            "ctc_loss"]

@@ -314,6 +314,42 @@ def _adaptive_max(n):
 adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d = (
     _adaptive_max(1), _adaptive_max(2), _adaptive_max(3))
 
+max_pool3d_with_indices = _OPS["max_pool3d_with_indices"]
+
+
+def _adaptive_max_with_indices(n):
+    def fn(input, output_size, return_indices=False):  # noqa: A002
+        return _op(f"adaptive_max_pool{n}d")(input, output_size)
+    fn.__name__ = fn.__qualname__ = f"adaptive_max_pool{n}d_with_indices"
+    return fn
+
+
+adaptive_max_pool1d_with_indices = _adaptive_max_with_indices(1)
+adaptive_max_pool2d_with_indices = _adaptive_max_with_indices(2)
+adaptive_max_pool3d_with_indices = _adaptive_max_with_indices(3)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):  # noqa: A002
+    return _inplace_result(input, _op("rrelu")(input, lower, upper, training), inplace)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):  # noqa: A002
+    return rrelu(input, lower, upper, training, True)
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    """Samples from Gumbel-Softmax; hard=True returns one-hot samples with soft gradients."""
+    e = _ember()
+    u = e.rand(tuple(logits.shape), dtype=logits.dtype, device=logits.device)
+    gumbels = -(-(u.clamp_min(1e-20)).log()).log()          # -log(Exp(1)) noise
+    y = _op("softmax")((logits + gumbels) / tau, dim)
+    if not hard:
+        return y
+    index = y.argmax(dim, keepdim=True)
+    y_hard = e.zeros_like(logits).scatter(dim, index, 1.0)
+    return y_hard - y.detach() + y
+
+
 from ._functional_loss import *  # noqa: E402,F401,F403 - losses and resampling wrappers
 from ._functional_mha import *  # noqa: E402,F401,F403 - multi_head_attention_forward
 
