@@ -122,3 +122,18 @@ def test_plain_pickle_of_tensor():
     t = ember.tensor([[1, 2], [3, 4]], dtype=ember.int32)
     u = pickle.loads(pickle.dumps(t))
     assert u.dtype == ember.int32 and u.tolist() == [[1, 2], [3, 4]]
+
+
+def test_whole_torch_model_loads_with_safe_globals(tmp_path):
+    p = tmp_path / "model.pt"
+    tm = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    torch.save(tm, p)
+    with pytest.raises(pickle.UnpicklingError, match="Sequential"):
+        ember.load(p)
+    allowed = [ember.nn.Sequential, ember.nn.Linear, ember.nn.ReLU]
+    with ember.serialization.safe_globals(allowed):
+        em = ember.load(p)
+    assert isinstance(em[0], ember.nn.modules.linear.Linear)
+    x = np.random.default_rng(0).standard_normal((4, 2)).astype(np.float32)
+    np.testing.assert_allclose(em(ember.tensor(x)).detach().numpy(),
+                               tm(torch.from_numpy(x)).detach().numpy(), rtol=1e-6)

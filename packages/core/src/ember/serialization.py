@@ -241,6 +241,7 @@ def _safe_table() -> dict:
          ("collections", "defaultdict"): collections.defaultdict,
          ("torch", "Size"): Size, ("torch", "device"): Device,
          ("builtins", "set"): builtins.set, ("builtins", "frozenset"): builtins.frozenset,
+         ("__builtin__", "set"): builtins.set, ("__builtin__", "frozenset"): builtins.frozenset,
          ("builtins", "slice"): builtins.slice, ("builtins", "complex"): builtins.complex,
          ("builtins", "bytearray"): builtins.bytearray, ("builtins", "range"): builtins.range,
          ("_codecs", "encode"): codecs.encode}
