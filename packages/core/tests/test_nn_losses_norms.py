@@ -238,3 +238,27 @@ def test_activation_wrappers():
     check(lambda t, x: F(t).softmin(x, 1), grad=True)
     x = ember.tensor([-1.0, 2.0])
     assert ember.nn.functional.relu(x, inplace=True) is x and x.tolist() == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("which", ["layer", "group", "batch", "batch_eval"])
+def test_norm_double_backward(which):
+    import torch
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (4, 6, 3))
+    w = rng.uniform(0.5, 1.5, (6,) if which != "layer" else (3,))
+    b = rng.uniform(-1, 1, w.shape)
+
+    def run(t):
+        X, W, B = (t.tensor(a, requires_grad=True) for a in (x, w, b))
+        if which == "layer":
+            y = F(t).layer_norm(X, (3,), W, B)
+        elif which == "group":
+            y = F(t).group_norm(X, 3, W, B)
+        else:
+            rm, rv = t.zeros(6, dtype=t.float64), t.ones(6, dtype=t.float64) * 1.5
+            y = F(t).batch_norm(X, rm, rv, W, B, training=which == "batch")
+        gx, gw, gb = t.autograd.grad((y * y * y).sum(), (X, W, B), create_graph=True)
+        return t.autograd.grad((gx * gx).sum() + (gw * gx.sum()).sum() + (gb ** 2).sum(),
+                               (X, W, B), allow_unused=True)
+    for a, b_ in zip(run(ember), run(torch)):
+        np.testing.assert_allclose(a.numpy(), b_.numpy(), rtol=1e-6, atol=1e-8)

@@ -46,6 +46,22 @@ def _affine_shape(x_ndim, caxis, n):
     return s
 
 
+def _stats_like_saved(x, axes, rstd):
+    """(x - mean, rstd) recomputed from x in ember ops, so double backward sees how both depend
+    on x; eps is recovered from the saved rstd (a constant), which keeps the values equal."""
+    mu = x.mean(axes, keepdim=True)
+    xc = x - mu
+    var = (xc * xc).mean(axes, keepdim=True)
+    eps_hat = rstd.detach().reshape(var.shape) ** -2 - var.detach()
+    return xc, (var + eps_hat).rsqrt()
+
+
+def _normalize_bwd_ops(gxhat, xhat, r, axes):
+    m1 = gxhat.mean(axes, keepdim=True)
+    m2 = (gxhat * xhat).mean(axes, keepdim=True)
+    return r * (gxhat - m1 - xhat * m2)
+
+
 # ---- layer_norm -------------------------------------------------------------------------------
 def _check_layer_norm(x, nshape, w, b):
     nshape = tuple(nshape)
@@ -101,11 +117,27 @@ def _layer_norm_bwd_kernel(g, x, nshape, mean, rstd, w, b, mask):
     return gi, gw, gb
 
 
+def _layer_norm_bwd_decomp(g, x, nshape, mean, rstd, w, b, mask):
+    k = len(nshape)
+    axes, lead = list(range(x.ndim - k, x.ndim)), list(range(x.ndim - k))
+    xc, r = _stats_like_saved(x, axes, rstd)
+    xhat = xc * r
+    gi = gw = gb = None
+    if mask[0]:
+        gi = _normalize_bwd_ops(g * w if w is not None else g, xhat, r, axes)
+    if mask[1] and w is not None:
+        gw = (g * xhat).sum(lead) if lead else g * xhat
+    if mask[2] and b is not None:
+        gb = g.sum(lead) if lead else g
+    return gi, gw, gb
+
+
+# kernel for speed; the decomposition is what create_graph=True differentiates (double backward)
 native_layer_norm_backward = defop(
     "native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, "
     "Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> "
     "(Tensor, Tensor, Tensor)", function=False, method=False,
-    kernels={"cpu": _layer_norm_bwd_kernel},
+    kernels={"cpu": _layer_norm_bwd_kernel}, decomp=_layer_norm_bwd_decomp,
     meta=lambda g, x, ns, m, r, w, b, mask: (
         TensorMeta(tuple(x.shape), x.dtype),
         None if w is None else TensorMeta(tuple(w.shape), w.dtype),
@@ -168,11 +200,28 @@ def _group_norm_bwd_kernel(g, x, mean, rstd, w, N, C, HxW, group, mask):
     return gi, gw, gb
 
 
+def _group_norm_bwd_decomp(g, x, mean, rstd, w, N, C, HxW, group, mask):
+    xg = x.reshape(N, group, -1)
+    xc, r = _stats_like_saved(xg, [2], rstd)
+    xhat = (xc * r).reshape(N, C, -1)
+    g3 = g.reshape(N, C, -1)
+    gi = gw = gb = None
+    if mask[0]:
+        gx = g3 * w.reshape(1, C, 1) if w is not None else g3
+        gi = _normalize_bwd_ops(gx.reshape(N, group, -1), xhat.reshape(N, group, -1), r, [2])
+        gi = gi.reshape(x.shape)
+    if mask[1]:
+        gw = (g3 * xhat).sum([0, 2])
+    if mask[2]:
+        gb = g3.sum([0, 2])
+    return gi, gw, gb
+
+
 native_group_norm_backward = defop(
     "native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, "
     "Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> "
     "(Tensor, Tensor, Tensor)", function=False, method=False,
-    kernels={"cpu": _group_norm_bwd_kernel},
+    kernels={"cpu": _group_norm_bwd_kernel}, decomp=_group_norm_bwd_decomp,
     meta=lambda g, x, m, r, w, N, C, HxW, G, mask: (
         TensorMeta(tuple(x.shape), x.dtype), TensorMeta((C,), x.dtype),
         TensorMeta((C,), x.dtype)))
@@ -275,11 +324,30 @@ def _batch_norm_bwd_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, 
     return gi, gw, gb
 
 
+def _batch_norm_bwd_decomp(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
+    axes = list(_bn_axes(x))
+    shape = _affine_shape(x.ndim, 1, x.shape[1])
+    if train:
+        xc, r = _stats_like_saved(x, axes, save_invstd)
+    else:
+        xc, r = x - save_mean.reshape(shape), save_invstd.reshape(shape)
+    xhat = xc * r
+    gi = gw = gb = None
+    if mask[0]:
+        gx = g * w.reshape(shape) if w is not None else g
+        gi = _normalize_bwd_ops(gx, xhat, r, axes) if train else gx * r
+    if mask[1] and w is not None:
+        gw = (g * xhat).sum(axes)
+    if mask[2]:
+        gb = g.sum(axes)
+    return gi, gw, gb
+
+
 native_batch_norm_backward = defop(
     "native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? "
     "running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, "
     "float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", function=False, method=False,
-    kernels={"cpu": _batch_norm_bwd_kernel},
+    kernels={"cpu": _batch_norm_bwd_kernel}, decomp=_batch_norm_bwd_decomp,
     meta=lambda g, x, w, *rest: (TensorMeta(tuple(x.shape), x.dtype),
                                  TensorMeta((x.shape[1],), x.dtype),
                                  TensorMeta((x.shape[1],), x.dtype)))
