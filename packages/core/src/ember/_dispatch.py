@@ -119,7 +119,7 @@ def _fast_pointwise(op, args, d):
         r = r.astype(rdt.np)
     elif r.base is not None:
         r = r.copy()
-    if not r.flags.c_contiguous:
+    if r.ndim > 1 and not r.flags.c_contiguous:  # (a fresh 0/1-d array is contiguous)
         r = np.ascontiguousarray(r)
     return Tensor._make(Storage(r, _CPU, r.nbytes), r.shape, c_strides(r.shape), 0, rdt,
                         _CPU, r)

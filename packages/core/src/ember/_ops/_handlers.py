@@ -160,13 +160,28 @@ def chunked(formula, args):
     for start in range(0, n, _CHUNK):
         for i in arrays:
             part[i] = flat[i][start:start + _CHUNK]
-        r = formula(_dispatch.NP, *part)
         if out is None:
-            if type(r) is not np.ndarray or r.shape != part[arrays[0]].shape:
+            counter = _Counting()
+            r = formula(counter, *part)
+            # one or two passes gain nothing from chunking and would pay a copy
+            if counter.n <= 2 or type(r) is not np.ndarray or r.shape != part[arrays[0]].shape:
                 return formula(_dispatch.NP, *args)
             out = np.empty(n, r.dtype)
+        else:
+            r = formula(_dispatch.NP, *part)
         out[start:start + _CHUNK] = r
     return out.reshape(shape)
+
+
+class _Counting:
+    """The numpy handler, counting the primitives a formula calls."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __getattr__(self, name):
+        self.n += 1
+        return getattr(_dispatch.NP, name)
 
 
 class NumpyOps:
