@@ -125,7 +125,7 @@ nll_loss_forward = defop(
     kernels={"cpu": _nll_kernel}, meta=_nll_meta, differentiable=("self",),
     vjp=lambda grads, out, x, t, w, r, ii: (nll_loss_backward(grads[0], x, t, w, r, ii, out[1]),))
 defop("nll_loss_nd(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, "
-      "SymInt ignore_index=-100) -> Tensor", method=False,
+      "SymInt ignore_index=-100) -> Tensor", method=False, function=False,
       decomp=lambda x, t, w, r, ii: nll_loss_forward(x, t, w, r, ii)[0])
 
 
@@ -161,12 +161,17 @@ def _cross_entropy(x, t, w, reduction, ignore_index, label_smoothing):
 
 defop("cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, "
       "SymInt ignore_index=-100, float label_smoothing=0.0) -> Tensor", method=False,
-      decomp=_cross_entropy)
+      function=False, decomp=_cross_entropy)
 
 
 # ---- pointwise losses ---------------------------------------------------------------------------
+# names torch exposes only in torch._C._nn (not as torch.<name>) stay out of ember.<name> too
+_NN_ONLY = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "multi_margin_loss",
+            "multilabel_margin_loss"}
+
+
 def _loss(schema, fn):
-    defop(schema, method=False, decomp=fn)
+    defop(schema, method=False, decomp=fn, function=schema[:schema.index("(")] not in _NN_ONLY)
 
 
 _loss("mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor",

@@ -32,6 +32,7 @@ def _linear(x, w, b):
 
 
 defop("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", method=False,
+      function=False,
       functional="linear", decomp=_linear)
 
 
@@ -175,7 +176,7 @@ def _pad(x, pad, mode, value):
 
 
 defop("pad(Tensor self, SymInt[] pad, str mode=\"constant\", float? value=None) -> Tensor",
-      method=False, functional="pad", decomp=_pad)
+      method=False, function=False, functional="pad", decomp=_pad)
 
 
 # ---- embedding -----------------------------------------------------------------------------------
@@ -258,6 +259,7 @@ def _one_hot_kernel(x, num_classes):
 
 
 defop("one_hot(Tensor self, int num_classes=-1) -> Tensor", method=False, functional="one_hot",
+      function=False,
       kernels={"cpu": _one_hot_kernel}, differentiable=(),
       meta=lambda x, n: TensorMeta(tuple(x.shape) + (n,), D.int64))
 
@@ -311,7 +313,8 @@ def _glu(x, dim):
     return a * b.sigmoid()
 
 
-defop("glu(Tensor self, int dim=-1) -> Tensor", method=False, functional="glu", decomp=_glu)
+defop("glu(Tensor self, int dim=-1) -> Tensor", method=False, function=False, functional="glu",
+      decomp=_glu)
 
 
 # ---- dropout -----------------------------------------------------------------------------------

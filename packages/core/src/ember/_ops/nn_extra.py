@@ -136,7 +136,8 @@ def _multi_margin(x, t, p, margin, w, r):
 
 
 defop("multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, "
-      "Tensor? weight=None, int reduction=1) -> Tensor", method=False, decomp=_multi_margin)
+      "Tensor? weight=None, int reduction=1) -> Tensor", method=False, function=False,
+      decomp=_multi_margin)
 
 
 def _multilabel_margin(x, t, r):
@@ -156,7 +157,7 @@ def _multilabel_margin(x, t, r):
 
 
 defop("multilabel_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor",
-      method=False, decomp=_multilabel_margin)
+      method=False, function=False, decomp=_multilabel_margin)
 
 
 # ---- rrelu ---------------------------------------------------------------------------------
