@@ -224,7 +224,7 @@ def test_grad(rec):
           rtol=1e-6, atol=1e-7)
 
 
-# ---- special functions: edges and accuracy ---------------------------------------------------------
+# ---- special functions: edges and accuracy -------------------------------------------------------
 EDGES = [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, -2.5, 1e-300, -1e-310, 5.0, 27.0, -30.0, 1e10, -1e308,
          1e308, math.inf, -math.inf, math.nan]
 
@@ -260,7 +260,7 @@ def test_special_accuracy(name):
     check(lambda t, x: getattr(t, name)(x), args=[b], dtypes=("float32",), rtol=2e-6, atol=1e-6)
 
 
-# ---- errors ------------------------------------------------------------------------------------------
+# ---- errors --------------------------------------------------------------------------------------
 def test_errors():
     check_error(lambda t: t.ones(2, 3) + t.ones(4))                       # broadcast mismatch
     check_error(lambda t: t.ones(2, dtype=t.int64).add_(1.5))             # in-place cast
@@ -289,12 +289,13 @@ def test_errors():
                 if t is torch else (_ for _ in ()).throw(RuntimeError()))
 
 
-# ---- special arguments and forms -------------------------------------------------------------------
+# ---- special arguments and forms -----------------------------------------------------------------
 def test_int_semantics():
     a = np.array([5, -5, 7, -7, 0, 9])
     b = np.array([2, 2, -2, -2, 3, -4])
     for mode in ("trunc", "floor"):
-        check(lambda t, x, y: t.div(x, y, rounding_mode=mode), args=[a, b], dtypes=("int64",))
+        check(lambda t, x, y, m=mode: t.div(x, y, rounding_mode=m), args=[a, b],
+              dtypes=("int64",))
     check(lambda t, x, y: (x // y, x % y, t.fmod(x, y)), args=[a, b], dtypes=("int64", "int8"))
     check(lambda t, x, y: t.pow(x, y), args=[np.array([1, -1, -1, 2, 0, 3]),
                                              np.array([-1, -1, -2, -1, -1, 2])], dtypes=("int64",))
@@ -325,7 +326,7 @@ def test_masked_fill_and_nan_to_num():
 def test_functional_inplace_arg():
     for name in ("relu", "relu6", "elu", "selu", "silu", "mish", "leaky_relu", "hardtanh",
                  "hardsigmoid", "hardswish", "celu"):
-        def fn(t, x):
+        def fn(t, x, name=name):
             y = getattr(t.nn.functional, name)(x, inplace=True)
             assert y is x
             return x
@@ -353,7 +354,7 @@ def test_complex_minimal():
     check(lambda t, x: (x.real, t.conj(x), t.angle(x), t.isreal(x)), dtypes=("float32", "int64"))
 
 
-# ---- Python operators and type promotion -----------------------------------------------------------
+# ---- Python operators and type promotion ---------------------------------------------------------
 OPERATORS = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "/": lambda a, b: a / b, "//": lambda a, b: a // b, "%": lambda a, b: a % b,
@@ -372,8 +373,8 @@ def test_operators(sym):
         arrays = _inputs(Op("x", low=low, high=4), [(3, 4), (4,)], dtype)
         _run_both(lambda t, x, y: f(x, y), arrays, dtype)
         for s in (2, 3.5, True, -1):
-            _run_both(lambda t, x: f(x, s), arrays[:1], dtype)
-            _run_both(lambda t, x: f(s, x), arrays[:1], dtype)       # reflected
+            _run_both(lambda t, x, s=s: f(x, s), arrays[:1], dtype)
+            _run_both(lambda t, x, s=s: f(s, x), arrays[:1], dtype)       # reflected
         _run_both(lambda t, x: f(x, t.tensor(2.0, dtype=t.float64)), arrays[:1], dtype)
         _run_both(lambda t, x: f(x, t.tensor(3)), arrays[:1], dtype)
 

@@ -1,4 +1,5 @@
-"""Special functions on numpy arrays, vectorized (numpy has no erf/lgamma; scipy is not a dependency).
+"""Special functions on numpy arrays, vectorized (numpy has no erf/lgamma; scipy is not a
+dependency).
 
 float64 uses piecewise Chebyshev expansions (coefficients fitted offline against mpmath at 50
 digits) and is accurate to a few ulp; float32 erf, the one on GELU's hot path, uses a short
@@ -91,9 +92,10 @@ _LGAMMA_PIECES = (
 
 # float32 erf: erf(x) = tanh(x * h(x^2)) for |x| <= 4 (erf is 1 in float32 beyond 3.92); h fitted
 # by weighted least squares on erf's relative error. tanh is a fast SIMD ufunc in numpy.
-_ERF32_H = tuple(np.float32(c) for c in (1.128379225730896, 0.10276905447244644, -0.00019182436517439783, -0.0006197922048158944, 8.76408230396919e-05, -5.669139682140667e-06, 1.4189470221026568e-07))
+_ERF32_H = tuple(np.float32(c) for c in (
+    1.128379225730896, 0.10276905447244644, -0.00019182436517439783,
+    -0.0006197922048158944, 8.76408230396919e-05, -5.669139682140667e-06, 1.4189470221026568e-07))
 
-_SQRT_PI_2 = math.sqrt(math.pi) / 2
 _TWO_SQRT_PI = 2 / math.sqrt(math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 

@@ -282,8 +282,8 @@ def _float_power(x, y):
 def _float_power_(x, y):
     dt = _float_power_dtype(x, y)
     if x.dtype is not dt:
-        raise RuntimeError(f"the base given to float_power_ has dtype {torch_name(x.dtype)} but the "
-                           f"operation's result requires dtype {torch_name(dt)}")
+        raise RuntimeError(f"the base given to float_power_ has dtype {torch_name(x.dtype)} but "
+                           f"the operation's result requires dtype {torch_name(dt)}")
     return x.copy_(_float_power(x, y))
 
 

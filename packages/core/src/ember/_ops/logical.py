@@ -38,7 +38,7 @@ def _invert(self):
 
 METHODS["__invert__"] = _invert
 
-# ---- predicates -----------------------------------------------------------------------------------
+# ---- predicates ----------------------------------------------------------------------------------
 for _name, _f, _sup in (
         ("isnan", lambda o, x: o.isnan(x), "bifc"),
         ("isinf", lambda o, x: o.isinf(x), "bifc"),
@@ -76,7 +76,7 @@ for _name in ("isposinf", "isneginf", "signbit"):
     FUNCTIONS[_name] = _bool_out(_name)
 
 
-# ---- masked_fill -----------------------------------------------------------------------------------
+# ---- masked_fill ---------------------------------------------------------------------------------
 _C_TYPE = {D.bool: "bool", D.uint8: "unsigned char", D.int8: "signed char", D.int16: "short int",
            D.int32: "int", D.int64: "long int", D.float16: "c10::Half",
            D.bfloat16: "c10::BFloat16", D.float32: "float", D.float64: "double"}

@@ -243,14 +243,14 @@ defop("silu(Tensor self) -> Tensor", supports="f", functional="silu", method=Fal
       functional_inplace=True, function=False,
       pointwise=lambda o, x: o.mul(x, o.sigmoid(x)), vjp=_silu_vjp)
 
-# ---- comparison ------------------------------------------------------------------------------------
+# ---- comparison ----------------------------------------------------------------------------------
 for _name, _alias in (("eq", None), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
                       ("gt", "greater"), ("ge", "greater_equal")):
     defop(f"{_name}(Tensor self, Tensor other) -> Tensor", promote="bool",
           pointwise=(lambda n: lambda o, x, y: getattr(o, n)(x, y))(_name),
           aliases=(_alias,) if _alias else ())
 
-# ---- selection --------------------------------------------------------------------------------------
+# ---- selection -----------------------------------------------------------------------------------
 def _check_where(common, c, x, y):
     if getattr(c, "dtype", D.bool) is not D.bool:
         from .._dispatch import torch_name
@@ -280,4 +280,4 @@ defop("minimum(Tensor self, Tensor other) -> Tensor", supports="bif", inplace=Fa
       vjp=lambda g, out, x, y: _minmax_vjp(g, x, y, x < y))
 
 # the rest of the pointwise family, one file each
-from . import arith, logical, activation  # noqa: E402,F401
+from . import activation, arith, logical  # noqa: E402,F401
