@@ -1,0 +1,312 @@
+"""The cuda DeviceBackend: storage from the caching allocator, copies, and kernels.
+
+Kernels, in order: pointwise ops from their formulas (Triton, `_pointwise`); hand-written
+kernels for hot ops (matmul through cuBLAS, reductions, softmax); every other op of the table
+runs its CPU kernel on a host copy of its arguments and copies the results back (correct but
+slow: `fallback_ops` lists which ops took that path, so the gaps are visible).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ember import _dtype as D
+from ember._device import DeviceBackend
+from ember._device import device as Device
+from ember._tensor import Storage, Tensor
+
+from . import _runtime as rt
+from ._allocator import CachingAllocator
+from ._pointwise import Operand, PointwiseCache, Unsupported, run_op
+
+_allocators: dict = {}
+
+
+class _StreamEvent:
+    """An event recorded on a stream at free time (allocator: stream-use safety)."""
+
+    def __init__(self, stream):
+        self.ev = rt.event_create()
+        rt.event_record(self.ev, stream)
+
+    def query(self):
+        return rt.event_query(self.ev)
+
+    def synchronize(self):
+        rt.event_sync(self.ev)
+
+    def __del__(self):
+        try:
+            rt.event_destroy(self.ev)
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def allocator(index: int) -> CachingAllocator:
+    a = _allocators.get(index)
+    if a is None:
+        a = _allocators[index] = CachingAllocator(
+            lambda n: rt.raw_alloc(n, index), lambda p: rt.raw_free(p, index), index,
+            _StreamEvent, lambda: rt.mem_get_info(index))
+    return a
+
+
+class CudaBuffer:
+    """A Storage's device memory: one allocator block, returned when the storage dies."""
+
+    __slots__ = ("ptr", "block", "alloc", "__weakref__")
+
+    def __init__(self, alloc, block):
+        self.alloc, self.block, self.ptr = alloc, block, block.ptr
+
+    def __del__(self):
+        try:
+            self.alloc.free(self.block)
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def _index(dev) -> int:
+    return rt.current_device() if dev is None or dev.index is None else dev.index
+
+
+def _stream(index=None) -> int:
+    from ._streams import current_stream_handle
+    return current_stream_handle(index)
+
+
+class _CopyOp:
+    """The identity formula: copies (with dtype conversion) reuse the pointwise machinery."""
+
+    qualname = "copy"
+    pw_idx = (0,)
+    pointwise = staticmethod(lambda o, x: x)
+
+
+class _FillOp:
+    qualname = "fill"
+    pw_idx = (0,)
+    pointwise = staticmethod(lambda o, v: v)
+
+
+class CudaBackend(DeviceBackend):
+    type = "cuda"
+    is_accelerator = True
+
+    def __init__(self):
+        self._pw = None
+        self.fallback_ops: dict = {}    # op qualname -> calls that ran on the host
+        self.kernels: dict = {}
+
+    # ---- runtime ------------------------------------------------------------------------------
+    def is_available(self) -> bool:
+        return rt.device_count() > 0
+
+    def device_count(self) -> int:
+        return rt.device_count()
+
+    def current_device(self) -> int:
+        return rt.current_device()
+
+    def synchronize(self, index=None) -> None:
+        rt.synchronize(index)
+
+    def _dev(self, dev) -> Device:
+        return Device("cuda", _index(dev))
+
+    # ---- storage ------------------------------------------------------------------------------
+    def empty(self, nbytes, dev):
+        i = _index(dev)
+        rt.ensure_context(i)
+        a = allocator(i)
+        return CudaBuffer(a, a.malloc(nbytes, _stream(i)))
+
+    def _new(self, shape, dtype, dev) -> Tensor:
+        dev = self._dev(dev)
+        n = 1
+        for s in shape:
+            n *= s
+        st = Storage(self.empty(n * dtype.itemsize, dev), dev, n * dtype.itemsize)
+        from ember._tensor import c_strides
+        return Tensor._make(st, tuple(shape), c_strides(tuple(shape)), 0, dtype, dev)
+
+    def from_host(self, host_bytes, dev, non_blocking=False):
+        dev = self._dev(dev)
+        buf = self.empty(host_bytes.nbytes, dev)
+        rt.memcpy_htod(buf.ptr, host_bytes.ctypes.data, host_bytes.nbytes, _stream(dev.index))
+        if not non_blocking:
+            rt.stream_sync(_stream(dev.index))
+        return buf
+
+    def from_tensor(self, src, dev, non_blocking=False):
+        a = np.ascontiguousarray(src._np)
+        t = self._new(tuple(a.shape), src.dtype, dev)
+        rt.ensure_context(t.device.index)
+        # pageable host memory: the driver stages it before returning, so `a` may die after
+        rt.memcpy_htod(t.data_ptr(), a.ctypes.data, a.nbytes, _stream(t.device.index))
+        return t
+
+    def to_host(self, t):
+        if not t.is_contiguous():
+            t = self._copy_new(t, t.dtype)
+        out = np.empty(tuple(t.shape), t.dtype.np)
+        i = t.device.index or 0
+        rt.ensure_context(i)
+        s = _stream(i)
+        rt.memcpy_dtoh(out.ctypes.data, t.data_ptr(), out.nbytes, s)
+        rt.stream_sync(s)
+        return out
+
+    def storage_to_host(self, storage):
+        out = np.empty(storage.nbytes, np.uint8)
+        i = storage.device.index or 0
+        rt.ensure_context(i)
+        rt.memcpy_dtoh(out.ctypes.data, storage.data.ptr, storage.nbytes, _stream(i))
+        rt.stream_sync(_stream(i))
+        return out
+
+    def storage_from_host(self, host_bytes, dev):
+        dev = self._dev(dev)
+        a = np.ascontiguousarray(host_bytes)
+        return Storage(self.from_host(a, dev), dev, a.nbytes)
+
+    # ---- copies -------------------------------------------------------------------------------
+    def _operand(self, t) -> Operand:
+        a = t.data_ptr()
+        return Operand(None, a, tuple(t.shape), t.stride(), t.dtype)
+
+    def _copy_into(self, dst, src):
+        """dst[...] = src (both on this device; src broadcastable; dtype converted)."""
+        if dst.numel() == 0:
+            return
+        if (src.dtype is dst.dtype and tuple(src.shape) == tuple(dst.shape)
+                and src.is_contiguous() and dst.is_contiguous()):
+            rt.memcpy_dtod(dst.data_ptr(), src.data_ptr(), dst.nbytes, _stream(dst.device.index))
+            return
+        if dst.dtype not in _TL_OK or src.dtype not in _TL_OK:
+            raise Unsupported("complex/fp8 copy")
+        self.pw.run(_CopyOp, [self._operand(src)], lambda i: True, self._operand(dst),
+                    dst.dtype, src.dtype)
+
+    def _copy_new(self, t, dtype):
+        out = self._new(tuple(t.shape), dtype, t.device)
+        self._copy_into(out, t)
+        return out
+
+    def copy_(self, dst, src, non_blocking=False):
+        if src.device.type != "cuda":
+            src = Tensor._from_np(np.ascontiguousarray(src._np), src.dtype)
+            src = self.from_tensor(src, dst.device, non_blocking)
+        elif src.device != dst.device:
+            src = self.to_copy(src, src.dtype, dst.device)
+        try:
+            self._copy_into(dst, src)
+        except Unsupported:
+            host = Tensor._from_np(self.to_host(src), src.dtype)
+            full = np.empty(tuple(dst.shape), dst.dtype.np)
+            np.copyto(full, host._np, casting="unsafe")
+            self._copy_into(dst, self.from_tensor(Tensor._from_np(full, dst.dtype), dst.device))
+
+    def to_copy(self, tensor, dtype, dev, non_blocking=False):
+        dev = self._dev(dev)
+        if dev != tensor.device:  # device to device: through a same-dtype contiguous copy
+            src = tensor if tensor.is_contiguous() else self._copy_new(tensor, tensor.dtype)
+            out = self._new(tuple(src.shape), src.dtype, dev)
+            rt.ensure_context(dev.index)
+            rt.check(rt.cu().cuMemcpyPeerAsync(out.data_ptr(), rt.context(dev.index),
+                                               src.data_ptr(), rt.context(src.device.index),
+                                               src.nbytes, _stream(dev.index)))
+            return out if dtype is out.dtype else self._copy_new(out, dtype)
+        try:
+            return self._copy_new(tensor, dtype)
+        except Unsupported:
+            return self.from_tensor(tensor.cpu().to(dtype), dev, non_blocking)
+
+    # ---- kernels ------------------------------------------------------------------------------
+    @property
+    def pw(self) -> PointwiseCache:
+        if self._pw is None:
+            from ._launch import FastLauncher
+            self._pw = PointwiseCache(FastLauncher())
+        return self._pw
+
+    def pointwise(self, op, args, result_dtype, compute_dtype):
+        dev = None
+        for i in op.tensor_idx:
+            a = args[i]
+            if isinstance(a, Tensor) and a.device.type == "cuda":
+                dev = a.device
+                break
+        rt.ensure_context(_index(dev))
+        try:
+            return run_op(self.pw, op, args, result_dtype, compute_dtype, self._operand,
+                          lambda shape, dt: self._out(shape, dt, dev))
+        except Unsupported:
+            return self._host_call(op, args)
+
+    def _out(self, shape, dt, dev):
+        t = self._new(shape, dt, dev)
+        return t, self._operand(t)
+
+    def fill_(self, t, value):
+        if hasattr(value, "item"):
+            value = value.item()
+        if t.dtype not in _TL_OK or isinstance(value, complex):
+            raise Unsupported("fill")
+        if t.numel():
+            self.pw.run(_FillOp, [value], lambda i: False, self._operand(t), t.dtype, t.dtype)
+        return t
+
+    def kernel_for(self, op):
+        k = self.kernels.get(op.qualname)
+        if k is None:
+            from . import _ops
+            k = _ops.kernel(self, op)
+            if k is None:
+                def k(*args, _op=op):
+                    return self._host_call(_op, args)
+            self.kernels[op.qualname] = k
+        return k
+
+    def _host_call(self, op, args):
+        """Run op's CPU kernel on host copies; write mutated args back; results to the GPU."""
+        from ember._dispatch import execute
+        self.fallback_ops[op.qualname] = self.fallback_ops.get(op.qualname, 0) + 1
+        dev = None
+
+        def down(x):
+            nonlocal dev
+            if isinstance(x, Tensor) and x.device.type == "cuda":
+                dev = x.device
+                return Tensor._from_np(self.to_host(x), x.dtype)
+            if isinstance(x, (list, tuple)) and any(isinstance(e, Tensor) for e in x):
+                return type(x)(down(e) for e in x)
+            return x
+
+        host = [down(a) for a in args]
+        if op.device_idx is not None and host[op.device_idx] is not None:
+            d = Device(host[op.device_idx])
+            if d.type == "cuda":
+                dev = d if d.index is not None else self._dev(d)
+                host[op.device_idx] = "cpu"
+        dev = self._dev(dev)
+        r = execute(op, tuple(host))
+        for i in op.mutated_idx:
+            if isinstance(args[i], Tensor) and args[i].device.type == "cuda":
+                self.copy_(args[i], host[i])
+        if op.returns_alias and op.mutated_idx:
+            return args[op.mutated_idx[0]]
+
+        def up(x):
+            if isinstance(x, Tensor) and x.device.type == "cpu":
+                return self.from_tensor(x, dev)
+            if isinstance(x, tuple) and hasattr(x, "_fields"):
+                return type(x)(*[up(e) for e in x])
+            if isinstance(x, (list, tuple)):
+                return type(x)(up(e) for e in x)
+            return x
+
+        return up(r)
+
+
+_TL_OK = {D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16, D.bfloat16, D.float32,
+          D.float64}

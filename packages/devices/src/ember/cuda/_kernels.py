@@ -1,0 +1,102 @@
+"""Hand-written Triton kernels over contiguous rows: reductions, softmax, log_softmax.
+
+Callers move the reduced dims last and make the input contiguous (one copy kernel), so each
+kernel sees an (R, C) row-major matrix and one program reduces one row, accumulating in float32
+(float64 for float64, int64 for integers, as PyTorch's CUDA reductions).
+Imported only when a kernel is first needed (triton is optional at import).
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit(do_not_specialize=["C"])
+def row_reduce(x_ptr, out_ptr, C, KIND: tl.constexpr, ACC: tl.constexpr, SCALE_MEAN: tl.constexpr,
+               BLOCK: tl.constexpr):
+    # KIND 0 sum, 1 max, 2 min, 3 argmax, 4 argmin
+    row = tl.program_id(0).to(tl.int64)
+    base = x_ptr + row * C
+    cols = tl.arange(0, BLOCK)
+    if KIND == 0:
+        acc = tl.zeros([BLOCK], ACC)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            acc += tl.load(base + start + cols, mask=m, other=0).to(ACC)
+        r = tl.sum(acc, axis=0)
+        if SCALE_MEAN:
+            r = r / C
+        tl.store(out_ptr + row, r)
+    elif KIND == 1 or KIND == 2:
+        if KIND == 1:
+            acc = tl.full([BLOCK], float("-inf"), ACC)
+        else:
+            acc = tl.full([BLOCK], float("inf"), ACC)
+        nan = tl.zeros([BLOCK], tl.int1)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            if KIND == 1:
+                v = tl.load(base + start + cols, mask=m, other=float("-inf")).to(ACC)
+                acc = tl.maximum(acc, v)
+            else:
+                v = tl.load(base + start + cols, mask=m, other=float("inf")).to(ACC)
+                acc = tl.minimum(acc, v)
+            nan = nan | (v != v)
+        if KIND == 1:
+            r = tl.max(acc, axis=0)
+        else:
+            r = tl.min(acc, axis=0)
+        r = tl.where(tl.max(nan.to(tl.int32), axis=0) > 0, float("nan"), r)
+        tl.store(out_ptr + row, r)
+    else:
+        best = tl.full([BLOCK], float("-inf") if KIND == 3 else float("inf"), ACC)
+        bidx = tl.zeros([BLOCK], tl.int64)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            v = tl.load(base + start + cols, mask=m, other=0).to(ACC)
+            v = tl.where(m, v, float("-inf") if KIND == 3 else float("inf"))
+            isn = v != v
+            if KIND == 3:
+                take = ((v > best) | isn) & (best == best)
+            else:
+                take = ((v < best) | isn) & (best == best)
+            best = tl.where(take, v, best)
+            bidx = tl.where(take, start + cols, bidx)
+        # first index of the best (NaN counts as the extreme, as PyTorch)
+        anynan = tl.max((best != best).to(tl.int32), axis=0) > 0
+        if KIND == 3:
+            top = tl.max(tl.where(best != best, float("-inf"), best), axis=0)
+        else:
+            top = tl.min(tl.where(best != best, float("inf"), best), axis=0)
+        hit = tl.where(anynan, best != best, best == top)
+        big = tl.full([BLOCK], 2**62, tl.int64)
+        r = tl.min(tl.where(hit, bidx, big), axis=0)
+        tl.store(out_ptr + row, r)
+
+
+@triton.jit(do_not_specialize=["C"])
+def row_softmax(x_ptr, out_ptr, C, LOG: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    base = x_ptr + row * C
+    obase = out_ptr + row * C
+    cols = tl.arange(0, BLOCK)
+    mx = tl.full([BLOCK], float("-inf"), tl.float32)
+    for start in range(0, C, BLOCK):
+        m = start + cols < C
+        mx = tl.maximum(mx, tl.load(base + start + cols, mask=m, other=float("-inf"))
+                        .to(tl.float32))
+    rmax = tl.max(mx, axis=0)
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, C, BLOCK):
+        m = start + cols < C
+        v = tl.load(base + start + cols, mask=m, other=float("-inf")).to(tl.float32)
+        s += tl.where(m, tl.exp(v - rmax), 0.0)
+    tot = tl.sum(s, axis=0)
+    for start in range(0, C, BLOCK):
+        m = start + cols < C
+        v = tl.load(base + start + cols, mask=m, other=0).to(tl.float32)
+        if LOG:
+            r = v - rmax - tl.log(tot)
+        else:
+            r = tl.exp(v - rmax) / tot
+        tl.store(obase + start + cols, r.to(out_ptr.dtype.element_ty), mask=m)

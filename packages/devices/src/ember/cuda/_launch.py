@@ -1,0 +1,87 @@
+"""Triton on ember's runtime: a driver subclass without torch, and a cheap launch path.
+
+Triton 3.6's CudaDriver.__init__ asks torch for the current device and stream; the subclass
+answers from ember.cuda instead (our streams, our contexts). Its Python launch path
+(JITFunction.run: binding, specialization, cache key) costs ~12 us a call; after the first launch
+of a (kernel, layout key) we keep the CompiledKernel and call its C launcher directly with raw
+pointers, the part that really launches (a few us).
+"""
+from __future__ import annotations
+
+from . import _runtime as rt
+
+_driver = None
+
+
+def install_driver():
+    """Make Triton launch through ember's runtime (once, before the first launch)."""
+    global _driver
+    if _driver is not None:
+        return _driver
+    import triton
+    from triton.backends.nvidia import driver as nvd
+
+    from . import _streams
+
+    class EmberCudaDriver(nvd.CudaDriver):
+        def __init__(self):  # GPUDriver.__init__ imports torch: set its hooks ourselves
+            self.utils = nvd.CudaUtils()
+            self.launcher_cls = nvd.CudaLauncher
+            self.get_current_device = rt.current_device
+            self.set_current_device = rt.set_device
+            self.get_current_stream = lambda idx=None: _streams.current_stream_handle(idx)
+            self.get_device_capability = lambda idx=None: (
+                rt.attribute(rt.current_device() if idx is None else idx,
+                             "COMPUTE_CAPABILITY_MAJOR"),
+                rt.attribute(rt.current_device() if idx is None else idx,
+                             "COMPUTE_CAPABILITY_MINOR"))
+
+        @staticmethod
+        def is_active():
+            return rt.device_count() > 0
+
+    rt.ensure_context()
+    _driver = EmberCudaDriver()
+    triton.runtime.driver.set_active(_driver)
+    return _driver
+
+
+class Ptr:
+    """A raw device address with a dtype, as Triton's first (compiling) launch wants them."""
+
+    __slots__ = ("addr", "dtype")
+
+    def __init__(self, addr, dtype):
+        self.addr, self.dtype = addr, dtype
+
+    def data_ptr(self):
+        return self.addr
+
+
+class FastLauncher:
+    """Launches a JITFunction: the first call per key through Triton (which compiles), later
+    ones straight through the compiled kernel's C launcher."""
+
+    def __init__(self):
+        self.compiled: dict = {}
+
+    def __call__(self, fn, grid, args, key, constexprs):
+        from ._pointwise import Operand
+        from ._streams import current_stream_handle
+        ptrs = [a.addr for a in args if isinstance(a, Operand)]
+        # Triton specializes pointers on 16-byte alignment: part of the key
+        full = (id(fn), key, tuple(p % 16 == 0 for p in ptrs))
+        ck = self.compiled.get(full)
+        gx = grid[0]
+        gy = grid[1] if len(grid) > 1 else 1
+        gz = grid[2] if len(grid) > 2 else 1
+        if ck is None:
+            install_driver()
+            call = [Ptr(a.addr, a.dtype) if isinstance(a, Operand) else a for a in args]
+            ck = fn[grid](*call, **constexprs)
+            self.compiled[full] = (ck, tuple(constexprs.values()))
+            return
+        ck, cvals = ck
+        call = [a.addr if isinstance(a, Operand) else a for a in args]
+        ck.run(gx, gy, gz, current_stream_handle(None), ck.function, ck.packed_metadata, None,
+               None, None, *call, *cvals)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The CUDA backend's GPU suite, on a machine with an NVIDIA GPU (the lent device machine):
+#   bash packages/devices/tests/run_gpu.sh [smoke|tests|bench|all]
+# nvmath-python (cuBLAS bindings) is not in the device image: carry it as a wheel in .whl/.
+set -u
+cd "$(dirname "$0")/../../.."
+what=${1:-all}
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=packages/core/src:packages/autograd/src:packages/devices/src:${PYTHONPATH:-}
+export PYTHONUNBUFFERED=1
+out=${OUT:-/tmp}
+rc=0
+if [[ $what == smoke || $what == all ]]; then
+  timeout 240 python3 packages/devices/tests/gpu_smoke.py 2>&1 | tee "$out/smoke.log" || rc=1
+fi
+if [[ $what == tests || $what == all ]]; then
+  timeout 330 python3 -m pytest -q --timeout 120 -n 8 -p no:cacheprovider \
+    packages/devices/tests 2>&1 | tail -60 | tee "$out/tests.log" || rc=1
+fi
+if [[ $what == bench || $what == all ]]; then
+  timeout 400 python3 benchmarks/compare.py --device cuda --big \
+    --only "${BENCH_ONLY:-op_overhead,elementwise,matmul,mlp_train}" 2>&1 | tee "$out/bench.log" || rc=1
+fi
+exit $rc

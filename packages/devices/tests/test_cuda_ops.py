@@ -1,0 +1,153 @@
+"""Every record of core's pointwise op database, and the hot non-pointwise ops, on cuda vs the CPU
+result (needs a GPU: skipped only when none is present). Run on the lent GPU through run_gpu.sh."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import ember
+
+pytestmark = pytest.mark.skipif(not ember.cuda.is_available(), reason="no CUDA GPU present")
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "core", "tests"))
+from test_pointwise import RECORDS  # noqa: E402
+
+from harness import make_array  # noqa: E402
+
+TOL = {"float16": 1e-2, "bfloat16": 5e-2, "float32": 2e-5, "float64": 1e-9}
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool")
+
+
+def _same(e, g, dtype):
+    assert e.dtype == g.dtype, (e.dtype, g.dtype)
+    assert tuple(e.shape) == tuple(g.shape)
+    a, b = e.float().numpy() if e.dtype.is_floating_point else e.numpy(), g.cpu()
+    b = b.float().numpy() if b.dtype.is_floating_point else b.numpy()
+    tol = TOL.get(dtype)
+    if tol is None or not e.dtype.is_floating_point:
+        assert np.array_equal(a, b), (a, b)
+    else:
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rec", RECORDS, ids=[str(r) for r in RECORDS])
+def test_record(rec, dtype):
+    if dtype not in rec.dtypes:
+        pytest.skip("dtype not in the record")
+    rng = np.random.default_rng(0)
+    shapes = [(3, 4), (4,), (3, 1)][:rec.n]
+    arrs = [make_array(s, dtype, rng, rec.low, rec.high) for s in shapes]
+    xs = [ember.tensor(a).to(getattr(ember, dtype)) for a in arrs]
+    try:
+        e = rec.fn(ember, *xs)
+    except Exception as exc:  # the CPU raises: cuda raises the same type
+        with pytest.raises(type(exc)):
+            rec.fn(ember, *[x.cuda() for x in xs])
+        return
+    g = rec.fn(ember, *[x.cuda() for x in xs])
+    if isinstance(e, tuple):
+        for a, b in zip(e, g):
+            _same(a, b, dtype)
+    else:
+        _same(e, g, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_strided_and_inplace(dtype):
+    rng = np.random.default_rng(1)
+    x = ember.tensor(make_array((6, 5), dtype, rng)).to(getattr(ember, dtype))
+    y = ember.tensor(make_array((5, 6), dtype, rng)).to(getattr(ember, dtype))
+    gx, gy = x.cuda(), y.cuda()
+    _same(x + y.t(), gx + gy.t(), dtype)
+    _same(x[::2, 1:] * 3, gx[::2, 1:] * 3, dtype)
+    x[1:3].add_(y.t()[1:3])
+    gx[1:3].add_(gy.t()[1:3])
+    _same(x, gx, dtype)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("shapes", [((17, 33), (33, 9)), ((3, 17, 33), (33, 9)),
+                                    ((2, 3, 7, 5), (2, 1, 5, 4)), ((5,), (5, 3)), ((4, 5), (5,))])
+def test_matmul(dt, shapes):
+    rng = np.random.default_rng(2)
+    a, b = (ember.tensor(rng.standard_normal(s).astype("float32")).to(getattr(ember, dt))
+            for s in shapes)
+    e = (a.float() @ b.float())
+    g = (a.cuda() @ b.cuda()).float().cpu()
+    err = float((g - e).norm() / e.norm())
+    assert err < (2e-3 if dt == "float32" else 1e-2), err
+
+
+def test_matmul_transposed_and_highest():
+    rng = np.random.default_rng(3)
+    a = ember.tensor(rng.standard_normal((40, 30)).astype("float32"))
+    b = ember.tensor(rng.standard_normal((20, 40)).astype("float32"))
+    prev = ember.get_float32_matmul_precision()
+    ember.set_float32_matmul_precision("highest")
+    try:
+        g = (a.cuda().t() @ b.cuda().t()).cpu()
+    finally:
+        ember.set_float32_matmul_precision(prev)
+    np.testing.assert_allclose(g.numpy(), (a.t() @ b.t()).numpy(), rtol=1e-4, atol=1e-4)
+
+
+REDUCTIONS = [lambda t: t.sum(), lambda t: t.sum(0), lambda t: t.sum((0, 2), keepdim=True),
+              lambda t: t.mean(-1), lambda t: t.amax(1), lambda t: t.amin((0, 1)),
+              lambda t: t.max(), lambda t: t.argmax(2), lambda t: t.argmin(),
+              lambda t: t.softmax(1), lambda t: t.log_softmax(-1), lambda t: t.var(1),
+              lambda t: t.norm(), lambda t: t.logsumexp(2), lambda t: t.cumsum(1),
+              lambda t: t.sort(-1)[0], lambda t: t.topk(3)[1]]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64"])
+@pytest.mark.parametrize("i", range(len(REDUCTIONS)))
+def test_reduction(i, dtype):
+    f = REDUCTIONS[i]
+    rng = np.random.default_rng(4)
+    x = ember.tensor(make_array((5, 7, 300), dtype, rng)).to(getattr(ember, dtype))
+    try:
+        e = f(x)
+    except Exception as exc:
+        with pytest.raises(type(exc)):
+            f(x.cuda())
+        return
+    g = f(x.cuda())
+    if dtype == "float16" and e.dtype == ember.float16:
+        np.testing.assert_allclose(g.float().cpu().numpy(), e.float().numpy(), rtol=2e-2,
+                                   atol=2e-2)
+    else:
+        _same(e, g, "float32" if dtype == "float16" else dtype)
+
+
+def test_nn_forward_backward_matches_cpu():
+    import ember.autograd  # noqa: F401
+    nn, F = ember.nn, ember.nn.functional
+    ember.manual_seed(0)
+    emb, ln, lin = nn.Embedding(50, 32), nn.LayerNorm(32), nn.Linear(32, 50)
+    idx = ember.randint(0, 50, (4, 9))
+
+    def loss(dev):
+        mods = [m.to(dev) for m in (emb, ln, lin)]
+        x = mods[1](mods[0](idx.to(dev)))
+        logits = mods[2](F.gelu(x))
+        return F.cross_entropy(logits.view(-1, 50), idx.to(dev).view(-1))
+
+    lc = loss("cpu")
+    lc.backward()
+    gc = lin.weight.grad.clone()
+    lin.weight.grad = None
+    lg = loss("cuda")
+    lg.backward()
+    assert abs(lc.item() - lg.item()) < 1e-4
+    np.testing.assert_allclose(lin.weight.grad.cpu().numpy(), gc.numpy(), atol=1e-4)
+
+
+def test_random_reproducible():
+    ember.cuda.manual_seed(5)
+    a = ember.randn(100, device="cuda").cpu()
+    ember.cuda.manual_seed(5)
+    b = ember.randn(100, device="cuda").cpu()
+    assert np.array_equal(a.numpy(), b.numpy())
+    assert ember.rand(10, device="cuda").device == ember.device("cuda:0")
