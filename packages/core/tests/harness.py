@@ -38,12 +38,12 @@ def make_array(shape, dtype: str, rng, low=None, high=None):
 
 
 def to_torch(a, dtype):
-    t = torch.from_numpy(np.ascontiguousarray(a))
+    t = torch.from_numpy(np.array(a, order="C"))  # ascontiguousarray would make 0-d 1-d
     return t.to(getattr(torch, dtype))
 
 
 def to_ember(a, dtype):
-    return ember.tensor(np.ascontiguousarray(a)).to(getattr(ember, dtype))
+    return ember.tensor(np.array(a, order="C")).to(getattr(ember, dtype))
 
 
 def as_numpy(x):

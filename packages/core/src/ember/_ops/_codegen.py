@@ -45,11 +45,18 @@ def make_function(op, pyname: str, *, as_method: bool, with_out: bool, inplace_o
         if not kw_started:
             params.append("*")
         params.append("out=None")
-    if va is not None:
+    # numpy-style spellings PyTorch accepts too: x.sum(axis=0, keepdims=True)
+    aliased = [n for n in ("dim", "keepdim") if n in names] if va is None else []
+    if va is not None or aliased:
         params.append("**_kw")
     lines = [f"def {pyname}({', '.join(params)}):"]
     if va is not None:
         lines.append(f"    {va.name} = _fix({va.name}, _kw, {va.name!r}, {pyname!r})")
+    if aliased:
+        ns["_alias"] = _numpy_aliases
+        targets = ", ".join(aliased)
+        lines.append(f"    if _kw: {targets}, = _alias(_kw, ({targets},), {tuple(aliased)!r}, "
+                     f"{pyname!r})")
     body = ", ".join(names)
     target = "(_ip if inplace else _op)" if inplace_op is not None else "_op"
     call = f"_call({target}, ({body},), {'out' if with_out else 'None'})"
@@ -77,3 +84,17 @@ def _fix_varargs(values, kw, name, fname):
     if len(values) == 1 and isinstance(values[0], (tuple, list)):
         values = values[0]
     return tuple(values)
+
+
+_NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def _numpy_aliases(kw, values, names, fname):
+    """Map axis=/keepdims= onto dim/keepdim; any other unknown keyword is a TypeError."""
+    values = list(values)
+    for k, v in kw.items():
+        target = _NUMPY_NAMES.get(k)
+        if target not in names:
+            raise TypeError(f"{fname}() got an unexpected keyword argument '{k}'")
+        values[names.index(target)] = v
+    return values
