@@ -1,7 +1,7 @@
 // ember._C: core's native module (pybind11), built against the stable ABI headers only.
 //
-// Small for now: it proves the extension pipeline (Bazel cc_binary -> py_library data -> wheel
-// with a platform tag). Python code treats ember._C as optional: `try: from ember import _C`.
+// It holds the stable C ABI's function table (abi_table.cpp) and a few buffer helpers. Python
+// code treats ember._C as optional: `try: from ember import _C`.
 
 #include <pybind11/pybind11.h>
 
@@ -9,14 +9,12 @@
 #include <cstring>
 #include <string>
 
+#include "abi_table.h"
 #include "ember/abi.h"
 
 namespace py = pybind11;
 
 namespace {
-
-// (major, minor) of the stable ABI this build of core offers.
-py::tuple abi_version() { return py::make_tuple(EMBER_ABI_VERSION_MAJOR, EMBER_ABI_VERSION_MINOR); }
 
 template <typename T>
 void fill(void* ptr, py::ssize_t n, double start, double step) {
@@ -64,7 +62,7 @@ uint64_t checksum(py::buffer buf) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ember's native helpers (optional at import; see packages/core/csrc/_C.cpp)";
-  m.def("abi_version", &abi_version, "(major, minor) of the stable ABI this core offers");
+  init_abi(m);  // the stable ABI's function table (abi_table.cpp)
   m.def("fill_arange", &fill_arange, py::arg("buffer"), py::arg("start") = 0.0,
         py::arg("step") = 1.0, "Fill a writable C-contiguous buffer with start + step * i");
   m.def("checksum", &checksum, py::arg("buffer"), "FNV-1a 64 checksum of a buffer's bytes");
