@@ -166,11 +166,13 @@ def chunked(formula, args):
             # one or two passes gain nothing from chunking and would pay a copy
             if counter.n <= 2 or type(r) is not np.ndarray or r.shape != part[arrays[0]].shape:
                 return formula(_dispatch.NP, *args)
-            out = np.empty(n, r.dtype)
+            # allocated in the final shape: a reshaped view would make the caller copy it
+            result = np.empty(shape, r.dtype)
+            out = result.reshape(-1)
         else:
             r = formula(_dispatch.NP, *part)
         out[start:start + _CHUNK] = r
-    return out.reshape(shape)
+    return result
 
 
 class _Counting:
