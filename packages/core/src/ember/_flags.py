@@ -32,11 +32,13 @@ def are_deterministic_algorithms_enabled() -> bool:
 
 
 def set_num_threads(n: int) -> None:
-    """Limit the BLAS thread pool numpy uses (best effort through threadpoolctl if present)."""
+    """Limit the threads numpy's BLAS may use for one GEMM (OpenBLAS, through ctypes)."""
     global _threads
     if n < 1:
         raise RuntimeError("set_num_threads expects a positive integer")
     _threads = n
+    from . import _blas
+    _blas.set_max_threads(n)  # the cap on the threads one GEMM may use
 
 
 def get_num_threads() -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
+from .._blas import gemm_threads
 from .._dispatch import TensorMeta, torch_name
 from .._size import broadcast_shapes, normalize_dim
 from ._registry import FUNCTIONS, OPS, defop
@@ -116,6 +117,9 @@ def _matmul_kernel(a, b):
 
 
 def _matmul_np(a, b):
+    # work ~ every element of a meets a column of b (and the converse, for broadcast batches)
+    gemm_threads(2 * max(a.size * (b.shape[-1] if b.ndim > 1 else 1),
+                         b.size * (a.shape[-2] if a.ndim > 1 else 1)))
     if a.ndim > 2 and b.ndim == 2:
         # (..., k) @ (k, m) as one 2-D GEMM: numpy's broadcast-batched path for this case
         # skips BLAS and is ~100x slower (a copy of a non-contiguous `a` is far cheaper)

@@ -1,0 +1,66 @@
+"""How many threads numpy's BLAS (OpenBLAS) may use for one GEMM, chosen by its size.
+
+OpenBLAS splits every GEMM over all cores and its threads spin-wait for each other: on a busy
+machine (more runnable processes than cores) a descheduled worker stalls the whole call, and a
+1 ms GEMM of an MLP layer was seen taking 40 ms. Small GEMMs gain little from a second thread even
+on an idle machine, so the kernels ask `gemm_threads(flops)` first: one thread per ~1 GFLOP of
+work, capped by `ember.set_num_threads` (default: all cores). Without an OpenBLAS we can reach
+through ctypes this is a no-op.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+
+import numpy as np
+
+__all__ = ["gemm_threads", "set_max_threads", "max_threads"]
+
+FLOPS_PER_THREAD = 1 << 30
+_SYMBOLS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+            "openblas_set_num_threads")
+_set = None      # the library's set_num_threads, or None
+_current = None  # what we last set (None: the library's own default)
+_max = os.cpu_count() or 1
+
+
+def _find_setter():
+    libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
+        try:
+            lib = ctypes.CDLL(path)  # already loaded by numpy: this returns the same handle
+        except OSError:
+            continue
+        for name in _SYMBOLS:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.argtypes, fn.restype = [ctypes.c_int], None
+                return fn
+    return None
+
+
+try:
+    _set = _find_setter()
+except Exception:  # noqa: BLE001 - best effort: BLAS threading is an optimization only
+    _set = None
+
+
+def gemm_threads(flops: int) -> None:
+    """Set the BLAS thread count for a GEMM of `flops` floating-point operations."""
+    global _current
+    n = flops // FLOPS_PER_THREAD
+    n = 1 if n < 1 else (_max if n > _max else n)
+    if n != _current and _set is not None:
+        _set(n)
+        _current = n
+
+
+def set_max_threads(n: int) -> None:
+    global _max, _current
+    _max = n
+    _current = None
+
+
+def max_threads() -> int:
+    return _max
