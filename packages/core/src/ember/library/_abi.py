@@ -8,6 +8,8 @@ kernels as ops. A C kernel becomes a Python kernel that boxes its arguments onto
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .. import _dtype as D
@@ -100,9 +102,15 @@ def lookup(name: str, overload: str):
         name = name[len("aten::"):]
     key = f"{name}.{overload}" if overload else name
     op = OPS.get(key)
+    if op is None and overload in _TORCH_OVERLOADS:
+        # ember names most ops without PyTorch's overload names: aten::add.Tensor is "add"
+        op = OPS.get(name)
     if op is None:
         raise LookupError(f"No such operator {key}")
     return op
+
+
+_TORCH_OVERLOADS = {"default", "Tensor", "Scalar", "self", "int", "dim", "dim_IntList"}
 
 
 def spec(op) -> tuple:
@@ -117,7 +125,7 @@ def spec(op) -> tuple:
 
 
 def _code(typ: str, optional: bool, op) -> int:
-    c = _TYPES.get(typ.replace("Tensor?[]", "Tensor[]"))
+    c = _TYPES.get(re.sub(r"\[\d+\]", "[]", typ).replace("Tensor?[]", "Tensor[]"))
     if c is None:
         c = 0  # not expressible on the boxed stack: an error if that argument is used
     return c | (OPTIONAL if optional else 0)
