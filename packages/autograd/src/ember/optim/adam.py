@@ -1,7 +1,10 @@
 """Adam, AdamW, Adamax, NAdam, RAdam: PyTorch's single-tensor update rules in ember ops."""
 from __future__ import annotations
 
+import numpy as np
+
 import ember
+from ember import _dispatch
 
 from .optimizer import Optimizer, _get_value, _step_tensor, _use_grad
 
@@ -28,6 +31,51 @@ def _lerp_(a, b, w):
 
 def _grads(group, p):
     return -p.grad if group["maximize"] else p.grad
+
+
+_FUSED_DTYPES = (ember.float32, ember.float64)
+
+
+def _fusable(group, p, *others) -> bool:
+    """The numpy update below applies: plain CPU float tensors of one dtype, float hyper-
+    parameters, no dispatch mode watching (a mode must see every op)."""
+    if _dispatch.special[0] or group["differentiable"] or not isinstance(group["lr"], float):
+        return False
+    d = p.dtype
+    if d not in _FUSED_DTYPES or p.device.type != "cpu":
+        return False
+    return all(t.dtype is d and t.device.type == "cpu" for t in others)
+
+
+def _adam_fused(p, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, wd, decoupled,
+                maximize):
+    """One Adam/AdamW step on numpy views with in-place ufuncs: the same operations, in the same
+    order and dtype, as the op-by-op update in Adam.step, without its temporaries."""
+    pp, g, m, v = p._np, grad._np, exp_avg._np, exp_avg_sq._np
+    if maximize:
+        g = np.negative(g)
+    if wd != 0:
+        if decoupled:
+            np.multiply(pp, 1 - lr * wd, out=pp)
+        else:
+            g = g + pp * wd
+    t = np.subtract(g, m)          # lerp: m + (g - m) * (1 - beta1)
+    t *= 1 - beta1
+    m += t
+    v *= beta2                     # v * beta2 + (g * g) * (1 - beta2)
+    np.multiply(g, g, out=t)
+    t *= 1 - beta2
+    v += t
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+    np.sqrt(v, out=t)              # denom = sqrt(v) / bias_correction2_sqrt + eps
+    t /= bias_correction2_sqrt
+    t += eps
+    u = np.multiply(m, -(lr / bias_correction1))
+    u /= t
+    pp += u
+    for x in (p, exp_avg, exp_avg_sq):
+        x._bump()
 
 
 class Adam(Optimizer):
@@ -62,6 +110,11 @@ class Adam(Optimizer):
                         state["max_exp_avg_sq"] = ember.zeros_like(p)
                 step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
                 step_t.add_(1)
+                if not group["amsgrad"] and _fusable(group, p, p.grad, exp_avg, exp_avg_sq):
+                    _adam_fused(p, p.grad, exp_avg, exp_avg_sq, _get_value(step_t), lr, beta1,
+                                beta2, eps, wd, group["decoupled_weight_decay"],
+                                group["maximize"])
+                    continue
                 if wd != 0:
                     if group["decoupled_weight_decay"]:
                         p.mul_(1 - lr * wd)
