@@ -220,3 +220,19 @@ def test_deep_graph():
         z = z * 1.0
     z.sum().backward()
     assert x.grad.tolist() == [1.0, 1.0]
+
+
+def test_data_has_its_own_version_counter_detach_shares_it():
+    # `.data` writes are invisible to saved-tensor checks; `detach()` writes are caught
+    a = ember.ones(3, requires_grad=True)
+    b = a * 2
+    y = (b * b).sum()
+    b.data.mul_(2)
+    y.backward()
+    assert a.grad.tolist() == [16.0, 16.0, 16.0]
+    a = ember.ones(3, requires_grad=True)
+    b = a * 2
+    y = (b * b).sum()
+    b.detach().mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()

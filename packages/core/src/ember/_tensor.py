@@ -279,9 +279,12 @@ class Tensor:
 
     @property
     def data(self) -> Tensor:
-        t = Tensor._make(self._storage, self._shape, self._stride, self._offset, self.dtype,
-                         self.device, self._npc)
-        return t
+        # Same memory, its own version counter (PyTorch's `.data`, unlike `detach()`): writes
+        # through it are invisible to autograd's saved-tensor checks.
+        st = self._storage
+        fresh = Storage(st.data, st.device, st.nbytes)
+        return Tensor._make(fresh, self._shape, self._stride, self._offset, self.dtype,
+                            self.device, self._npc)
 
     @data.setter
     def data(self, other: Tensor) -> None:
