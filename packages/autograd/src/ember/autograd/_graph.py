@@ -416,6 +416,8 @@ class OpNode(Node):
         if self.out_meta is None:
             g = grads[0]
         else:  # multi-output: zeros for the outputs that got no gradient
+            # (the engine's list stops at the last output that got one: pad it)
+            grads = list(grads) + [None] * (len(self.out_meta) - len(grads))
             g = tuple(x if x is not None or m is None else _zeros(m)
                       for x, m in zip(grads, self.out_meta))
         res = inf.vjp(g, out, *args)
