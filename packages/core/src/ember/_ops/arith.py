@@ -33,7 +33,8 @@ def _positive(x):
     return x._shape, x._stride, x._offset
 
 
-defop("positive(Tensor(a) self) -> Tensor(a)", view=_positive, tags={"view"})
+defop("positive(Tensor(a) self) -> Tensor(a)", view=_positive, tags={"view"},
+      vjp=lambda g, out, x: (g,))
 defop("sgn(Tensor self) -> Tensor", pointwise=lambda o, x: o.sign(x),
       vjp=lambda g, out, x: (_zeros(g),))
 for _name in ("floor", "ceil", "trunc"):
@@ -165,8 +166,9 @@ def _copysign_vjp(g, out, x, y):
 
 defop("copysign(Tensor self, Tensor other) -> Tensor", promote="int_to_float", supports="bif",
       pointwise=lambda o, x, y: o.copysign(x, y), vjp=_copysign_vjp)
+# PyTorch's derivative: identity in self (one ulp is below any finite difference), 0 in other
 defop("nextafter(Tensor self, Tensor other) -> Tensor", supports="f",
-      pointwise=lambda o, x, y: o.nextafter(x, y))
+      pointwise=lambda o, x, y: o.nextafter(x, y), vjp=lambda g, out, x, y: (g, _zeros(g)))
 
 
 def _xlogy(o, x, y):
