@@ -79,8 +79,9 @@ def matmul():
         e = a.to(dt).float() @ b.to(dt).float()
         err = float((r - e).norm() / e.norm())
         assert err < 1e-2, (dt, err)
-        rt = (b.t().cuda().to(dt).t() @ a.t().cuda().to(dt).t().t().t()).float().cpu()
-        del rt
+        rt = (b.t().cuda().to(dt).t().t() @ a.t().cuda().to(dt).t().t()).float().cpu()
+        err = float((rt - (b.t().to(dt).float() @ a.t().to(dt).float())).norm() / e.norm())
+        assert err < 1e-2, ("transposed", dt, err)
     a, b = ember.randn(4, 5, 6), ember.randn(4, 6, 3)
     r = (a.cuda() @ b.cuda()).cpu()
     assert np.allclose(r.numpy(), (a @ b).numpy(), rtol=1e-2, atol=1e-2)

@@ -24,7 +24,7 @@ def _same(e, g, dtype):
     assert tuple(e.shape) == tuple(g.shape)
     a, b = e.float().numpy() if e.dtype.is_floating_point else e.numpy(), g.cpu()
     b = b.float().numpy() if b.dtype.is_floating_point else b.numpy()
-    tol = TOL.get(dtype)
+    tol = TOL.get(str(e.dtype).split(".")[-1])  # by the result's dtype (int -> float ops)
     if tol is None or not e.dtype.is_floating_point:
         assert np.array_equal(a, b), (a, b)
     else:
@@ -38,7 +38,10 @@ def test_record(rec, dtype):
         pytest.skip("dtype not in the record")
     rng = np.random.default_rng(0)
     shapes = [(3, 4), (4,), (3, 1)][:rec.n]
-    arrs = [make_array(s, dtype, rng, rec.low, rec.high) for s in shapes]
+    try:
+        arrs = [make_array(s, dtype, rng, rec.low, rec.high) for s in shapes]
+    except ValueError:  # an integer dtype in a range narrower than one (acos of ints)
+        arrs = [make_array(s, dtype, rng) for s in shapes]
     xs = [ember.tensor(a).to(getattr(ember, dtype)) for a in arrs]
     try:
         e = rec.fn(ember, *xs)

@@ -96,6 +96,7 @@ class CudaBackend(DeviceBackend):
         self._pw = None
         self.fallback_ops: dict = {}    # op qualname -> calls that ran on the host
         self.kernels: dict = {}
+        self._plans: dict = {}
 
     # ---- runtime ------------------------------------------------------------------------------
     def is_available(self) -> bool:
@@ -138,7 +139,7 @@ class CudaBackend(DeviceBackend):
         return buf
 
     def from_tensor(self, src, dev, non_blocking=False):
-        a = np.ascontiguousarray(src._np)
+        a = _c(src._np)
         t = self._new(tuple(a.shape), src.dtype, dev)
         rt.ensure_context(t.device.index)
         # pageable host memory: the driver stages it before returning, so `a` may die after
@@ -166,7 +167,7 @@ class CudaBackend(DeviceBackend):
 
     def storage_from_host(self, host_bytes, dev):
         dev = self._dev(dev)
-        a = np.ascontiguousarray(host_bytes)
+        a = _c(host_bytes)
         return Storage(self.from_host(a, dev), dev, a.nbytes)
 
     # ---- copies -------------------------------------------------------------------------------
@@ -194,7 +195,7 @@ class CudaBackend(DeviceBackend):
 
     def copy_(self, dst, src, non_blocking=False):
         if src.device.type != "cuda":
-            src = Tensor._from_np(np.ascontiguousarray(src._np), src.dtype)
+            src = Tensor._from_np(_c(src._np), src.dtype)
             src = self.from_tensor(src, dst.device, non_blocking)
         elif src.device != dst.device:
             src = self.to_copy(src, src.dtype, dst.device)
@@ -230,6 +231,75 @@ class CudaBackend(DeviceBackend):
         return self._pw
 
     def pointwise(self, op, args, result_dtype, compute_dtype):
+        sig = self._signature(op, args, result_dtype, compute_dtype)
+        plan = self._plans.get(sig) if sig is not None else None
+        if plan is not None:  # the eager hot path: one allocation and one launch
+            shape, stride, nbytes, dev, alloc, tens, scal, ck, cvals, grid, tail = plan
+            stream = _stream(dev.index)
+            buf = CudaBuffer(alloc, alloc.malloc(nbytes, stream))
+            out = Tensor._make(Storage(buf, dev, nbytes), shape, stride, 0, result_dtype, dev)
+            call = [buf.ptr]
+            for i in tens:
+                call.append(args[i].data_ptr())
+            for i in scal:
+                call.append(args[i])
+            ck.run(grid[0], 1, 1, stream, ck.function, ck.packed_metadata, None,
+                   None, None, *call, *tail, *cvals)
+            return out
+        out = self._pointwise_slow(op, args, result_dtype, compute_dtype)
+        pw = self._pw
+        if sig is not None:  # again: the first trace may have found the scalars must be baked
+            sig = self._signature(op, args, result_dtype, compute_dtype)
+        if sig is not None and pw is not None and pw.last_plan is not None:
+            launcher = pw.launch
+            if getattr(launcher, "last", None) is not None:
+                grid, tail = pw.last_plan
+                ck, cvals = launcher.last
+                pws = set(op.pw_idx)
+                const = op in pw.consts or compute_dtype is D.float64
+                tens = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+                scal = () if const else tuple(
+                    i for i, a in enumerate(args)
+                    if i in pws and a.__class__ in (bool, int, float))
+                self._plans[sig] = (out._shape, out._stride, out._storage.nbytes, out.device,
+                                    allocator(out.device.index), tens, scal, ck, cvals, grid,
+                                    tuple(tail))
+        return out
+
+    def _signature(self, op, args, rdt, cdt):
+        """A key for everything the launch depends on (shapes, strides, dtypes, alignment,
+        scalar types or, for formulas that branch on them, values); None: no fast path."""
+        if self._pw is None:
+            return None
+        const = op in self._pw.consts or cdt is D.float64
+        sig = [op, rdt, cdt]
+        for a in args:
+            c = a.__class__
+            if c is Tensor:
+                if a.device.type != "cuda" or a.dtype not in _TL_OK:
+                    return None
+                sig.append((a.dtype, a._shape, a._stride, a.device, a.data_ptr() & 15 == 0))
+            elif c is float or c is int or c is bool:
+                sig.append((c, a) if const else c)
+            elif c is list:
+                sig.append(tuple(a))
+            else:
+                sig.append(a)
+        try:
+            sig = tuple(sig)
+            hash(sig)
+        except TypeError:
+            return None
+        self._plans_check()
+        return sig
+
+    def _plans_check(self):
+        if len(self._plans) > 20000:
+            self._plans.clear()
+
+    def _pointwise_slow(self, op, args, result_dtype, compute_dtype):
+        if self._pw is not None:
+            self._pw.last_plan = None
         dev = None
         for i in op.tensor_idx:
             a = args[i]
@@ -241,6 +311,7 @@ class CudaBackend(DeviceBackend):
             return run_op(self.pw, op, args, result_dtype, compute_dtype, self._operand,
                           lambda shape, dt: self._out(shape, dt, dev))
         except Unsupported:
+            self.pw.last_plan = None
             return self._host_call(op, args)
 
     def _out(self, shape, dt, dev):
@@ -310,3 +381,8 @@ class CudaBackend(DeviceBackend):
 
 _TL_OK = {D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16, D.bfloat16, D.float32,
           D.float64}
+
+
+def _c(a):
+    # np.ascontiguousarray turns a 0-d array into shape (1,): only copy what needs it
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)

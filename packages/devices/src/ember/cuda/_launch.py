@@ -64,6 +64,7 @@ class FastLauncher:
 
     def __init__(self):
         self.compiled: dict = {}
+        self.last = None    # (CompiledKernel, constexpr values) of the latest launch
 
     def __call__(self, fn, grid, args, key, constexprs):
         from ._pointwise import Operand
@@ -71,6 +72,11 @@ class FastLauncher:
         ptrs = [a.addr for a in args if isinstance(a, Operand)]
         # Triton specializes pointers on 16-byte alignment: part of the key
         full = (id(fn), key, tuple(p % 16 == 0 for p in ptrs))
+        if rt.FAKE:  # Triton's interpreter on host memory
+            call = [_HostAddr(a.addr, a.dtype) if isinstance(a, Operand) else a for a in args]
+            fn[grid](*call, **constexprs)
+            self.last = None
+            return
         ck = self.compiled.get(full)
         gx = grid[0]
         gy = grid[1] if len(grid) > 1 else 1
@@ -79,9 +85,41 @@ class FastLauncher:
             install_driver()
             call = [Ptr(a.addr, a.dtype) if isinstance(a, Operand) else a for a in args]
             ck = fn[grid](*call, **constexprs)
-            self.compiled[full] = (ck, tuple(constexprs.values()))
+            self.compiled[full] = self.last = (ck, tuple(constexprs.values()))
             return
+        self.last = ck
         ck, cvals = ck
         call = [a.addr if isinstance(a, Operand) else a for a in args]
         ck.run(gx, gy, gz, current_stream_handle(None), ck.function, ck.packed_metadata, None,
                None, None, *call, *cvals)
+
+
+class _HostAddr(Ptr):
+    """A host address posing as a torch tensor for Triton's interpreter (fake device)."""
+
+    __slots__ = ()
+
+    def untyped_storage(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def copy_(self, other):
+        return self
+
+    def new_empty(self, *a, **k):
+        return _HostAddr(self.addr, self.dtype)
+
+    def set_(self, storage, offset, size, stride):
+        self.addr = storage.data_ptr()
+        return self
+
+    def storage_offset(self):
+        return 0
+
+    def size(self):
+        return (1,)
+
+    def stride(self):
+        return (1,)

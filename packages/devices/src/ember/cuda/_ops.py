@@ -35,7 +35,7 @@ def _dev_index(args) -> int:
 
 def _matmul(be, op, x, y):
     from ._blas import matmul
-    if not (isinstance(y, Tensor) and y.device == x.device):
+    if rt.FAKE or not (isinstance(y, Tensor) and y.device == x.device):
         return NotImplemented
     r = matmul(x, y)
     return NotImplemented if r is None else r
@@ -55,6 +55,42 @@ def _fill(be, op, x, value):
 
 def _zero(be, op, x):
     return _fill(be, op, x, 0)
+
+
+# ---- factories: the op's meta gives shape and dtype (PyTorch's defaults), then one fill ----
+def _meta_of(op, args, tensor_idx=None):
+    from ember._dispatch import execute
+    a = list(args)
+    a[op.device_idx] = "meta"
+    if tensor_idx is not None:
+        x = a[tensor_idx]
+        a[tensor_idx] = Tensor._empty(tuple(x.shape), x.dtype, x.device.__class__("meta"))
+    return execute(op, tuple(a))
+
+
+def _factory(fill, like=False):
+    def f(be, op, *args):
+        from ember._device import device as Device
+        from ._pointwise import Unsupported
+        d = args[op.device_idx]
+        if like:
+            dev = args[0].device if d is None else Device(d)
+        else:
+            dev = Device(d) if d is not None else None
+        if dev is None or dev.type != "cuda":
+            return NotImplemented
+        m = _meta_of(op, args, 0 if like else None)
+        t = be._new(tuple(m.shape), m.dtype, dev)
+        value = args[1] if fill == "arg" else fill
+        try:
+            if value is not None:
+                be.fill_(t, value)
+        except Unsupported:
+            return NotImplemented
+        if m.requires_grad:
+            t.requires_grad_(True)
+        return t
+    return f
 
 
 # ---- reductions -------------------------------------------------------------------------------
@@ -201,5 +237,9 @@ _TABLE = {
     "matmul": _matmul, "clone": _clone, "fill_": _fill, "zero_": _zero,
     "sum": _sum, "mean": _mean, "amax": _amax, "amin": _amin, "max": _max_all,
     "min": _min_all, "argmax": _argmax, "argmin": _argmin,
+    "empty": _factory(None), "zeros": _factory(0), "ones": _factory(1),
+    "full": _factory("arg"), "empty_like": _factory(None, True),
+    "zeros_like": _factory(0, True), "ones_like": _factory(1, True),
+    "full_like": _factory("arg", True),
     "softmax": _softmax_any(False), "log_softmax": _softmax_any(True),
 }

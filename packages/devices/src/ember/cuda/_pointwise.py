@@ -203,6 +203,7 @@ class PointwiseCache:
         self.launch = launch
         self.kernels: dict = {}
         self.consts: set = set()    # ops whose formula branches on a scalar argument
+        self.last_plan = None
 
     def run(self, op, args, is_tensor, out: Operand, rdt, cdt):
         """args: the op's arguments in schema order, with each tensor argument replaced by an
@@ -240,12 +241,12 @@ class PointwiseCache:
         spec = (1 if n == 1 else 16 if n % 16 == 0 else 0,
                 tuple(abs(v) > _I32 for v in ints) if wide else None)
         const = op in self.consts or cdt is D.float64
-        skey = tuple(("c", _key_of(v[1])) if const else ("s", _scalar_ty(v[1]))
-                     for v in scalar_slots.values())
-        other = tuple(_key_of(a) for i, a in enumerate(args)
-                      if not is_tensor(i) and i not in scalar_slots)
-        key = (op.qualname, rdt, cdt, tuple(o.dtype for o in operands), out.dtype, modes,
-               out_mode, ndim, wide, skey, other, spec)
+        # every argument by position: tensors by dtype, runtime scalars by type, the rest
+        # (and baked scalars) by value: clamp(x, None, 1) and clamp(x, 1, None) differ
+        sig = tuple(("T", a.dtype) if i in tensor_slots else
+                    (("c", _key_of(a)) if const else ("s", _scalar_ty(a)))
+                    if i in scalar_slots else ("v", _key_of(a)) for i, a in enumerate(args))
+        key = (op.qualname, rdt, cdt, out.dtype, modes, out_mode, ndim, wide, sig, spec)
         fn = self.kernels.get(key)
         if fn is None:
             fn = self._compile(op, args, tensor_slots, scalar_slots, modes, out_mode, ndim,
@@ -261,7 +262,12 @@ class PointwiseCache:
         for s, m in zip(sts[:-1], modes):
             if m == "strided":
                 call += s
-        self.launch(fn, ((n + BLOCK - 1) // BLOCK,), call, key, {"BLOCK": BLOCK})
+        grid = ((n + BLOCK - 1) // BLOCK,)
+        self.launch(fn, grid, call, key, {"BLOCK": BLOCK})
+        # for callers that cache the launch: the grid and the arguments after the pointers
+        # and runtime scalars (they depend only on shapes and strides)
+        skip = 1 + len(operands) + (0 if const else len(scalar_slots))
+        return grid, call[skip:]
 
     def _compile(self, op, args, tensor_slots, scalar_slots, modes, out_mode, ndim, odt, cdt,
                  wide, const):
@@ -352,5 +358,5 @@ def run_op(cache, op, args, rdt, cdt, operand_of, new_out, device_type="cuda"):
         raise Unsupported(f"{op.qualname}: dtype {rdt}")
     shape = broadcast_shapes(*shapes) if shapes else ()
     t, out = new_out(tuple(shape), rdt)
-    cache.run(op, a, tens.__contains__, out, rdt, cdt)
+    cache.last_plan = cache.run(op, a, tens.__contains__, out, rdt, cdt)
     return t

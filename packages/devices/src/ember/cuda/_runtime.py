@@ -6,7 +6,14 @@ is needed and Triton's kernels, which the driver API loads, share our contexts.
 """
 from __future__ import annotations
 
+import os
 import threading
+
+# EMBER_CUDA_FAKE=1: one pretend device whose memory is host memory and whose kernels run in
+# Triton's interpreter (set TRITON_INTERPRET=1 too). The backend's code paths, the code generator
+# and the allocator then run in CI, which has no GPU. Timing and cuBLAS are not pretended.
+FAKE = os.environ.get("EMBER_CUDA_FAKE") == "1"
+_fake_mem: dict = {}
 
 _cu = None          # cuda.bindings.driver once loaded
 _count = None       # device count, once probed
@@ -45,6 +52,8 @@ def check(res):
 def device_count() -> int:
     """Visible devices; 0 without cuda-bindings, a driver or a GPU (never raises)."""
     global _count
+    if FAKE:
+        return 1
     if _count is None:
         try:
             d = cu()
@@ -71,6 +80,10 @@ def _check_index(index: int) -> int:
 
 def context(index: int):
     """The primary context of device index, made current on this thread."""
+    if FAKE:
+        _check_index(index)
+        _ctx[index] = "fake"
+        return "fake"
     c = _ctx.get(index)
     if c is None:
         _check_index(index)
@@ -233,3 +246,50 @@ def event_elapsed(start: int, end: int) -> float:
 
 def stream_wait_event(stream: int, ev: int) -> None:
     check(cu().cuStreamWaitEvent(stream, ev, 0))
+
+
+# ---- the pretend device (EMBER_CUDA_FAKE=1) ---------------------------------------------------
+def _fake_install():
+    import ctypes
+
+    import numpy as np
+
+    g = globals()
+
+    def alloc(nbytes, index):
+        try:
+            a = np.empty(nbytes + 512, np.uint8)
+        except MemoryError:
+            return None
+        p = a.ctypes.data
+        p += (-p) % 512
+        _fake_mem[p] = a
+        return p
+
+    def copy(dst, src, n, stream=0):
+        if n:
+            ctypes.memmove(dst, src, n)
+
+    def memset(dst, value, n, stream=0):
+        if n:
+            ctypes.memset(dst, value, n)
+
+    g.update(
+        synchronize=lambda index=None: None,
+        get_name=lambda index: "ember fake CUDA device (host memory, Triton interpreter)",
+        attribute=lambda index, name: {"COMPUTE_CAPABILITY_MAJOR": 9,
+                                       "COMPUTE_CAPABILITY_MINOR": 0}.get(name, 1),
+        total_memory=lambda index: 1 << 34,
+        mem_get_info=lambda index=None: (1 << 33, 1 << 34),
+        raw_alloc=alloc, raw_free=lambda ptr, index: _fake_mem.pop(ptr, None),
+        host_alloc_pinned=lambda n: alloc(n, 0), host_free_pinned=lambda p: _fake_mem.pop(p),
+        memcpy_htod=copy, memcpy_dtoh=copy, memcpy_dtod=copy, memset8=memset,
+        stream_create=lambda priority=0: id(object()), stream_sync=lambda h: None,
+        stream_query=lambda h: True, event_create=lambda timing=False, blocking=False: 1,
+        event_destroy=lambda h: None, event_record=lambda ev, s: None,
+        event_query=lambda ev: True, event_sync=lambda ev: None,
+        event_elapsed=lambda a, b: 0.0, stream_wait_event=lambda s, ev: None)
+
+
+if FAKE:
+    _fake_install()
