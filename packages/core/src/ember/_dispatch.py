@@ -166,6 +166,10 @@ def execute(op, args: tuple, out=None):
             result = op.decomp(*args)
         elif dev.type == "meta" and op.meta is not None:
             result = _from_meta(op.meta(*args))
+        elif dev.type == "meta":  # as PyTorch: no shape function, no meta tensors (nonzero...)
+            raise NotImplementedError(
+                f"{op.qualname}: attempted to run this operator with Meta tensors, but it has no "
+                f"meta function (its output shape may depend on the input's values)")
         else:
             backend = get_backend(dev.type)
             kernel = backend.kernel_for(op)
@@ -241,6 +245,8 @@ def _from_meta(m):
         if m.stride is not None:
             t._stride = tuple(m.stride)
         return t
+    if m is None:  # an optional output left out (batch norm without running stats)
+        return None
     return tuple(_from_meta(x) for x in m)
 
 
