@@ -81,10 +81,10 @@ def _fill(x, value):
 
 
 defop("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)", kernels={"cpu": _fill},
-      function=False, differentiable=("self",),
+      function=False, differentiable=("self",), meta=lambda x, v: TensorMeta(x.shape, x.dtype),
       vjp=lambda g, out, self, value: (g.new_zeros(g.shape),))
 defop("zero_(Tensor(a!) self) -> Tensor(a!)", function=False, differentiable=("self",),
-      kernels={"cpu": lambda x: _fill(x, 0)}, vjp=lambda g, out, self: (g.new_zeros(g.shape),))
+      kernels={"cpu": lambda x: _fill(x, 0)}, meta=lambda x: TensorMeta(x.shape, x.dtype), vjp=lambda g, out, self: (g.new_zeros(g.shape),))
 
 
 def _detach_view(x):
