@@ -456,7 +456,8 @@ def _searchsorted(seq, values, out_int32, right, side, sorter):
 
 defop("searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, "
       "bool right=False, str? side=None, Tensor? sorter=None) -> Tensor", method=False,
-      differentiable=(), kernels={"cpu": _searchsorted})
+      differentiable=(), kernels={"cpu": _searchsorted},
+      meta=lambda seq, x, i32, *_: TensorMeta(tuple(x.shape), D.int32 if i32 else D.int64))
 
 
 def _bucketize(x, boundaries, out_int32, right):
@@ -467,4 +468,5 @@ def _bucketize(x, boundaries, out_int32, right):
 
 
 defop("bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, "
-      "bool right=False) -> Tensor", differentiable=(), kernels={"cpu": _bucketize})
+      "bool right=False) -> Tensor", differentiable=(), kernels={"cpu": _bucketize},
+      meta=lambda x, b, i32, right: TensorMeta(tuple(x.shape), D.int32 if i32 else D.int64))
