@@ -265,8 +265,10 @@ def _solve_triangular_vjp(g, x, a, b, upper, left, unitriangular):
 defop("linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, "
       "bool unitriangular=False) -> Tensor", function=False, method=False,
       kernels={"cpu": _solve_triangular_kernel}, vjp=_solve_triangular_vjp,
-      meta=lambda a, b, *_: TensorMeta(broadcast_shapes(tuple(a.shape), tuple(b.shape)),
-                                       a.dtype))
+      # batch dims broadcast; the matrix dims are B's
+      meta=lambda a, b, *_: TensorMeta(
+          broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])) + tuple(b.shape[-2:]),
+          a.dtype))
 
 
 # ---- cholesky ------------------------------------------------------------------------------------
