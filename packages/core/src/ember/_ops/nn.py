@@ -240,7 +240,8 @@ def _embedding_renorm_kernel(w, idx, max_norm, norm_type):
 
 
 defop("embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> "
-      "Tensor(a!)", method=False, kernels={"cpu": _embedding_renorm_kernel}, differentiable=())
+      "Tensor(a!)", method=False, kernels={"cpu": _embedding_renorm_kernel}, differentiable=(),
+      meta=lambda w, idx, max_norm, norm_type: TensorMeta(tuple(w.shape), w.dtype))
 
 
 # ---- one_hot, pixel shuffle, glu -----------------------------------------------------------------
