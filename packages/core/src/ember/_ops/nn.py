@@ -533,7 +533,9 @@ _embedding_bag_backward = defop(
     "Tensor bag_size, Tensor max_indices, bool scale_grad_by_freq, int mode, "
     "Tensor? per_sample_weights, int padding_idx) -> (Tensor, Tensor)", function=False,
     method=False, kernels={"cpu": _embedding_bag_backward_kernel},
+    # the per_sample_weights grad is None without per_sample_weights, as the kernel's
     meta=lambda g, w, idx, *rest: (TensorMeta(tuple(w.shape), w.dtype),
+                                   None if rest[5] is None else
                                    TensorMeta(tuple(idx.shape), w.dtype)))
 
 
