@@ -6,6 +6,7 @@
 #   3. wheel reproducibility, part 2: the wheels rebuilt by step 2 have the same sha256
 #      (editing sources while this runs makes that check fail: CI runs on a clean clone)
 #   4. ci/check_wheels.py          wheel subsets in fresh venvs, tests/ against installed wheels
+#   5. ci/check_abi_compat.py      the example extension, built once, on current/bumped/older cores
 # and ends with one line `N passed, N failed` summing every test it ran (skips on the line above).
 # Exit status: non-zero if anything failed.
 set -uo pipefail
@@ -54,9 +55,14 @@ log "wheel subsets in fresh venvs (ci/check_wheels.py)"
 "$PY" ci/check_wheels.py --wheels "$(bazel info $BAZEL_FLAGS bazel-bin)/wheels" --out "$OUT/subsets"
 subsets_rc=$?
 
+log "stable ABI: one extension wheel on three cores (ci/check_abi_compat.py)"
+"$PY" ci/check_abi_compat.py --wheels "$(bazel info $BAZEL_FLAGS bazel-bin)/wheels" --out "$OUT/abi"
+abi_rc=$?
+
 [[ ${CI:-} == true ]] && bazel shutdown
 log "summary"
 "$PY" tools/summarize_tests.py --since "$START" \
     --step "bazel-test=$bazel_rc:$TESTLOGS" \
     --step "wheels-reproducible=$repro_rc:$OUT/repro.xml" \
-    --step "wheel-subsets=$subsets_rc:$OUT/subsets"
+    --step "wheel-subsets=$subsets_rc:$OUT/subsets" \
+    --step "abi-compat=$abi_rc:$OUT/abi"

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import ember
 
-from . import _C  # noqa: F401 - registers the ops (fails to import on a too-old ember-core)
+try:
+    from . import _C  # registers the ops; refuses an ember-core offering an older ABI
+except ImportError as e:
+    # pybind11 reports a failed module init as "initialization failed", the reason as its cause
+    raise ImportError(str(e.__cause__ or e)) from e.__cause__
 
 __all__ = ["scaled_square", "TARGET_VERSION"]
 
