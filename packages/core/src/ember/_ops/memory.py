@@ -16,7 +16,9 @@ def _clone(x, memory_format):
 
 
 defop("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
-      kernels={"cpu": lambda x, mf: np.array(x, copy=True)},
+      # C order: CPU tensors are contiguous, and a "K"-order copy of a transposed view would be
+      # copied a second time to become one
+      kernels={"cpu": lambda x, mf: np.array(x, copy=True, order="C")},
       meta=lambda x, mf: TensorMeta(x.shape, x.dtype), vjp=lambda g, out, x, mf: (g,))
 
 
