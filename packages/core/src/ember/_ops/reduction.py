@@ -543,13 +543,16 @@ def _softmax(name):
         a = opmath_np(x.astype(od.np, copy=False))
         d = normalize_dim(dim, x.ndim) if x.ndim else None
         with np.errstate(all="ignore"):
-            shifted = a - np.max(a, axis=d, keepdims=True) if a.size else a
+            if not a.size:
+                return a.astype(od.np)
+            # one fresh buffer updated in place (the same operations as the textbook formula)
+            r = np.subtract(a, np.max(a, axis=d, keepdims=True), out=np.empty(a.shape, a.dtype))
             if name == "softmax":
-                e = np.exp(shifted)
-                r = e / np.sum(e, axis=d, keepdims=True)
+                np.exp(r, out=r)
+                r /= np.sum(r, axis=d, keepdims=True)
             else:
-                r = shifted - np.log(np.sum(np.exp(shifted), axis=d, keepdims=True))
-        return np.asarray(r).astype(od.np)
+                r -= np.log(np.sum(np.exp(r), axis=d, keepdims=True))
+        return r.astype(od.np, copy=False)
 
     def vjp(g, out, x, dim, dtype):
         if name == "softmax":
