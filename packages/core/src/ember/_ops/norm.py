@@ -27,16 +27,22 @@ def _normalize_fwd(x, axes, eps):
     x = x.astype(_cdt(x), copy=False)
     mean = x.mean(axis=axes, keepdims=True)
     xc = x - mean
-    var = (xc * xc).mean(axis=axes, keepdims=True)
+    var = np.multiply(xc, xc).mean(axis=axes, keepdims=True)
     rstd = 1.0 / np.sqrt(var + eps)
-    return xc * rstd, mean, rstd
+    xc *= rstd  # xc is ours: xhat in place (the temporaries of big inputs cost page faults)
+    return xc, mean, rstd
 
 
 def _normalize_bwd(gxhat, xhat, rstd, axes):
     """Gradient through xhat = (x - mean(x)) * rstd(x), given d/dxhat."""
     m1 = gxhat.mean(axis=axes, keepdims=True)
-    m2 = (gxhat * xhat).mean(axis=axes, keepdims=True)
-    return rstd * (gxhat - m1 - xhat * m2)
+    t = gxhat * xhat
+    m2 = t.mean(axis=axes, keepdims=True)
+    np.multiply(xhat, m2, out=t)   # rstd * ((gxhat - m1) - xhat * m2), in two buffers
+    r = gxhat - m1
+    r -= t
+    r *= rstd
+    return r
 
 
 def _affine_shape(x_ndim, caxis, n):
@@ -84,11 +90,11 @@ def _check_layer_norm(x, nshape, w, b):
 def _layer_norm_kernel(x, nshape, w, b, eps):
     axes = _check_layer_norm(x, nshape, w, b)
     xhat, mean, rstd = _normalize_fwd(x, axes, eps)
-    y = xhat
+    y = xhat  # a fresh array: scale and shift in place
     if w is not None:
-        y = y * w.astype(y.dtype)
+        y *= w.astype(y.dtype, copy=False)
     if b is not None:
-        y = y + b.astype(y.dtype)
+        y += b.astype(y.dtype, copy=False)
     return y.astype(x.dtype, copy=False), mean.astype(x.dtype), rstd.astype(x.dtype)
 
 
@@ -105,11 +111,13 @@ def _layer_norm_bwd_kernel(g, x, nshape, mean, rstd, w, b, mask):
     lead = tuple(range(x.ndim - k))
     dt = _cdt(x)
     g = g.astype(dt, copy=False)
-    xhat = (x.astype(dt) - mean.astype(dt)) * rstd.astype(dt)
+    xhat = x.astype(dt, copy=False) - mean.astype(dt, copy=False)
+    xhat *= rstd.astype(dt, copy=False)
     gi = gw = gb = None
     if mask[0]:
-        gxhat = g * w.astype(dt) if w is not None else g
-        gi = _normalize_bwd(gxhat, xhat, rstd.astype(dt), axes).astype(x.dtype)
+        gxhat = g * w.astype(dt, copy=False) if w is not None else g
+        gi = _normalize_bwd(gxhat, xhat, rstd.astype(dt, copy=False), axes).astype(
+            x.dtype, copy=False)
     if mask[1] and w is not None:
         gw = (g * xhat).sum(axis=lead).astype(w.dtype)
     if mask[2] and b is not None:
