@@ -227,9 +227,31 @@ def _gelu_vjp(g, out, x, approximate):
         k, c = math.sqrt(2 / math.pi), 0.044715
         t = ((x + x * x * x * c) * k).tanh()
         return (g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * k * (x * x * (3 * c) + 1)),)
-    cdf = ((x * (1 / math.sqrt(2))).erf() + 1) * 0.5
-    pdf = (x * x * -0.5).exp() * (1 / math.sqrt(2 * math.pi))
-    return (g * (cdf + x * pdf),)
+    # one fused op (PyTorch's gelu_backward): its formula runs in cache-sized chunks
+    return (_gelu_backward(g, x, approximate),)
+
+
+_SQRT1_2 = 1 / math.sqrt(2)
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+
+
+def _gelu_bwd(o, g, x, approximate):
+    """g * (cdf(x) + x * pdf(x)), the derivative of gelu(approximate='none')."""
+    cdf = o.mul(o.add(o.erf(o.mul(x, _SQRT1_2)), 1), 0.5)
+    pdf = o.mul(o.exp(o.mul(o.mul(x, x), -0.5)), _INV_SQRT_2PI)
+    return o.mul(g, o.add(cdf, o.mul(x, pdf)))
+
+
+def _gelu_bwd_vjp(gg, out, g, x, approximate):
+    cdf = ((x * _SQRT1_2).erf() + 1) * 0.5
+    pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
+    # d/dx (cdf + x * pdf) = 2 * pdf - x^2 * pdf
+    return gg * (cdf + x * pdf), gg * g * pdf * (2 - x * x)
+
+
+def _check_gelu_bwd(common, g, x, approximate):
+    if approximate != "none":  # the tanh form differentiates through gelu's own vjp formula
+        raise RuntimeError(f"gelu_backward: approximate='{approximate}' is not fused")
 
 
 def _silu_vjp(g, out, x):
@@ -239,6 +261,9 @@ def _silu_vjp(g, out, x):
 
 defop("gelu(Tensor self, *, str approximate='none') -> Tensor", supports="f",
       functional="gelu", pointwise=_gelu, vjp=_gelu_vjp)
+_gelu_backward = defop("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none')"
+                       " -> Tensor", supports="f", function=False, method=False, inplace=False,
+                       out=False, pointwise=_gelu_bwd, check=_check_gelu_bwd, vjp=_gelu_bwd_vjp)
 defop("silu(Tensor self) -> Tensor", supports="f", functional="silu", method=False,
       functional_inplace=True, function=False,
       pointwise=lambda o, x: o.mul(x, o.sigmoid(x)), vjp=_silu_vjp)
