@@ -286,7 +286,8 @@ def _float_power_(x, y):
     if x.dtype is not dt:
         raise RuntimeError(f"the base given to float_power_ has dtype {torch_name(x.dtype)} but "
                            f"the operation's result requires dtype {torch_name(dt)}")
-    return x.copy_(_float_power(x, y))
+    # pow_ rather than copy_(pow(x, y)): pow saves x for backward, and copy_ would overwrite it
+    return x.pow_(y.to(dt) if _is_tensor(y) else (complex if dt is D.complex128 else float)(y))
 
 
 defop("float_power(Tensor self, Tensor exponent) -> Tensor", decomp=_float_power)
