@@ -206,6 +206,10 @@ def test_library_define_impl_and_composite():
     assert lib.define("twice(Tensor x) -> Tensor") == "twice"
     lib.impl("twice", lambda x: x * 2, "CPU")
     assert getattr(ember.ops, ns).twice(ember.ones(2)).tolist() == [2.0, 2.0]
+    assert getattr(ember.ops, ns).twice.default(ember.ones(1)).tolist() == [2.0]
+    lib.define("twice.int(Tensor x, int n) -> Tensor")
+    lib.impl("twice.int", lambda x, n: x * 2 * n, "CPU")
+    assert getattr(ember.ops, ns).twice.int(ember.ones(1), 3).tolist() == [6.0]
     lib.define("sq(Tensor x) -> Tensor")
     lib.impl("sq", lambda x: x * x, "CompositeImplicitAutograd")  # differentiated through
     x = ember.tensor([3.0], requires_grad=True)

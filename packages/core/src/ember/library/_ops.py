@@ -56,6 +56,11 @@ def define_op(qualified_schema: str, *, tags=()) -> OpDef:
     OPS[op.qualname] = op
     if op.overload and op.name not in OPS:
         OPS[op.name] = op
+    # PyTorch's spelling of overloads: ember.ops.ns.name.default / ember.ops.ns.name.overload
+    base = OPS[op.name]
+    name = op.overload or "default"
+    if not hasattr(base, name):
+        setattr(base, name, op)
     return op
 
 
