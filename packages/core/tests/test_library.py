@@ -233,3 +233,14 @@ def test_bad_names():
         ember.library.custom_op("nonamespace", mutates_args=())(lambda x: x)
     with pytest.raises(RuntimeError, match="own ops"):
         ember.library.impl("add", "cpu", lambda *a: None)
+
+
+def test_abi_without_native_part_fails_clearly(monkeypatch):
+    import sys
+
+    from ember.library import _abi
+
+    monkeypatch.setitem(sys.modules, "ember._C", None)  # as when ember._C is not built
+    monkeypatch.delattr(ember, "_C", raising=False)
+    with pytest.raises(RuntimeError, match="stable ABI needs ember._C"):
+        _abi.abi_version()
