@@ -76,16 +76,34 @@ def _max_pool_kernel(n):
         spatial, out = _geometry(x.shape, n, k, s, p, d, ceil_mode, f"max_pool{n}d")
         xp = _padded(x, n, k, s, p, d, out, _lowest(x.dtype))
         win = windows(xp, k, s, d, out)                            # (..., *out, *K)
-        flat = win.reshape(win.shape[:x.ndim] + (-1,))              # copies: (..., *out, prodK)
-        arg = flat.argmax(axis=-1)
-        vals = np.take_along_axis(flat, arg[..., None], -1)[..., 0]
-        # window offset -> input coordinate per dim -> flat spatial index
-        kid = np.unravel_index(arg, k)
-        idx = np.zeros(arg.shape, np.int64)
+        # a running max over the prod(K) window offsets, each a strided (..., *out) view: a few
+        # passes over the output instead of an argmax along a tiny last axis (numpy's slow case)
+        offsets = list(np.ndindex(*k))
+        lead = (slice(None),) * x.ndim
+        vals = np.array(win[lead + offsets[0]], copy=True)
+        small = len(offsets) < 128
+        arg = np.zeros(vals.shape, np.int8 if small else np.int64)
+        for j, off in enumerate(offsets[1:], 1):
+            v = win[lead + off]
+            # PyTorch's rule: val > max || isnan(val) (ties keep the first, the last NaN wins)
+            take = v > vals
+            if vals.dtype.kind == "f":
+                take |= np.isnan(v)
+            np.maximum(vals, v, out=vals)  # NaN-propagating, like the rule above
+            # offsets grow, so the last one taken is the largest j * take (masked copies are
+            # several times slower than these two passes)
+            tj = take.view(np.int8) if small else take.astype(np.int64)
+            tj *= j
+            np.maximum(arg, tj, out=arg)
+        # window offset -> flat spatial index: a per-position base plus a per-offset step
+        base = np.zeros((), np.int64)
+        step = np.zeros((), np.int64)
         for i in range(n):
-            o = np.arange(out[i]).reshape((-1,) + (1,) * (n - 1 - i))
-            coord = o * s[i] + kid[i] * d[i] - p[i]
-            idx = idx * spatial[i] + coord
+            o = np.arange(out[i], dtype=np.int64) * s[i] - p[i]
+            base = np.add.outer(base * spatial[i], o)
+            step = np.add.outer(step * spatial[i], np.arange(k[i], dtype=np.int64) * d[i])
+        idx = step.reshape(-1)[arg]
+        idx += base
         return vals, idx
     return kernel
 
