@@ -12,6 +12,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .._blas import gemm_threads
 from .._dispatch import TensorMeta
 from ._registry import defop
 
@@ -98,6 +99,7 @@ def _conv_fwd(x, w, stride, pad, dil, groups):
     cols, out = im2col(x, ksize, stride, pad, dil)                   # (C, *K, N, *out)
     L = N * math.prod(out)
     cols = cols.reshape(groups, -1, L)                              # (g, Cg*K, N*L)
+    gemm_threads(2 * O * cols.shape[1] * L)
     y = np.matmul(w.reshape(groups, O // groups, -1), cols)          # (g, Og, N*L)
     return y.reshape((O, N) + out).swapaxes(0, 1)
 
@@ -110,6 +112,7 @@ def _conv_input_grad(g, w, in_spatial, stride, pad, dil, groups):
     out = g.shape[2:]
     gm = np.ascontiguousarray(g.swapaxes(0, 1)).reshape(groups, O // groups, -1)
     wm = w.reshape(groups, O // groups, -1)
+    gemm_threads(2 * O * wm.shape[2] * gm.shape[2])
     cols = np.matmul(wm.transpose(0, 2, 1), gm)                       # (g, Cg*K, N*L)
     cols = cols.reshape((groups * Cg,) + tuple(ksize) + (N,) + tuple(out))
     return col2im(cols, in_spatial, ksize, stride, pad, dil)
@@ -121,6 +124,7 @@ def _conv_weight_grad(x, g, ksize, stride, pad, dil, groups):
     cols, out = im2col(x, ksize, stride, pad, dil)
     cols = cols.reshape(groups, -1, g.shape[0] * math.prod(out))    # (g, Cg*K, N*L)
     gm = np.ascontiguousarray(g.swapaxes(0, 1)).reshape(groups, O // groups, -1)
+    gemm_threads(2 * O * cols.shape[1] * cols.shape[2])
     gw = np.matmul(gm, cols.transpose(0, 2, 1))                      # (g, Og, Cg*K)
     return gw.reshape((O, -1) + tuple(ksize))
 
@@ -194,9 +198,13 @@ def _conv_kernel(x, w, b, stride, pad, dil, transposed, opad, groups):
         y = _conv_input_grad(xc, wc, out, stride, pad, dil, groups)
     else:
         y = _conv_fwd(xc, wc, stride, pad, dil, groups)
+    # y is a transposed view: the bias add writes the contiguous result in the same pass
+    res = np.empty(y.shape, y.dtype)
     if b is not None:
-        y = y + _up(b, dt).reshape((1, -1) + (1,) * (y.ndim - 2))
-    return np.ascontiguousarray(y).astype(x.dtype, copy=False)
+        np.add(y, _up(b, dt).reshape((1, -1) + (1,) * (y.ndim - 2)), out=res)
+    else:
+        np.copyto(res, y)
+    return res.astype(x.dtype, copy=False)
 
 
 def _conv_vjp(g, out, x, w, b, stride, pad, dil, transposed, opad, groups):
