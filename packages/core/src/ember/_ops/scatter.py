@@ -210,8 +210,9 @@ def _index_vector(index, op, allow_int32=True):
     if index.ndim > 1:
         raise IndexError(f"{op}(): Index is supposed to be a vector")
     if index.dtype.kind not in "iu":
-        want = "int32 or int64" if allow_int32 else "int64"
-        raise RuntimeError(f"{op}(): Expected dtype {want} for index")
+        if op == "index_fill_":  # PyTorch raises IndexError for this one
+            raise IndexError(f"{op}(): Expected dtype int64 for index.")
+        raise RuntimeError(f"{op}(): Expected dtype int32 or int64 for index")
     return index.reshape(-1).astype(np.int64, copy=False)
 
 
