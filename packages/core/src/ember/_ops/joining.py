@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from .._dispatch import TensorMeta
+from .._dispatch import TensorMeta, torch_name
 from .._size import normalize_dim
 from .._tensor import Tensor
 from . import movement as M
@@ -256,7 +256,11 @@ defop("tile(Tensor self, SymInt[] dims) -> Tensor", decomp=_tile)
 
 
 def _ri_counts(repeats, n):
-    r = np.asarray(repeats).astype(np.int64, copy=False)
+    r = np.asarray(repeats)
+    if r.dtype.kind not in "iu":  # float repeats are refused, as PyTorch's dtype dispatch does
+        raise NotImplementedError(f"\"repeat_interleave_cpu\" not implemented for "
+                                  f"'{torch_name(D.from_numpy_dtype(r.dtype))}'")
+    r = r.astype(np.int64, copy=False)
     if r.ndim == 0:
         r = np.full(n, int(r), np.int64)
     elif r.ndim > 1:
