@@ -180,9 +180,9 @@ defop("pad(Tensor self, SymInt[] pad, str mode=\"constant\", float? value=None) 
 
 
 # ---- embedding -----------------------------------------------------------------------------------
-def _check_indices(idx, name):
+def _check_indices(idx, name, arg="#1"):
     if idx.dtype.kind not in "iu":
-        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
+        raise RuntimeError(f"Expected tensor for argument {arg} 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got "
                            f"{_tensor_type(idx.dtype)} instead (while checking arguments for "
                            f"{name})")
@@ -202,6 +202,7 @@ def _embedding_kernel(w, idx, padding_idx, scale_grad_by_freq, sparse):
 
 
 def _embedding_backward_kernel(g, idx, num_weights, padding_idx, scale_grad_by_freq):
+    _check_indices(idx, "embedding_backward", "#2")
     dt = np.float32 if g.dtype.itemsize < 4 else g.dtype
     flat = idx.reshape(-1)
     gf = g.reshape(flat.size, -1).astype(dt)
@@ -230,6 +231,7 @@ embedding = defop(
 
 
 def _embedding_renorm_kernel(w, idx, max_norm, norm_type):
+    _check_indices(idx, "embedding_renorm_", "#2")
     rows = np.unique(idx.reshape(-1))
     sub = w[rows].astype(np.float64)
     norms = np.linalg.norm(sub, ord=norm_type, axis=1) if norm_type != 2 else \
