@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from .._dispatch import TensorMeta
+from .. import _dtype as D
+from .._dispatch import TensorMeta, torch_name
 from ._registry import OPS, defop
 from .conv import ntuple
 from .loss import reduce
@@ -79,6 +80,9 @@ def _max_unpool(n):
             out = tuple((x.shape[x.ndim - n + i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(n))
         else:
             out = tuple(output_size)[-n:]
+        if indices.dtype is not D.int64:
+            raise RuntimeError(f"elements in indices should be type int64 but got: "
+                               f"{torch_name(indices.dtype)}")
         if tuple(indices.shape) != tuple(x.shape):
             raise RuntimeError(f"Expected shape of indices to be same as that of the input "
                                f"tensor ({list(x.shape)}) but got indices tensor with shape: "
@@ -229,6 +233,11 @@ def _ctc_alpha(lp, ext, S, valid_s, skip, in_lens):
 
 
 def _ctc_kernel(lp, targets, in_lens, tgt_lens, blank, zero_infinity):
+    if targets.dtype.kind not in "iu":
+        raise RuntimeError(f"Expected tensor for argument #2 'targets' to have one of the "
+                           f"following scalar types: Int, Long; but got "
+                           f"{torch_name(D.from_numpy_dtype(targets.dtype))} instead (while "
+                           f"checking arguments for ctc_loss)")
     dt = np.float64 if lp.dtype == np.float64 else np.float32
     lpc = lp.astype(np.float64)
     T, N, C, in_lens, tgt_lens, ext, S, valid_s, skip = _ctc_setup(lpc, targets, in_lens,
