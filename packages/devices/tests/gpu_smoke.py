@@ -167,6 +167,14 @@ def launch_cost():
         y = x + x
     ember.cuda.synchronize()
     print(f"  x + x: {(time.perf_counter() - t) / n * 1e6:.1f} us/op")
+    import cProfile
+    import pstats
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(2000):
+        y = x + x
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(12)
     del y
 
 

@@ -234,7 +234,7 @@ class CudaBackend(DeviceBackend):
         sig = self._signature(op, args, result_dtype, compute_dtype)
         plan = self._plans.get(sig) if sig is not None else None
         if plan is not None:  # the eager hot path: one allocation and one launch
-            shape, stride, nbytes, dev, alloc, tens, scal, ck, cvals, grid, tail = plan
+            shape, stride, nbytes, dev, alloc, tens, scal, run, prefix, cvals, grid, tail = plan
             stream = _stream(dev.index)
             buf = CudaBuffer(alloc, alloc.malloc(nbytes, stream))
             out = Tensor._make(Storage(buf, dev, nbytes), shape, stride, 0, result_dtype, dev)
@@ -243,8 +243,7 @@ class CudaBackend(DeviceBackend):
                 call.append(args[i].data_ptr())
             for i in scal:
                 call.append(args[i])
-            ck.run(grid[0], 1, 1, stream, ck.function, ck.packed_metadata, None,
-                   None, None, *call, *tail, *cvals)
+            run(grid[0], 1, 1, stream, *prefix, *call, *tail, *cvals)
             return out
         out = self._pointwise_slow(op, args, result_dtype, compute_dtype)
         pw = self._pw
@@ -254,7 +253,7 @@ class CudaBackend(DeviceBackend):
             launcher = pw.launch
             if getattr(launcher, "last", None) is not None:
                 grid, tail = pw.last_plan
-                ck, cvals = launcher.last
+                run, prefix, cvals = launcher.last
                 pws = set(op.pw_idx)
                 const = op in pw.consts or compute_dtype is D.float64
                 tens = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
@@ -262,8 +261,8 @@ class CudaBackend(DeviceBackend):
                     i for i, a in enumerate(args)
                     if i in pws and a.__class__ in (bool, int, float))
                 self._plans[sig] = (out._shape, out._stride, out._storage.nbytes, out.device,
-                                    allocator(out.device.index), tens, scal, ck, cvals, grid,
-                                    tuple(tail))
+                                    allocator(out.device.index), tens, scal, run, prefix,
+                                    cvals, grid, tuple(tail))
         return out
 
     def _signature(self, op, args, rdt, cdt):
@@ -273,14 +272,16 @@ class CudaBackend(DeviceBackend):
             return None
         const = op in self._pw.consts or cdt is D.float64
         sig = [op, rdt, cdt]
-        for a in args:
+        pws = op.pw_idx
+        for i, a in enumerate(args):
             c = a.__class__
             if c is Tensor:
                 if a.device.type != "cuda" or a.dtype not in _TL_OK:
                     return None
                 sig.append((a.dtype, a._shape, a._stride, a.device, a.data_ptr() & 15 == 0))
             elif c is float or c is int or c is bool:
-                sig.append((c, a) if const else c)
+                # runtime kernel scalars by type; the rest (alpha, decimals, eps) by value
+                sig.append((c, a) if const or i not in pws else c)
             elif c is list:
                 sig.append(tuple(a))
             else:

@@ -11,9 +11,9 @@ import triton
 import triton.language as tl
 
 
-@triton.jit(do_not_specialize=["C"])
-def row_reduce(x_ptr, out_ptr, C, KIND: tl.constexpr, ACC: tl.constexpr, SCALE_MEAN: tl.constexpr,
-               BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["C", "DIVISOR"])
+def row_reduce(x_ptr, out_ptr, C, DIVISOR, KIND: tl.constexpr, ACC: tl.constexpr,
+               SCALE_MEAN: tl.constexpr, BLOCK: tl.constexpr):
     # KIND 0 sum, 1 max, 2 min, 3 argmax, 4 argmin
     row = tl.program_id(0).to(tl.int64)
     base = x_ptr + row * C
@@ -25,7 +25,7 @@ def row_reduce(x_ptr, out_ptr, C, KIND: tl.constexpr, ACC: tl.constexpr, SCALE_M
             acc += tl.load(base + start + cols, mask=m, other=0).to(ACC)
         r = tl.sum(acc, axis=0)
         if SCALE_MEAN:
-            r = r / C
+            r = r / DIVISOR
         tl.store(out_ptr + row, r)
     elif KIND == 1 or KIND == 2:
         if KIND == 1:
@@ -100,3 +100,42 @@ def row_softmax(x_ptr, out_ptr, C, LOG: tl.constexpr, BLOCK: tl.constexpr):
         else:
             r = tl.exp(v - rmax) / tot
         tl.store(obase + start + cols, r.to(out_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["C", "CHUNK"])
+def row_partial(x_ptr, out_ptr, C, CHUNK, KIND: tl.constexpr, ACC: tl.constexpr,
+                BLOCK: tl.constexpr):
+    # first stage of a long-row reduction: program (r, p) reduces row r's chunk p
+    # (KIND 0 sum, 1 max, 2 min; NaN propagates through max/min)
+    row = tl.program_id(0).to(tl.int64)
+    p = tl.program_id(1)
+    P = tl.num_programs(1)
+    base = x_ptr + row * C
+    cols = tl.arange(0, BLOCK)
+    lo = p.to(tl.int64) * CHUNK
+    if KIND == 0:
+        acc = tl.zeros([BLOCK], ACC)
+        for start in range(0, CHUNK, BLOCK):
+            idx = lo + start + cols
+            m = (idx < C) & (start + cols < CHUNK)
+            acc += tl.load(base + idx, mask=m, other=0).to(ACC)
+        r = tl.sum(acc, axis=0)
+    else:
+        fill = float("-inf") if KIND == 1 else float("inf")
+        acc = tl.full([BLOCK], fill, ACC)
+        nan = tl.zeros([BLOCK], tl.int1)
+        for start in range(0, CHUNK, BLOCK):
+            idx = lo + start + cols
+            m = (idx < C) & (start + cols < CHUNK)
+            v = tl.load(base + idx, mask=m, other=fill).to(ACC)
+            if KIND == 1:
+                acc = tl.maximum(acc, v)
+            else:
+                acc = tl.minimum(acc, v)
+            nan = nan | (v != v)
+        if KIND == 1:
+            r = tl.max(acc, axis=0)
+        else:
+            r = tl.min(acc, axis=0)
+        r = tl.where(tl.max(nan.to(tl.int32), axis=0) > 0, float("nan"), r)
+    tl.store(out_ptr + row * P + p, r)

@@ -46,6 +46,20 @@ def install_driver():
     return _driver
 
 
+def direct(ck):
+    """(launch function, arguments between the stream and the kernel's): Triton 3.6's C
+    launcher itself when the kernel needs no scratch memory, else the CompiledKernel's run."""
+    run = ck.run  # loads the module and builds the launcher on first use
+    try:
+        if (run.global_scratch_size == 0 and run.profile_scratch_size == 0
+                and getattr(run.launch, "__name__", "") == "launch"):
+            return run.launch, (ck.function, run.launch_cooperative_grid, run.launch_pdl, None,
+                                None, ck.packed_metadata, None, None, None)
+    except AttributeError:  # another Triton version: its own run is always right
+        pass
+    return run, (ck.function, ck.packed_metadata, None, None, None)
+
+
 class Ptr:
     """A raw device address with a dtype, as Triton's first (compiling) launch wants them."""
 
@@ -85,13 +99,12 @@ class FastLauncher:
             install_driver()
             call = [Ptr(a.addr, a.dtype) if isinstance(a, Operand) else a for a in args]
             ck = fn[grid](*call, **constexprs)
-            self.compiled[full] = self.last = (ck, tuple(constexprs.values()))
+            self.compiled[full] = self.last = direct(ck) + (tuple(constexprs.values()),)
             return
         self.last = ck
-        ck, cvals = ck
+        run, prefix, cvals = ck
         call = [a.addr if isinstance(a, Operand) else a for a in args]
-        ck.run(gx, gy, gz, current_stream_handle(None), ck.function, ck.packed_metadata, None,
-               None, None, *call, *cvals)
+        run(gx, gy, gz, current_stream_handle(None), *prefix, *call, *cvals)
 
 
 class _HostAddr(Ptr):

@@ -110,15 +110,16 @@ def _rows(be, x, dims):
     return x, R, C
 
 
-def _launch_rows(be, kern, x, out, R, C, constexprs):
-    from ._pointwise import Operand
+def _launch_rows(be, kern, x, out, R, C, constexprs, extra=(), grid=None):
     from ._launch import FastLauncher
+    from ._pointwise import Operand
     if not hasattr(be, "_rowlaunch"):
         be._rowlaunch = FastLauncher()
     a = Operand(None, x.data_ptr(), (), (), x.dtype)
     o = Operand(None, out.data_ptr(), (), (), out.dtype)
-    key = (kern.__name__, x.dtype, out.dtype) + tuple(str(v) for v in constexprs.values())
-    be._rowlaunch(kern, (R,), [a, o, C], key, constexprs)
+    key = (kern.__name__, x.dtype, out.dtype, C > 2**31 - 1) + tuple(
+        str(v) for v in constexprs.values())
+    be._rowlaunch(kern, grid or (R,), [a, o, C, *extra], key, constexprs)
 
 
 def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
@@ -137,8 +138,22 @@ def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
         return out
     from . import _kernels as K
     acc = _ACC[out_dtype] if kind == 0 else _ACC[x.dtype]
-    _launch_rows(be, K.row_reduce, rows, out, R, C,
-                 {"KIND": kind, "ACC": acc, "SCALE_MEAN": mean, "BLOCK": _RBLOCK})
+    P = 1
+    if kind <= 2 and R < 256 and C >= 16384:  # long rows: split each over P programs first
+        P = max(1, min(-(-C // 8192), 1024 // R))
+    if P > 1:
+        chunk = -(-(-(-C // P)) // _RBLOCK) * _RBLOCK
+        P = -(-C // chunk)
+        acc_dt = {"fp32": D.float32, "fp64": D.float64, "int64": D.int64}[str(acc)]
+        part = be._new((R, P), acc_dt, x.device)
+        _launch_rows(be, K.row_partial, rows, part, R, C,
+                     {"KIND": kind, "ACC": acc, "BLOCK": _RBLOCK}, (chunk,), (R, P))
+        rows, C2 = part, P
+    else:
+        C2 = C
+    _launch_rows(be, K.row_reduce, rows, out, R, C2,
+                 {"KIND": kind, "ACC": acc, "SCALE_MEAN": mean, "BLOCK": _RBLOCK},
+                 (float(C),))
     return out
 
 
@@ -206,6 +221,115 @@ def _softmax_any(log):
     return f
 
 
+# ---- nn ----------------------------------------------------------------------------------------
+def _launch(be, kern, grid, args, key, constexprs):
+    """Launch a hand-written kernel: tensors become pointer operands."""
+    from ._launch import FastLauncher
+    from ._pointwise import Operand
+    if not hasattr(be, "_rowlaunch"):
+        be._rowlaunch = FastLauncher()
+    call, k = [], [kern.__name__]
+    for a in args:
+        if isinstance(a, Tensor):
+            call.append(Operand(None, a.data_ptr(), (), (), a.dtype))
+            k.append(a.dtype)
+        else:
+            call.append(a)
+            k.append(type(a) if not isinstance(a, int) or abs(a) < 2**31 else "i64")
+    k += [str(v) for v in constexprs.values()]
+    be._rowlaunch(kern, grid, call, tuple(k) + tuple(key), constexprs)
+
+
+def _cont(be, x):
+    return x if x.is_contiguous() else be._copy_new(x, x.dtype)
+
+
+def _embedding(be, op, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if w.ndim != 2 or idx.dtype not in (D.int64, D.int32) or w.dtype not in _ACC:
+        return NotImplemented
+    from . import _kernels_nn as K
+    w, flat = _cont(be, w), _cont(be, idx).reshape(-1)
+    D_ = w.shape[1]
+    out = be._new((flat.numel(), D_), w.dtype, w.device)
+    if flat.numel() and D_:
+        _launch(be, K.gather_rows, (flat.numel(), -(-D_ // 256)), [w, flat, out, D_], (),
+                {"BLOCK": 256})
+    return out.reshape(tuple(idx.shape) + (D_,))
+
+
+def _embedding_backward(be, op, g, idx, num_weights, padding_idx, scale_grad_by_freq):
+    if scale_grad_by_freq or idx.dtype not in (D.int64, D.int32) or g.dtype not in _ACC:
+        return NotImplemented
+    from . import _kernels_nn as K
+    flat = _cont(be, idx).reshape(-1)
+    D_ = g.shape[-1]
+    g2 = _cont(be, g).reshape(flat.numel(), D_)
+    acc = be._new((num_weights, D_), D.float32, g.device)
+    be.fill_(acc, 0)
+    if flat.numel() and D_:
+        _launch(be, K.scatter_add_rows, (flat.numel(), -(-D_ // 256)),
+                [g2, flat, acc, D_, padding_idx], (), {"BLOCK": 256})
+    return acc if g.dtype is D.float32 else be._copy_new(acc, g.dtype)
+
+
+def _nll_forward(be, op, x, t, w, reduction, ignore_index):
+    if x.ndim != 2 or t.ndim != 1 or x.dtype not in _ACC or x.dtype._cat < 2:
+        return NotImplemented
+    from . import _kernels_nn as K
+    N, C = x.shape
+    x, t = _cont(be, x), _cont(be, t)
+    loss = be._new((N,), D.float32, x.device)
+    wt = be._new((N,), D.float32, x.device)
+    if N:
+        _launch(be, K.nll_rows, (N,), [x, t, w if w is not None else x, loss, wt, C,
+                                       ignore_index], (), {"HAS_W": w is not None})
+    tot = wt.sum()
+    if reduction == 0:
+        out = loss
+    elif reduction == 2:
+        out = loss.sum()
+    else:
+        out = loss.sum() / tot
+    return (out if out.dtype is x.dtype else be._copy_new(out, x.dtype),
+            be._copy_new(tot, x.dtype))
+
+
+def _nll_backward(be, op, g, x, t, w, reduction, ignore_index, total_weight):
+    if x.ndim != 2 or t.ndim != 1 or x.dtype not in _ACC or x.dtype._cat < 2:
+        return NotImplemented
+    from . import _kernels_nn as K
+    N, C = x.shape
+    t, g = _cont(be, t), _cont(be, g)
+    gx = be._new((N, C), x.dtype, x.device)
+    be.fill_(gx, 0)
+    if N:
+        _launch(be, K.nll_back_rows, (N,), [g, t, w if w is not None else x, total_weight, gx,
+                                            C, ignore_index], (),
+                {"HAS_W": w is not None, "MODE": int(reduction)})
+    return gx
+
+
+def _layer_norm(be, op, x, normalized_shape, w, b, eps):
+    if x.dtype not in _ACC or x.dtype._cat < 2 or not len(normalized_shape):
+        return NotImplemented
+    from . import _kernels_nn as K
+    metas = op.meta(x, normalized_shape, w, b, eps)  # PyTorch's shape checks and dtypes
+    N = 1
+    for s in normalized_shape:
+        N *= s
+    x = _cont(be, x)
+    R = x.numel() // N if N else 0
+    y = be._new(tuple(metas[0].shape), metas[0].dtype, x.device)
+    mean = be._new(tuple(metas[1].shape), metas[1].dtype, x.device)
+    rstd = be._new(tuple(metas[2].shape), metas[2].dtype, x.device)
+    if R and N:
+        wc = _cont(be, w) if w is not None else x
+        bc = _cont(be, b) if b is not None else x
+        _launch(be, K.layer_norm_fwd, (R,), [x, wc, bc, y, mean, rstd, N, float(eps)], (),
+                {"HAS_W": w is not None, "HAS_B": b is not None, "BLOCK": 1024})
+    return y, mean, rstd
+
+
 def _acc():
     import triton.language as tl
     return {D.float16: tl.float32, D.bfloat16: tl.float32, D.float32: tl.float32,
@@ -241,5 +365,8 @@ _TABLE = {
     "full": _factory("arg"), "empty_like": _factory(None, True),
     "zeros_like": _factory(0, True), "ones_like": _factory(1, True),
     "full_like": _factory("arg", True),
+    "embedding": _embedding, "embedding_dense_backward": _embedding_backward,
+    "nll_loss_forward": _nll_forward, "nll_loss_backward": _nll_backward,
+    "native_layer_norm": _layer_norm,
     "softmax": _softmax_any(False), "log_softmax": _softmax_any(True),
 }

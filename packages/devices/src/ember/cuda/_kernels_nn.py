@@ -1,0 +1,93 @@
+"""Triton kernels for the nn ops a model needs every step: embedding (gather rows / scatter-add
+rows), nll_loss forward/backward, layer_norm forward. Rows are contiguous; statistics in float32.
+Imported only when first needed (triton is optional at import)."""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit(do_not_specialize=["D"])
+def gather_rows(w_ptr, idx_ptr, out_ptr, D, BLOCK: tl.constexpr):
+    n = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    m = cols < D
+    i = tl.load(idx_ptr + n).to(tl.int64)
+    tl.store(out_ptr + n * D + cols, tl.load(w_ptr + i * D + cols, mask=m), mask=m)
+
+
+@triton.jit(do_not_specialize=["D", "PAD"])
+def scatter_add_rows(g_ptr, idx_ptr, out_ptr, D, PAD, BLOCK: tl.constexpr):
+    # out (float32) [idx[n], :] += g[n, :], skipping the padding index
+    n = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    i = tl.load(idx_ptr + n).to(tl.int64)
+    m = cols < D
+    if i != PAD:
+        v = tl.load(g_ptr + n * D + cols, mask=m, other=0).to(tl.float32)
+        tl.atomic_add(out_ptr + i * D + cols, v, mask=m)
+
+
+@triton.jit(do_not_specialize=["C", "IGNORE"])
+def nll_rows(x_ptr, t_ptr, w_ptr, loss_ptr, wt_ptr, C, IGNORE, HAS_W: tl.constexpr):
+    n = tl.program_id(0).to(tl.int64)
+    t = tl.load(t_ptr + n).to(tl.int64)
+    keep = t != IGNORE
+    ts = tl.where(keep, t, 0)
+    w = tl.full([], 1.0, tl.float32)
+    if HAS_W:
+        w = tl.load(w_ptr + ts).to(tl.float32)
+    w = tl.where(keep, w, 0.0)
+    v = tl.load(x_ptr + n * C + ts).to(tl.float32)
+    tl.store(loss_ptr + n, -v * w)
+    tl.store(wt_ptr + n, w)
+
+
+@triton.jit(do_not_specialize=["C", "IGNORE"])
+def nll_back_rows(g_ptr, t_ptr, w_ptr, tw_ptr, gx_ptr, C, IGNORE, HAS_W: tl.constexpr,
+                  MODE: tl.constexpr):
+    # MODE: 0 none (one grad per row), 1 mean (divide by the total weight), 2 sum
+    n = tl.program_id(0).to(tl.int64)
+    t = tl.load(t_ptr + n).to(tl.int64)
+    keep = t != IGNORE
+    ts = tl.where(keep, t, 0)
+    w = tl.full([], 1.0, tl.float32)
+    if HAS_W:
+        w = tl.load(w_ptr + ts).to(tl.float32)
+    if MODE == 0:
+        g = tl.load(g_ptr + n).to(tl.float32)
+    else:
+        g = tl.load(g_ptr).to(tl.float32)
+    if MODE == 1:
+        g = g / tl.load(tw_ptr).to(tl.float32)
+    tl.store(gx_ptr + n * C + ts, (-w * g).to(gx_ptr.dtype.element_ty), mask=keep)
+
+
+@triton.jit(do_not_specialize=["N", "eps"])
+def layer_norm_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, N, eps,
+                   HAS_W: tl.constexpr, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * N
+    y_row = y_ptr + row * N
+    cols = tl.arange(0, BLOCK)
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, N, BLOCK):
+        m = start + cols < N
+        s += tl.load(x_row + start + cols, mask=m, other=0).to(tl.float32)
+    mean = tl.sum(s, axis=0) / N
+    v = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, N, BLOCK):
+        m = start + cols < N
+        d = tl.load(x_row + start + cols, mask=m, other=0).to(tl.float32) - mean
+        v += tl.where(m, d * d, 0.0)
+    rstd = 1.0 / tl.sqrt_rn(tl.sum(v, axis=0) / N + eps)
+    for start in range(0, N, BLOCK):
+        m = start + cols < N
+        y = (tl.load(x_row + start + cols, mask=m, other=0).to(tl.float32) - mean) * rstd
+        if HAS_W:
+            y = y * tl.load(w_ptr + start + cols, mask=m, other=0).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b_ptr + start + cols, mask=m, other=0).to(tl.float32)
+        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
+    tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
