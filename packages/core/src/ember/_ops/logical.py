@@ -140,22 +140,24 @@ FUNCTIONS["where"] = where
 METHODS["where"] = lambda self, condition, other: _where3(condition, self, other)
 
 
-# ---- complex accessors (minimal: real/imag alias the storage, without autograd) -----------------
+# ---- complex accessors: real/imag are views of the interleaved (re, im) storage ---------------
 def _real(x):
     if not x.dtype.is_complex:
-        return x
-    return x._alias(x._shape, tuple(2 * s for s in x._stride), 2 * x._offset, x.dtype.to_real())
+        return x._shape, x._stride, x._offset
+    return x._shape, tuple(2 * s for s in x._stride), 2 * x._offset, x.dtype.to_real()
 
 
 def _imag(x):
     if not x.dtype.is_complex:
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-    return x._alias(x._shape, tuple(2 * s for s in x._stride), 2 * x._offset + 1,
-                    x.dtype.to_real())
+    return x._shape, tuple(2 * s for s in x._stride), 2 * x._offset + 1, x.dtype.to_real()
 
 
-defop("real(Tensor(a) self) -> Tensor(a)", decomp=_real, method=False, out=False)
-defop("imag(Tensor(a) self) -> Tensor(a)", decomp=_imag, method=False, out=False)
+# grads: real(x) -> g (the engine casts it to complex: g + 0j); imag(x) -> g * 1j
+defop("real(Tensor(a) self) -> Tensor(a)", view=_real, tags={"view"}, method=False, out=False,
+      vjp=lambda g, out, x: (g,))
+defop("imag(Tensor(a) self) -> Tensor(a)", view=_imag, tags={"view"}, method=False, out=False,
+      vjp=lambda g, out, x: (g.to(x.dtype) * 1j,))
 Tensor.real = property(lambda self: _F["real"](self))
 Tensor.imag = property(lambda self: _F["imag"](self))
 
