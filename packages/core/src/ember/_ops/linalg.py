@@ -6,6 +6,8 @@ it. Factorizations and norms live in `linalg_factor.py`.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype as D
@@ -123,8 +125,12 @@ def _matmul_np(a, b):
     if a.ndim > 2 and b.ndim == 2:
         # (..., k) @ (k, m) as one 2-D GEMM: numpy's broadcast-batched path for this case
         # skips BLAS and is ~100x slower (a copy of a non-contiguous `a` is far cheaper)
-        out = np.matmul(a.reshape(-1, a.shape[-1]), b)
-        return out.reshape(a.shape[:-1] + (b.shape[1],))
+        # (written through a 2-D view of the final array: a reshaped result would be a view,
+        # which the dispatcher copies rather than alias)
+        rows, m = math.prod(a.shape[:-1]), b.shape[1]
+        out = np.empty(a.shape[:-1] + (m,), np.result_type(a, b))
+        np.matmul(a.reshape(rows, a.shape[-1]), b, out=out.reshape(rows, m))
+        return out
     return np.matmul(a, b)  # BLAS for float32/64, transposed views included: no copy here
 
 
