@@ -424,13 +424,14 @@ FUNCTIONS["meshgrid"] = meshgrid
 def _scatter_into_view(rule):
     """Kernel of an op that copies self and writes src into the view `rule` names."""
     def kernel(x, src, *args):
-        out = Tensor._from_np(x.copy())
+        arr = x.copy()
+        out = Tensor._from_np(arr)
         view = out._alias(*rule(out, *args))
         if tuple(view.shape) != tuple(src.shape):
             raise RuntimeError(f"expected src to have a size equal to the slice of self. src "
                                f"size = {list(src.shape)}, slice size = {list(view.shape)}")
         np.copyto(view._np, src, casting="unsafe")
-        return out._np
+        return arr  # the owning array (out._np is a view the dispatcher would copy again)
     return kernel
 
 
