@@ -74,6 +74,15 @@ def _stream(index=None) -> int:
     return current_stream_handle(index)
 
 
+def _bind_stream():
+    global _stream
+    from ._streams import current_stream_handle
+    _stream = current_stream_handle
+
+
+_bind_stream()
+
+
 class _CopyOp:
     """The identity formula: copies (with dtype conversion) reuse the pointwise machinery."""
 
@@ -240,7 +249,8 @@ class CudaBackend(DeviceBackend):
             out = Tensor._make(Storage(buf, dev, nbytes), shape, stride, 0, result_dtype, dev)
             call = [buf.ptr]
             for i in tens:
-                call.append(args[i].data_ptr())
+                a = args[i]
+                call.append(a._storage.data.ptr + a._offset * a.dtype.itemsize)
             for i in scal:
                 call.append(args[i])
             run(grid[0], 1, 1, stream, *prefix, *call, *tail, *cvals)
@@ -278,7 +288,8 @@ class CudaBackend(DeviceBackend):
             if c is Tensor:
                 if a.device.type != "cuda" or a.dtype not in _TL_OK:
                     return None
-                sig.append((a.dtype, a._shape, a._stride, a.device, a.data_ptr() & 15 == 0))
+                p = a._storage.data.ptr + a._offset * a.dtype.itemsize
+                sig.append((a.dtype, a._shape, a._stride, a.device, p & 15 == 0))
             elif c is float or c is int or c is bool:
                 # runtime kernel scalars by type; the rest (alpha, decimals, eps) by value
                 sig.append((c, a) if const or i not in pws else c)

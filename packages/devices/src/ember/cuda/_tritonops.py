@@ -136,13 +136,16 @@ class TritonOps:
         return D.promote_types(da, db)
 
     def _as(self, x, d) -> str:
-        """Code for x converted to dtype d (Vars cast, literals left weak)."""
+        """Code for x converted to dtype d (Vars cast, literals left weak, except that Triton
+        reads a float literal as float32: a float64 computation gets a float64 constant)."""
         if isinstance(x, Var):
             if x.dtype is d:
                 return x.code
             if d is D.bool:
                 return f"({x.code} != 0)"
             return f"{x.code}.to({TL[d]})"
+        if d is D.float64 and isinstance(_py(x), float):
+            return f"tl.full([], {self._c(x)}, tl.float64)"
         return self._c(x)
 
     def _bin(self, a, b, fmt, dtype=None):
