@@ -73,6 +73,8 @@ def call(op, args: tuple, out=None):
                 r = _fast_pointwise(op, args, d)
                 if r is not None:
                     return r
+    if op.supports != "bifc" and op.pointwise is None:  # float-only kernels (nn ops)
+        _check_supports(op, args)
     st = state
     if st.modes:
         mode = st.modes.pop()
@@ -93,6 +95,17 @@ def call(op, args: tuple, out=None):
                 if getattr(a, "_requires_grad", False):
                     return autograd_hook(op, args, out)
     return execute(op, args, out)
+
+
+def _check_supports(op, args):
+    """An op's `supports` categories, for ops that are not pointwise: the first tensor's dtype."""
+    for i in op.tensor_idx:
+        a = args[i]
+        if isinstance(a, Tensor):
+            if _CAT_LETTER[a.dtype._cat] not in op.supports:
+                raise NotImplementedError(
+                    f"\"{op.name}_cpu\" not implemented for '{_TORCH_NAMES[a.dtype]}'")
+            return
 
 
 def _fast_pointwise(op, args, d):
