@@ -243,7 +243,7 @@ def _embedding_renorm_kernel(w, idx, max_norm, norm_type):
 
 defop("embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> "
       "Tensor(a!)", method=False, kernels={"cpu": _embedding_renorm_kernel}, differentiable=(),
-      meta=lambda w, idx, max_norm, norm_type: TensorMeta(tuple(w.shape), w.dtype))
+      meta=lambda w, idx, max_norm, norm_type: TensorMeta(tuple(w.shape), w.dtype), supports="fc")
 
 
 # ---- one_hot, pixel shuffle, glu -----------------------------------------------------------------
@@ -317,7 +317,7 @@ def _glu(x, dim):
 
 
 defop("glu(Tensor self, int dim=-1) -> Tensor", method=False, function=False, functional="glu",
-      decomp=_glu)
+      decomp=_glu, supports="fc")
 
 
 # ---- dropout -----------------------------------------------------------------------------------
@@ -558,7 +558,7 @@ embedding_bag_op = defop(
         TensorMeta(tuple(idx.shape), D.int64),
         TensorMeta((off.shape[0] - (1 if ilo else 0),), D.int64),
         TensorMeta((off.shape[0] - (1 if ilo else 0), w.shape[1]) if mode == 2 else (0,),
-                   D.int64)))
+                   D.int64)), supports="fc")
 
 
 def embedding_bag(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq,  # noqa: A002
