@@ -277,7 +277,7 @@ convolution_backward = defop(
     "SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, "
     "SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     function=False, method=False, kernels={"cpu": _conv_bwd_kernel}, meta=_conv_bwd_meta,
-    vjp=_conv_bwd_vjp)
+    vjp=_conv_bwd_vjp, supports="fc")
 
 
 # ---- conv1d/2d/3d and conv_transpose1d/2d/3d: argument parsing over `convolution` -----------
@@ -410,11 +410,12 @@ def _col2im_meta(cols, output_size, ksize, dil, pad, stride):
 defop("im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, "
       "int[2] stride) -> Tensor", method=False, kernels={"cpu": _im2col_kernel},
       meta=_im2col_meta,
-      vjp=lambda g, out, x, k, d, p, s: (_op("col2im")(g, x.shape[-2:], k, d, p, s),))
+      vjp=lambda g, out, x, k, d, p, s: (_op("col2im")(g, x.shape[-2:], k, d, p, s),),
+      supports="fc")
 defop("col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, "
       "int[2] padding, int[2] stride) -> Tensor", method=False, kernels={"cpu": _col2im_kernel},
       meta=_col2im_meta,
-      vjp=lambda g, out, x, osz, k, d, p, s: (_op("im2col")(g, k, d, p, s),))
+      vjp=lambda g, out, x, osz, k, d, p, s: (_op("im2col")(g, k, d, p, s),), supports="fc")
 
 
 def _op(name):
