@@ -311,7 +311,7 @@ _adaptive_avg = defop(
     "_adaptive_avg_pool(Tensor self, SymInt[] output_size) -> Tensor", function=False,
     method=False, kernels={"cpu": _adaptive_avg_kernel},
     meta=lambda x, o: TensorMeta(tuple(x.shape[:x.ndim - len(o)]) + tuple(o), x.dtype),
-    vjp=lambda g, out, x, o: (_adaptive_avg_backward(g, x.shape[x.ndim - len(o):]),))
+    vjp=lambda g, out, x, o: (_adaptive_avg_backward(g, x.shape[x.ndim - len(o):]),), supports="fc")
 
 
 def _adaptive_avg_bwd_kernel(g, input_spatial):
@@ -377,7 +377,7 @@ def _adaptive_max_meta(x, o):
 _adaptive_max = defop(
     "_adaptive_max_pool(Tensor self, SymInt[] output_size) -> (Tensor, Tensor)", function=False,
     method=False, kernels={"cpu": _adaptive_max_kernel}, meta=_adaptive_max_meta,
-    vjp=lambda grads, out, x, o: (_pool_scatter(grads[0], x, out[1], len(o)),))
+    vjp=lambda grads, out, x, o: (_pool_scatter(grads[0], x, out[1], len(o)),), supports="fc")
 
 
 def _make_adaptive(n):
