@@ -149,7 +149,7 @@ native_layer_norm_backward = defop(
     meta=lambda g, x, ns, m, r, w, b, mask: (
         TensorMeta(tuple(x.shape), x.dtype),
         None if w is None else TensorMeta(tuple(w.shape), w.dtype),
-        None if b is None else TensorMeta(tuple(b.shape), b.dtype)))
+        None if b is None else TensorMeta(tuple(b.shape), b.dtype)), supports="fc")
 
 
 def _req(t):
@@ -165,7 +165,7 @@ def _layer_norm_vjp(grads, out, x, nshape, w, b, eps):
 native_layer_norm = defop(
     "native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, "
     "float eps) -> (Tensor, Tensor, Tensor)", method=False, kernels={"cpu": _layer_norm_kernel},
-    meta=_layer_norm_meta, vjp=_layer_norm_vjp)
+    meta=_layer_norm_meta, vjp=_layer_norm_vjp, supports="fc")
 
 
 def _nshape(s):
@@ -232,7 +232,7 @@ native_group_norm_backward = defop(
     kernels={"cpu": _group_norm_bwd_kernel}, decomp=_group_norm_bwd_decomp,
     meta=lambda g, x, m, r, w, N, C, HxW, G, mask: (
         TensorMeta(tuple(x.shape), x.dtype), TensorMeta((C,), x.dtype),
-        TensorMeta((C,), x.dtype)))
+        TensorMeta((C,), x.dtype)), supports="fc")
 
 
 def _group_norm_vjp(grads, out, x, w, b, N, C, HxW, group, eps):
@@ -247,7 +247,7 @@ native_group_norm = defop(
     kernels={"cpu": _group_norm_kernel}, vjp=_group_norm_vjp,
     meta=lambda x, w, b, N, C, HxW, G, eps: (TensorMeta(tuple(x.shape), x.dtype),
                                              TensorMeta((N, G), x.dtype),
-                                             TensorMeta((N, G), x.dtype)))
+                                             TensorMeta((N, G), x.dtype)), supports="fc")
 
 
 def _group_norm(x, num_groups, w, b, eps):
@@ -358,7 +358,7 @@ native_batch_norm_backward = defop(
     kernels={"cpu": _batch_norm_bwd_kernel}, decomp=_batch_norm_bwd_decomp,
     meta=lambda g, x, w, *rest: (TensorMeta(tuple(x.shape), x.dtype),
                                  TensorMeta((x.shape[1],), x.dtype),
-                                 TensorMeta((x.shape[1],), x.dtype)))
+                                 TensorMeta((x.shape[1],), x.dtype)), supports="fc")
 
 
 def _batch_norm_vjp(grads, out, x, w, b, rm, rv, training, momentum, eps):
@@ -382,7 +382,7 @@ batch_norm_functional = defop(
     "Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> "
     "(Tensor, Tensor, Tensor, Tensor, Tensor)", function=False, method=False,
     kernels={"cpu": _batch_norm_kernel}, meta=_batch_norm_meta, vjp=_batch_norm_vjp,
-    differentiable=("input", "weight", "bias"))
+    differentiable=("input", "weight", "bias"), supports="fc")
 
 
 def _native_batch_norm(x, w, b, rm, rv, training, momentum, eps):
@@ -462,7 +462,7 @@ def _rms_norm(x, nshape, w, eps):
 
 
 defop("rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) "
-      "-> Tensor", method=False, functional="rms_norm", decomp=_rms_norm)
+      "-> Tensor", method=False, functional="rms_norm", decomp=_rms_norm, supports="fc")
 
 
 def _local_response_norm(x, size, alpha, beta, k):
@@ -484,4 +484,4 @@ def _local_response_norm(x, size, alpha, beta, k):
 
 defop("_nn_local_response_norm(Tensor input, int size, float alpha=0.0001, float beta=0.75, "
       "float k=1.0) -> Tensor", function=False, method=False, functional="local_response_norm",
-      decomp=_local_response_norm)
+      decomp=_local_response_norm, supports="fc")
