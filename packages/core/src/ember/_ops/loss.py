@@ -118,12 +118,14 @@ nll_loss_backward = defop(
     method=False, kernels={"cpu": _nll_backward_kernel}, differentiable=("grad_output",),
     meta=lambda g, x, *rest: TensorMeta(tuple(x.shape), x.dtype),
     # nll_loss is linear in its input: the backward's own vjp is the forward again
-    vjp=lambda gg, out, g, x, t, w, r, ii, tw: (nll_loss_forward(gg, t, w, r, ii)[0],))
+    vjp=lambda gg, out, g, x, t, w, r, ii, tw: (nll_loss_forward(gg, t, w, r, ii)[0],),
+    supports="fc")
 nll_loss_forward = defop(
     "nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, "
     "SymInt ignore_index) -> (Tensor output, Tensor total_weight)", function=False, method=False,
     kernels={"cpu": _nll_kernel}, meta=_nll_meta, differentiable=("self",),
-    vjp=lambda grads, out, x, t, w, r, ii: (nll_loss_backward(grads[0], x, t, w, r, ii, out[1]),))
+    vjp=lambda grads, out, x, t, w, r, ii: (nll_loss_backward(grads[0], x, t, w, r, ii, out[1]),),
+    supports="fc")
 defop("nll_loss_nd(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, "
       "SymInt ignore_index=-100) -> Tensor", method=False, function=False,
       decomp=lambda x, t, w, r, ii: nll_loss_forward(x, t, w, r, ii)[0])
@@ -170,12 +172,13 @@ _NN_ONLY = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "multi_margin
             "multilabel_margin_loss"}
 
 
-def _loss(schema, fn):
-    defop(schema, method=False, decomp=fn, function=schema[:schema.index("(")] not in _NN_ONLY)
+def _loss(schema, fn, **kw):
+    defop(schema, method=False, decomp=fn, function=schema[:schema.index("(")] not in _NN_ONLY,
+          **kw)
 
 
 _loss("mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor",
-      lambda x, t, r: reduce((x - t) * (x - t), r))
+      lambda x, t, r: reduce((x - t) * (x - t), r), supports="fc")
 _loss("l1_loss(Tensor self, Tensor target, int reduction=1) -> Tensor",
       lambda x, t, r: reduce((x - t).abs(), r))
 
@@ -197,9 +200,9 @@ def _huber(x, t, r, delta):
 
 
 _loss("smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.0) -> Tensor",
-      _smooth_l1)
+      _smooth_l1, supports="fc")
 _loss("huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.0) -> Tensor",
-      _huber)
+      _huber, supports="fc")
 
 
 def _bce(x, t, w, r):
@@ -218,7 +221,7 @@ def _bce(x, t, w, r):
 
 
 _loss("binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) "
-      "-> Tensor", _bce)
+      "-> Tensor", _bce, supports="fc")
 
 
 def _bce_logits(x, t, w, pw, r):
@@ -232,7 +235,7 @@ def _bce_logits(x, t, w, pw, r):
 
 
 _loss("binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, "
-      "Tensor? pos_weight=None, int reduction=1) -> Tensor", _bce_logits)
+      "Tensor? pos_weight=None, int reduction=1) -> Tensor", _bce_logits, supports="fc")
 
 
 def _kl_div(x, t, r, log_target):
@@ -245,7 +248,7 @@ def _kl_div(x, t, r, log_target):
 
 
 _loss("kl_div(Tensor self, Tensor target, int reduction=1, *, bool log_target=False) -> Tensor",
-      _kl_div)
+      _kl_div, supports="fc")
 
 
 def _cosine_embedding(x1, x2, y, margin, r):
@@ -277,9 +280,9 @@ _loss("margin_ranking_loss(Tensor input1, Tensor input2, Tensor target, float ma
       lambda a, b, y, m, r: reduce(_relu0(-y * (a - b) + m), r))
 _loss("hinge_embedding_loss(Tensor self, Tensor target, float margin=1.0, int reduction=1) -> "
       "Tensor", lambda x, y, m, r: reduce(_where(y != 1, _relu0(m - x), 0.0)
-                                          + _where(y != -1, x, 0.0), r))
+                                          + _where(y != -1, x, 0.0), r), supports="fc")
 _loss("soft_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor",
-      lambda x, y, r: reduce((-y * x).exp().log1p(), r))
+      lambda x, y, r: reduce((-y * x).exp().log1p(), r), supports="fc")
 
 
 def _logsigmoid(x):
@@ -296,7 +299,7 @@ def _multilabel_soft_margin(x, y, w, r):
 
 
 _loss("multilabel_soft_margin_loss(Tensor self, Tensor target, Tensor? weight=None, "
-      "int reduction=1) -> Tensor", _multilabel_soft_margin)
+      "int reduction=1) -> Tensor", _multilabel_soft_margin, supports="fc")
 
 
 def _poisson_nll(x, t, log_input, full, eps, r):
@@ -335,7 +338,7 @@ def _gaussian_nll(x, t, var, full, eps, r):
 
 
 _loss("gaussian_nll_loss(Tensor input, Tensor target, Tensor var, bool full=False, "
-      "float eps=1e-06, int reduction=1) -> Tensor", _gaussian_nll)
+      "float eps=1e-06, int reduction=1) -> Tensor", _gaussian_nll, supports="fc")
 
 
 def _triplet(a, p, n, margin, pnorm, eps, swap, r):
