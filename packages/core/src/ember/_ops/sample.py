@@ -245,7 +245,7 @@ grid_sampler_2d_backward = defop(
     "int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> "
     "(Tensor, Tensor)", function=False, method=False, kernels={"cpu": _grid_backward_kernel},
     meta=lambda g, x, grid, *rest: (TensorMeta(tuple(x.shape), x.dtype),
-                                    TensorMeta(tuple(grid.shape), grid.dtype)))
+                                    TensorMeta(tuple(grid.shape), grid.dtype)), supports="fc")
 
 
 def _grid_vjp(g, out, x, grid, mode, pm, ac):
@@ -257,7 +257,7 @@ defop("grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int paddi
       "bool align_corners) -> Tensor", method=False, kernels={"cpu": _grid_kernel},
       meta=lambda x, grid, *rest: TensorMeta(tuple(x.shape[:2]) + tuple(grid.shape[1:3]),
                                              x.dtype),
-      vjp=_grid_vjp)
+      vjp=_grid_vjp, supports="fc")
 
 
 # ---- affine_grid ---------------------------------------------------------------------------------
