@@ -110,7 +110,7 @@ _unpool = defop(
     "_max_unpool_ember(Tensor self, Tensor indices, SymInt[] output_size, int n) -> Tensor",
     function=False, method=False, kernels={"cpu": _unpool_kernel}, differentiable=("self",),
     meta=lambda x, idx, out, n: TensorMeta(tuple(x.shape[:x.ndim - n]) + tuple(out), x.dtype),
-    vjp=lambda g, out, x, idx, o, n: (OPS["_pool_gather"](g, idx, n),))
+    vjp=lambda g, out, x, idx, o, n: (OPS["_pool_gather"](g, idx, n),), supports="fc")
 
 for _n in (1, 2, 3):
     _lp_pool(_n)
@@ -143,7 +143,7 @@ def _multi_margin(x, t, p, margin, w, r):
 
 defop("multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, "
       "Tensor? weight=None, int reduction=1) -> Tensor", method=False, function=False,
-      decomp=_multi_margin)
+      decomp=_multi_margin, supports="fc")
 
 
 def _multilabel_margin(x, t, r):
@@ -163,7 +163,7 @@ def _multilabel_margin(x, t, r):
 
 
 defop("multilabel_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor",
-      method=False, function=False, decomp=_multilabel_margin)
+      method=False, function=False, decomp=_multilabel_margin, supports="fc")
 
 
 # ---- rrelu ---------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def _rrelu(x, lower, upper, training):
 
 
 defop("rrelu(Tensor self, Scalar lower=0.125, Scalar upper=0.3333333333333333, "
-      "bool training=False) -> Tensor", method=False, tags={"random"}, decomp=_rrelu)
+      "bool training=False) -> Tensor", method=False, tags={"random"}, decomp=_rrelu, supports="fc")
 
 
 # ---- ctc_loss ------------------------------------------------------------------------------
@@ -311,7 +311,7 @@ _ctc = defop(
     kernels={"cpu": _ctc_kernel}, differentiable=("log_probs",), vjp=_ctc_vjp,
     meta=lambda lp, tg, il, tl, b, z: (TensorMeta((lp.shape[1],), lp.dtype),
                                        TensorMeta((lp.shape[0], lp.shape[1],
-                                                   2 * max(tl) + 1), lp.dtype)))
+                                                   2 * max(tl) + 1), lp.dtype)), supports="fc")
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity):
