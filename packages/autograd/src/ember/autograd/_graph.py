@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dis
 import itertools
+import sys
 import weakref
 
 from ember._state import state
 from ember._tensor import Tensor
+from ember._tensor import c_strides as _c_strides
 
 __all__ = ["Node", "OpNode", "AccumulateGrad", "CopySlices", "TensorInfo", "RemovableHandle",
            "info", "edge_of", "accumulate_grad_node"]
@@ -466,10 +468,11 @@ def sum_to(g: Tensor, shape: tuple) -> Tensor:
     lead = g.ndim - len(shape)
     if lead < 0:  # a vjp may hand back a smaller (broadcastable) grad
         return g.expand(shape)
-    dims = list(range(lead)) + [i + lead for i, s in enumerate(shape)
-                                if s == 1 and g._shape[i + lead] != 1]
-    if dims:
-        g = g.sum(dims, keepdim=True)
+    ones = [i + lead for i, s in enumerate(shape) if s == 1 and g._shape[i + lead] != 1]
+    if ones:
+        g = g.sum(list(range(lead)) + ones, keepdim=True)
+    elif lead:  # only leading dims: the sum has the shape already (no reshape view after it)
+        g = g.sum(list(range(lead)))
     if g._shape != shape:
         g = g.reshape(shape) if g.numel() == _prod(shape) else g.expand(shape)
     return g
@@ -480,6 +483,21 @@ def _prod(shape) -> int:
     for s in shape:
         n = n * s
     return n
+
+
+# references to g while AccumulateGrad.apply runs: the engine's buffer dict and grads list,
+# apply's and _stealable's locals, getrefcount's argument; its storage: g's slot and the argument
+_ENGINE_REFS = 5
+
+
+def _stealable(g, var) -> bool:
+    """g may become var.grad as is: a plain contiguous tensor owning its storage, with the
+    variable's metadata, that nothing outside the engine references."""
+    return (g.__class__ is Tensor and g.grad_fn is None and not g._requires_grad
+            and g._base is None and g._ag is None and g._offset == 0
+            and g._shape == var._shape and g.dtype is var.dtype and g.device is var.device
+            and g._stride == _c_strides(g._shape)
+            and sys.getrefcount(g) <= _ENGINE_REFS and sys.getrefcount(g._storage) <= 2)
 
 
 class AccumulateGrad(Node):
@@ -503,8 +521,9 @@ class AccumulateGrad(Node):
         if state.grad_enabled:  # create_graph: keep the grad's own graph
             var.grad = g if old is None else old + g
         elif old is None:
-            # a clone: the same gradient object may reach several leaves (`x + y`)
-            var.grad = g.detach().clone()
+            # a clone, unless nothing else can see g (PyTorch steals such grads too): the same
+            # gradient object may reach several leaves (`x + y`), or a hook may have kept it
+            var.grad = g if _stealable(g, var) else g.detach().clone()
         elif old._requires_grad:
             var.grad = old.detach() + g
         else:
