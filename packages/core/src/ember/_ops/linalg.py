@@ -249,6 +249,8 @@ def _scaled_add(name, self, prod, beta, alpha):
                            f"size ({self.shape[-1]}) at non-singleton dimension "
                            f"{len(want) - 1}.  Target sizes: {list(want)}.  Tensor sizes: "
                            f"{list(self.shape)}")
+    if not (prod.dtype.is_floating_point or prod.dtype.is_complex):
+        beta, alpha = int(beta), int(alpha)  # PyTorch casts the scalars to the integer dtype
     if alpha != 1:
         prod = prod * alpha
     if beta == 0:  # PyTorch ignores self's values (nan and inf do not propagate)
