@@ -631,7 +631,7 @@ def chain_matmul(*matrices, out=None):
 
 FUNCTIONS["chain_matmul"] = chain_matmul
 defop("linalg_vecdot(Tensor x, Tensor y, *, int dim=-1) -> Tensor", function=False,
-      method=False, decomp=lambda x, y, dim: (_conj(x) * y).sum(dim))
+      method=False, decomp=lambda x, y, dim: (_conj(x) * y).sum(dim), supports="fc")
 
 # einsum (parsing and its vjp) and the factorizations have their own files
 from . import einsum as _einsum  # noqa: E402,F401
