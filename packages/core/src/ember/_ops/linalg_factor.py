@@ -305,7 +305,7 @@ defop("linalg_cholesky(Tensor self, *, bool upper=False) -> Tensor", function=Fa
       method=False, kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
       meta=_same_meta("linalg.cholesky", "cholesky_cpu"))
 defop("cholesky(Tensor self, bool upper=False) -> Tensor",
-      decomp=lambda a, upper: OPS["linalg_cholesky"](a, upper=upper))
+      decomp=lambda a, upper: OPS["linalg_cholesky"](a, upper=upper), supports="fc")
 
 
 # ---- qr ------------------------------------------------------------------------------------------
