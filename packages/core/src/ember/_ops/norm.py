@@ -484,4 +484,4 @@ def _local_response_norm(x, size, alpha, beta, k):
 
 defop("_nn_local_response_norm(Tensor input, int size, float alpha=0.0001, float beta=0.75, "
       "float k=1.0) -> Tensor", function=False, method=False, functional="local_response_norm",
-      decomp=_local_response_norm, supports="fc")
+      decomp=_local_response_norm)
