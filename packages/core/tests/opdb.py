@@ -63,9 +63,9 @@ class Samples:
     def sorted(self, *shape):
         return np.sort(self.rng.standard_normal(shape), axis=-1)
 
-    def distinct(self, *shape):  # no ties (sort/median/max gradients are unambiguous)
+    def distinct(self, *shape):  # distinct integers: no ties, even cast to an integer dtype
         n = int(np.prod(shape))
-        return (self.rng.permutation(n) * 0.37 - n * 0.1).reshape(shape)
+        return (self.rng.permutation(n) - n // 2).astype("float64").reshape(shape)
 
     def dtype(self, name):
         return DType(name)
