@@ -154,3 +154,32 @@ def test_random_reproducible():
     b = ember.randn(100, device="cuda").cpu()
     assert np.array_equal(a.numpy(), b.numpy())
     assert ember.rand(10, device="cuda").device == ember.device("cuda:0")
+
+
+@pytest.mark.parametrize("cfg", [(1, 0, 1, True), (2, 1, 1, False), (1, 2, 2, True)])
+def test_conv2d_forward_backward(cfg):
+    import ember.autograd  # noqa: F401
+    stride, pad, dil, bias = cfg
+    F = ember.nn.functional
+    rng = np.random.default_rng(5)
+    x, w, b = (ember.tensor(rng.standard_normal(s).astype("float32"))
+               for s in ((2, 3, 11, 10), (4, 3, 3, 3), (4,)))
+    xc, wc, bc = (t.clone().requires_grad_() for t in (x, w, b))
+    xg, wg, bg = (t.cuda().requires_grad_() for t in (x, w, b))
+    yc = F.conv2d(xc, wc, bc if bias else None, stride, pad, dil)
+    yg = F.conv2d(xg, wg, bg if bias else None, stride, pad, dil)
+    gy = ember.tensor(rng.standard_normal(tuple(yc.shape)).astype("float32"))
+    (yc * gy).sum().backward()
+    (yg * gy.cuda()).sum().backward()
+    for a, c in ((yc, yg), (xc.grad, xg.grad), (wc.grad, wg.grad)) + (
+            ((bc.grad, bg.grad),) if bias else ()):
+        np.testing.assert_allclose(c.detach().cpu().numpy(), a.detach().numpy(), rtol=2e-3,
+                                   atol=2e-3)
+
+
+def test_slice_scatter_tril_triu():
+    x = ember.randn(4, 6)
+    src = ember.randn(4, 2)
+    for f in (lambda t, s: ember.slice_scatter(t, s, 1, 1, 5, 2), lambda t, s: t.tril(),
+              lambda t, s: t.triu(1), lambda t, s: t.tril(-2)):
+        np.testing.assert_array_equal(f(x.cuda(), src.cuda()).cpu().numpy(), f(x, src).numpy())

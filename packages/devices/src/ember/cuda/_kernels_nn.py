@@ -91,3 +91,18 @@ def layer_norm_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, N, eps,
         tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=m)
     tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
     tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+
+
+@triton.jit(do_not_specialize=["R", "C", "DIAG"])
+def tri_rows(x_ptr, out_ptr, R, C, DIAG, UPPER: tl.constexpr, BLOCK: tl.constexpr):
+    # tril / triu over contiguous (..., R, C): program (b*R + r, column block)
+    br = tl.program_id(0).to(tl.int64)
+    r = br % R
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    m = cols < C
+    v = tl.load(x_ptr + br * C + cols, mask=m)
+    if UPPER:
+        keep = cols - r >= DIAG
+    else:
+        keep = cols - r <= DIAG
+    tl.store(out_ptr + br * C + cols, tl.where(keep, v, tl.zeros_like(v)), mask=m)

@@ -330,6 +330,54 @@ def _layer_norm(be, op, x, normalized_shape, w, b, eps):
     return y, mean, rstd
 
 
+def _slice_scatter(be, op, x, src, dim=0, start=None, end=None, step=1):
+    """A copy of x with src written into x[start:end:step] along dim (split's backward)."""
+    from ember._size import normalize_dim
+    if x.ndim == 0 or step <= 0:
+        return NotImplemented
+    d = normalize_dim(dim, x.ndim)
+    n = x.shape[d]
+    s = 0 if start is None else (start + n if start < 0 else start)
+    e = n if end is None else (end + n if end < 0 else end)
+    s, e = min(max(s, 0), n), min(max(e, 0), n)
+    size = max(0, -(-(e - s) // step))
+    shape = list(x.shape)
+    shape[d] = size
+    if tuple(src.shape) != tuple(shape):
+        return NotImplemented  # the CPU kernel raises PyTorch's error
+    out = be._copy_new(x, x.dtype)
+    st = list(out.stride())
+    view = out._alias(tuple(shape), tuple(st[:d] + [st[d] * step] + st[d + 1:]),
+                      out._offset + s * st[d])
+    be._copy_into(view, src)
+    return out
+
+
+def _tri(upper):
+    def f(be, op, x, diagonal=0):
+        if x.ndim < 2 or x.dtype not in be_dtypes():
+            return NotImplemented
+        from . import _kernels_nn as K
+        x = _cont(be, x)
+        R, C = x.shape[-2], x.shape[-1]
+        out = be._new(tuple(x.shape), x.dtype, x.device)
+        if x.numel():
+            _launch(be, K.tri_rows, (x.numel() // C, -(-C // 1024)), [x, out, R, C, diagonal],
+                    (), {"UPPER": upper, "BLOCK": 1024})
+        return out
+    return f
+
+
+def _conv():
+    from . import _conv as C
+    return C
+
+
+def be_dtypes():
+    from ._backend import _TL_OK
+    return _TL_OK
+
+
 def _acc():
     import triton.language as tl
     return {D.float16: tl.float32, D.bfloat16: tl.float32, D.float32: tl.float32,
@@ -367,6 +415,9 @@ _TABLE = {
     "full_like": _factory("arg", True),
     "embedding": _embedding, "embedding_dense_backward": _embedding_backward,
     "nll_loss_forward": _nll_forward, "nll_loss_backward": _nll_backward,
-    "native_layer_norm": _layer_norm,
+    "native_layer_norm": _layer_norm, "slice_scatter": _slice_scatter,
+    "tril": _tri(False), "triu": _tri(True),
+    "convolution": lambda be, op, *a: _conv().convolution(be, op, *a),
+    "convolution_backward": lambda be, op, *a: _conv().convolution_backward(be, op, *a),
     "softmax": _softmax_any(False), "log_softmax": _softmax_any(True),
 }
