@@ -33,6 +33,14 @@ DATA_DEPENDENT = {
     "gaussian_nll_loss": "checks var >= 0 on its values (PyTorch raises on meta too)",
 }
 
+# vjps that read values, so backward cannot run on meta tensors (nor be traced)
+VJP_NEEDS_VALUES = {
+    "quantile": "the vjp finds the interpolation positions with numpy (debt: sort + gather)",
+    "nanquantile": "as quantile",
+    "masked_scatter": "the grad of source is masked_select(grad, mask): data-dependent size, "
+                      "as in PyTorch",
+}
+
 # dtype cases where ember knowingly differs from torch 2.13 (the test fails once they agree)
 KNOWN_DTYPE_DIFFS = {
     "addcmul-f->int64": "torch truncates a float `value` for integer tensors; ember raises "
@@ -292,6 +300,36 @@ def test_gradients(rec):
     _compare_torch_grads(rec, leaves, f, xs)
 
 
+@pytest.mark.parametrize("rec", GRAD, ids=str)
+def test_vjp_runs_on_meta(rec):
+    """vjps are ember ops, so they trace: backward on meta tensors gives meta grads of the
+    inputs' shapes (what the compiler's joint graph needs)."""
+    op = _op(rec)
+    if rec.name in DATA_DEPENDENT or not (op.vjp or op.decomp or op.view):
+        return
+    if rec.name in VJP_NEEDS_VALUES:
+        with pytest.raises((NotImplementedError, RuntimeError, TypeError), match="(?i)meta"):
+            _meta_backward(rec, op)
+        return
+    _meta_backward(rec, op)
+
+
+def _meta_backward(rec, op):
+    margs, mkw = _inputs(rec, ember, "float64", device="meta")
+    leaves = [(i, j) for i, j in _diff_leaves(op, margs) if rec.wrt is None or i in rec.wrt]
+    xs = [_get(margs, i, j).detach().requires_grad_() for i, j in leaves]
+    outs = [o for o in _gouts(rec, op(*_place(margs, leaves, [x.clone() for x in xs]), **mkw))
+            if o.requires_grad]
+    if not outs:
+        return
+    gs = ember.autograd.grad(outs, xs, [ember.empty(o.shape, dtype=o.dtype, device="meta")
+                                        for o in outs], allow_unused=True)
+    for x, g in zip(xs, gs):
+        if g is not None:
+            assert g.device.type == "meta" and tuple(g.shape) == tuple(x.shape), \
+                f"grad {g.device} {tuple(g.shape)} for input {tuple(x.shape)}"
+
+
 def _compare_torch_grads(rec, leaves, f, xs):
     if rec.ref is False or not rec.tgrad:
         return
@@ -371,6 +409,19 @@ def test_inplace_method(rec):
     assert r is x, f"{name} did not return self"
     assert x._version > v, f"{name} did not bump the version counter"
     compare(r, tr)
+
+
+MUTATING = [r for r in RECORDS if _op(r).mutated_idx and _op(r).returns_alias]
+
+
+@pytest.mark.parametrize("rec", MUTATING, ids=str)
+def test_mutating_op_returns_self_and_bumps_version(rec):
+    op = _op(rec)
+    args, kw = _inputs(rec, ember)
+    x = args[op.mutated_idx[0]]
+    v = x._version
+    assert op(*args, **kw) is x, f"{rec.name} did not return its mutated argument"
+    assert x._version > v, f"{rec.name} did not bump the version counter"
 
 
 # ---- 7. dtype errors vs torch --------------------------------------------------------------------
