@@ -80,6 +80,13 @@ class FastLauncher:
         self.compiled: dict = {}
         self.last = None    # (CompiledKernel, constexpr values) of the latest launch
 
+    def fast(self, plan, args):
+        """Launch a memoized plan (launch fn, prefix, constexpr values, grid, tail args)."""
+        from ._streams import current_stream_handle
+        run, prefix, cvals, grid, tail = plan
+        run(grid[0], grid[1] if len(grid) > 1 else 1, 1, current_stream_handle(None), *prefix,
+            *args, *tail, *cvals)
+
     def __call__(self, fn, grid, args, key, constexprs):
         from ._pointwise import Operand
         from ._streams import current_stream_handle

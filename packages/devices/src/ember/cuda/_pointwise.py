@@ -204,11 +204,43 @@ class PointwiseCache:
         self.kernels: dict = {}
         self.consts: set = set()    # ops whose formula branches on a scalar argument
         self.last_plan = None
+        self.memo: dict = {}        # layout key -> (launch fn, prefix, constexprs, grid, tail)
 
     def run(self, op, args, is_tensor, out: Operand, rdt, cdt):
         """args: the op's arguments in schema order, with each tensor argument replaced by an
         Operand (is_tensor(i) says which); 0-dim host tensors are already Python scalars.
         Writes op(args) into out (same shape as the broadcast)."""
+        fast = getattr(self.launch, "fast", None)
+        if fast is not None:  # the same layouts as an earlier call: launch straight away
+            const = op in self.consts or cdt is D.float64
+            mkey = [op, rdt, cdt, out.dtype, out.shape, tuple(out.stride), out.addr & 15 == 0]
+            ptrs, scal = [out.addr], []
+            pws = op.pw_idx
+            for i, a in enumerate(args):
+                if a.__class__ is Operand and is_tensor(i):
+                    mkey.append((a.dtype, a.shape, tuple(a.stride), a.addr & 15 == 0))
+                    ptrs.append(a.addr)
+                elif i in pws and isinstance(a, (bool, int, float)):
+                    mkey.append((a.__class__, a) if const else a.__class__)
+                    if not const:
+                        scal.append(a)
+                else:
+                    mkey.append(_key_of(a))
+            mkey = tuple(mkey)
+            plan = self.memo.get(mkey)
+            if plan is not None:
+                fast(plan, ptrs + scal)
+                return plan[3], plan[4]
+            r = self._run(op, args, is_tensor, out, rdt, cdt)
+            last = getattr(self.launch, "last", None)
+            if r is not None and last is not None:
+                if len(self.memo) > 20000:
+                    self.memo.clear()
+                self.memo[mkey] = last + r
+            return r
+        return self._run(op, args, is_tensor, out, rdt, cdt)
+
+    def _run(self, op, args, is_tensor, out: Operand, rdt, cdt):
         pw = set(op.pw_idx)
         tensor_slots, scalar_slots, operands = {}, {}, []
         for i, a in enumerate(args):
@@ -253,7 +285,7 @@ class PointwiseCache:
                                out.dtype, cdt, wide, const)
             if fn is None:  # the formula needs its scalars as constants: new key
                 self.consts.add(op)
-                return self.run(op, args, is_tensor, out, rdt, cdt)
+                return self._run(op, args, is_tensor, out, rdt, cdt)
             self.kernels[key] = fn
         call = [out] + operands
         if not const:
