@@ -4,7 +4,8 @@ OpenBLAS splits every GEMM over all cores and its threads spin-wait for each oth
 machine (more runnable processes than cores) a descheduled worker stalls the whole call, and a
 1 ms GEMM of an MLP layer was seen taking 40 ms. Small GEMMs gain little from a second thread even
 on an idle machine, so the kernels ask `gemm_threads(flops)` first: one thread per ~1 GFLOP of
-work, capped by `ember.set_num_threads` (default: all cores). Without an OpenBLAS we can reach
+work (measured here: a 2-thread split of GEMMs below that is slower under load and gains little
+idle), capped by `ember.set_num_threads` (default: all cores). Without an OpenBLAS we can reach
 through ctypes this is a no-op.
 """
 from __future__ import annotations

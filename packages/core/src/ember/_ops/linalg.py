@@ -119,9 +119,10 @@ def _matmul_kernel(a, b):
 
 
 def _matmul_np(a, b):
-    # work ~ every element of a meets a column of b (and the converse, for broadcast batches)
-    gemm_threads(2 * max(a.size * (b.shape[-1] if b.ndim > 1 else 1),
-                         b.size * (a.shape[-2] if a.ndim > 1 else 1)))
+    # the size of one BLAS call: all of a's rows against a matrix b, else one matrix of a batch
+    k, m = a.shape[-1], (b.shape[-1] if b.ndim > 1 else 1)
+    rows = (a.size // k if k else 0) if b.ndim <= 2 else (a.shape[-2] if a.ndim > 1 else 1)
+    gemm_threads(2 * rows * k * m)
     if a.ndim > 2 and b.ndim == 2:
         # (..., k) @ (k, m) as one 2-D GEMM: numpy's broadcast-batched path for this case
         # skips BLAS and is ~100x slower (a copy of a non-contiguous `a` is far cheaper)
