@@ -84,6 +84,7 @@ class FastLauncher:
         """Launch a memoized plan (launch fn, prefix, constexpr values, grid, tail args)."""
         from ._streams import current_stream_handle
         run, prefix, cvals, grid, tail = plan
+        self.last = (run, prefix, cvals)  # what callers caching this launch read
         run(grid[0], grid[1] if len(grid) > 1 else 1, 1, current_stream_handle(None), *prefix,
             *args, *tail, *cvals)
 
