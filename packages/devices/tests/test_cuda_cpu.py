@@ -259,3 +259,20 @@ print("CODEGEN OK")
     out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0 and "CODEGEN OK" in out.stdout, out.stdout + out.stderr[-3000:]
+
+
+def test_memoized_launch_updates_last():
+    # the backend's per-op plans copy the launcher's latest launch: a memo hit must update it
+    from ember.cuda._launch import FastLauncher
+
+    class Recorder:
+        args = None
+
+        def __call__(self, *a):
+            self.args = a
+
+    launcher, rec = FastLauncher(), Recorder()
+    launcher.last = ("stale", (), ())
+    launcher.fast((rec, ("prefix",), (7,), (3,), (9,)), [1, 2])
+    assert launcher.last == (rec, ("prefix",), (7,))
+    assert rec.args[0] == 3 and rec.args[4:] == ("prefix", 1, 2, 9, 7)
