@@ -406,7 +406,9 @@ def _sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
             attn = attn + attn_mask
     attn = OPS["softmax"](attn, -1)
     # rows that are fully masked give NaN in softmax; PyTorch's math path returns zeros there
-    attn = e.where(attn.isnan(), 0.0, attn) if attn_mask is not None else attn
+    # (a causal mask keeps column 0 in every row: no such rows, skip the two passes)
+    if attn_mask is not None and not is_causal:
+        attn = e.where(attn.isnan(), 0.0, attn)
     if dropout_p > 0:
         attn = _dropout(attn, dropout_p, True)
     return OPS["matmul"](attn, v)
