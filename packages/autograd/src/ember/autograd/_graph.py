@@ -264,7 +264,7 @@ class _OpInfo:
     """What recording needs about an op, computed once per op."""
 
     __slots__ = ("name", "vjp", "diff_idx", "list_diff", "use_out", "use_args", "composite",
-                 "inplace", "view", "detach")
+                 "inplace", "view", "detach", "cwrap")
 
     def __init__(self, op):
         fop = op.inplace_of or op
@@ -276,6 +276,8 @@ class _OpInfo:
         self.inplace = op.inplace_of is not None or bool(op.mutated_idx)
         self.view = op.view is not None
         self.detach = op.name == "detach"
+        # complex tensors: plain-transpose vjps get conjugated around (see complex_vjp)
+        self.cwrap = self.vjp is not None and not getattr(self.vjp, "complex_ready", False)
         used = used_params(self.vjp) if self.vjp is not None else None
         n = len(op.arg_names)
         if used is None:
@@ -422,7 +424,12 @@ class OpNode(Node):
             grads = list(grads) + [None] * (len(self.out_meta) - len(grads))
             g = tuple(x if x is not None or m is None else _zeros(m)
                       for x, m in zip(grads, self.out_meta))
-        res = inf.vjp(g, out, *args)
+        if inf.cwrap and _complex_involved(g, self.in_meta):
+            # PyTorch's convention: grad = g * conj(f'(x)) = conj(conj(g) * f'(x))
+            res = inf.vjp(_conj_all(g), out, *args)
+            res = _conj_all(tuple(res) if isinstance(res, (tuple, list)) else (res,))
+        else:
+            res = inf.vjp(g, out, *args)
         if not isinstance(res, (tuple, list)):
             res = (res,)
         flat = []
@@ -432,6 +439,27 @@ class OpNode(Node):
             else:
                 flat.append(r)
         return fix_grads(flat, self.in_meta)
+
+
+def _complex_involved(g, in_meta) -> bool:
+    for x in (g if isinstance(g, tuple) else (g,)):
+        if x is not None and x.__class__ is not MetaOnly and x.dtype._cat == 3:
+            return True
+    for m in in_meta:
+        if m is not None and m[1]._cat == 3:
+            return True
+    return False
+
+
+def _conj_all(xs):
+    """conj of each complex tensor in xs (a tensor, or a tuple/list of them, None kept)."""
+    if isinstance(xs, (tuple, list)):
+        return type(xs)(_conj_all(x) for x in xs)
+    if isinstance(xs, Tensor) and xs.dtype._cat == 3:
+        return xs.conj()
+    if isinstance(xs, complex):
+        return xs.conjugate()
+    return xs
 
 
 def _zeros(meta):

@@ -12,7 +12,7 @@ from typing import Callable
 
 from ._schema import parse_schema
 
-__all__ = ["OpDef", "defop", "OPS", "lookup", "bind_overloads"]
+__all__ = ["OpDef", "defop", "OPS", "lookup", "bind_overloads", "complex_vjp"]
 
 OPS: dict[str, "OpDef"] = {}          # "add" / "max.dim" / "ns::name" -> OpDef
 FUNCTIONS: dict[str, Callable] = {}    # public functions by Python name, bound onto ember
@@ -86,6 +86,16 @@ class OpDef:
             else:
                 raise TypeError(f"{self.qualname}() missing required argument '{a.name}'")
         return tuple(out)
+
+
+def complex_vjp(fn: Callable) -> Callable:
+    """Mark a vjp written in PyTorch's complex convention (grad * conj(f'(x)); real-valued
+    functions of complex inputs such as abs): autograd calls it as is for complex tensors.
+    An unmarked vjp is the plain transpose g * f'(x), right for real tensors and, once
+    autograd conjugates around it (conj(vjp(conj(g)))), for holomorphic ops and real-linear
+    ones (views, indexing, sums) on complex tensors."""
+    fn.complex_ready = True
+    return fn
 
 
 def lookup(qualname: str) -> OpDef:

@@ -9,7 +9,7 @@ import math
 
 from .. import _dtype as D
 from .._dispatch import torch_name
-from ._registry import FUNCTIONS, OPS, defop
+from ._registry import FUNCTIONS, OPS, complex_vjp, defop
 
 _F = FUNCTIONS  # looked up at call time: every family is registered by then
 
@@ -35,8 +35,18 @@ def _positive(x):
 
 defop("positive(Tensor(a) self) -> Tensor(a)", view=_positive, tags={"view"},
       vjp=lambda g, out, x: (g,))
-defop("sgn(Tensor self) -> Tensor", pointwise=lambda o, x: o.sign(x),
-      vjp=lambda g, out, x: (_zeros(g),))
+@complex_vjp
+def _sgn_vjp(g, out, x):
+    # sgn(z) = z / |z|: only the part of g orthogonal to sgn turns it (0 for real x, whose
+    # sign is piecewise constant); 0 at z = 0, as PyTorch's sgn_backward
+    if not x.dtype.is_complex:
+        return (_zeros(g),)
+    a = x.abs()
+    gi = (g - out * (g * out.conj()).real) / a
+    return (FUNCTIONS["where"](a == 0, 0, gi),)
+
+
+defop("sgn(Tensor self) -> Tensor", pointwise=lambda o, x: o.sign(x), vjp=_sgn_vjp)
 for _name in ("floor", "ceil", "trunc"):
     defop(f"{_name}(Tensor self) -> Tensor", supports="if",
           pointwise=(lambda n: lambda o, x: getattr(o, n)(x))(_name),

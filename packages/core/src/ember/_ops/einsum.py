@@ -11,7 +11,7 @@ import string
 import numpy as np
 
 from .._dispatch import TensorMeta
-from ._registry import FUNCTIONS, OPS, defop
+from ._registry import FUNCTIONS, OPS, complex_vjp, defop
 
 _LETTERS = string.ascii_uppercase + string.ascii_lowercase  # PyTorch's label order (A-Z, a-z)
 
@@ -180,6 +180,7 @@ def _einsum_meta(equation, tensors, path):
     return TensorMeta(tuple(size[c] for c in out), tensors[0].dtype)
 
 
+@complex_vjp
 def _einsum_vjp(g, result, equation, tensors, path):
     """d/d operand i = einsum(grad, the other operands -> operand i's subscripts), with
     identity matrices for repeated subscripts, ones for letters only operand i sums over, and

@@ -14,7 +14,7 @@ from .. import _dtype as D
 from .._blas import gemm_threads
 from .._dispatch import TensorMeta, torch_name
 from .._size import broadcast_shapes, normalize_dim
-from ._registry import FUNCTIONS, OPS, defop
+from ._registry import FUNCTIONS, OPS, complex_vjp, defop
 
 __all__ = ["LinAlgError"]
 
@@ -145,6 +145,7 @@ def _conj(x):
     return x.conj() if x.dtype.is_complex else x
 
 
+@complex_vjp
 def _matmul_vjp(g, out, a, b):
     if a.ndim == 1 and b.ndim == 1:  # dot: g is 0-d
         return (g * _conj(b) if a.requires_grad else None,

@@ -11,7 +11,7 @@ import numpy as np
 from .. import _dtype as D
 from .._dispatch import TensorMeta, torch_name
 from .._size import broadcast_shapes
-from ._registry import OPS, defop
+from ._registry import OPS, complex_vjp, defop
 from .linalg import LinAlgError, _dt, matmul, mH, square_check
 
 _LOWP = (D.float16, D.bfloat16)
@@ -90,6 +90,7 @@ def _same_meta(name, kernel=None):
     return meta
 
 
+@complex_vjp
 def _inv_vjp(g, out, a):
     return (-matmul(mH(out), matmul(g, mH(out))),)
 
@@ -124,6 +125,7 @@ def _adjugate_t(a):
             u * others.unsqueeze(-2), vh)
 
 
+@complex_vjp
 def _det_vjp(g, det, a):
     gd = g.unsqueeze(-1).unsqueeze(-1)
     try:
@@ -152,9 +154,12 @@ def _slogdet_meta(a):
     return TensorMeta(b, a.dtype), TensorMeta(b, a.dtype.to_real())
 
 
+@complex_vjp
 def _slogdet_vjp(grads, out, a):
     g_sign, g_lad = grads
     inv_h = mH(OPS["linalg_inv"](a))
+    if a.dtype.is_complex:  # the phase sign = det / |det| turns with A too
+        g_lad = g_lad + 1j * (g_sign * out[0].conj()).imag
     return (g_lad.unsqueeze(-1).unsqueeze(-1) * inv_h,)  # sign is piecewise constant (real)
 
 
@@ -219,6 +224,7 @@ def _solve_kernel(a, b, left):
     return x[..., 0] if vec else x
 
 
+@complex_vjp
 def _solve_vjp(g, x, a, b, left):
     vec = _vector_case(a, b)
     g2, x2 = (g.unsqueeze(-1), x.unsqueeze(-1)) if vec else (g, x)
@@ -254,6 +260,7 @@ def _solve_triangular_kernel(a, b, upper, left, unitriangular):
             return np.matmul(inv, b) if left else np.matmul(b, inv)
 
 
+@complex_vjp
 def _solve_triangular_vjp(g, x, a, b, upper, left, unitriangular):
     st = OPS["linalg_solve_triangular"]
     gb = st(mH(a), g, upper=not upper, left=left, unitriangular=unitriangular)
@@ -290,6 +297,7 @@ def _cholesky_kernel(a, upper):
     return np.swapaxes(low, -1, -2).conj() if upper else low
 
 
+@complex_vjp
 def _cholesky_vjp(g, out, a, upper):
     # gA = L^-H phi(L^H gL) L^-1 symmetrized, phi = lower triangle with half its diagonal
     low, gl = (mH(out), mH(g)) if upper else (out, g)
@@ -347,6 +355,7 @@ def _qr_backward_tall(gq, gr, q, r):
     return OPS["linalg_solve_triangular"](mH(r), b, upper=False, left=False)
 
 
+@complex_vjp
 def _qr_vjp(grads, out, a, mode):
     gq, gr = grads
     q, r = out
@@ -391,6 +400,7 @@ def _svd_meta(a, full_matrices, driver):
             TensorMeta(b + (n if full_matrices else k, n), a.dtype))
 
 
+@complex_vjp
 def _svd_vjp(grads, out, a, full_matrices, driver):
     """Townsend's rule for the reduced SVD (the extra columns of full U/Vh get no gradient)."""
     gu, gs, gvh = grads
@@ -409,6 +419,8 @@ def _svd_vjp(grads, out, a, full_matrices, driver):
     j = f * (uhgu - mH(uhgu))
     kk = f * (vhgv - mH(vhgv))
     core = j * s.unsqueeze(-2) + s.unsqueeze(-1) * kk + eye * gs.unsqueeze(-1)
+    if a.dtype.is_complex:  # the phase of each singular pair: i Im(diag(U^H gU)) / s
+        core = core + eye * (uhgu.diagonal(0, -2, -1).imag / s).unsqueeze(-1) * 1j
     ga = matmul(matmul(u, core.to(u.dtype)), vh)
     if m > k:   # gU outside the span of U
         ga = ga + matmul((gu - matmul(u, uhgu)) / s.unsqueeze(-2), vh)
@@ -427,6 +439,7 @@ def _svdvals_kernel(a, driver):
     return np.linalg.svd(a, compute_uv=False).astype(_dt(a).to_real().np, copy=False)
 
 
+@complex_vjp
 def _svdvals_vjp(g, s, a, driver):
     u, _, vh = OPS["linalg_svd"](a, False)
     return (matmul(u * g.unsqueeze(-2).to(u.dtype), vh),)
@@ -474,6 +487,7 @@ def _eigh_meta(a, uplo):
                                                                           a.dtype)
 
 
+@complex_vjp
 def _eigh_vjp(grads, out, a, uplo):
     gl, gv = grads
     lam, v = out
@@ -496,6 +510,7 @@ def _eigvalsh_kernel(a, uplo):
     return np.linalg.eigvalsh(a, UPLO=_uplo(uplo)).astype(_dt(a).to_real().np, copy=False)
 
 
+@complex_vjp
 def _eigvalsh_vjp(g, lam, a, uplo):
     _, v = OPS["linalg_eigh"](a, uplo)
     return (matmul(v * g.unsqueeze(-2).to(v.dtype), mH(v)),)

@@ -8,7 +8,7 @@ import numpy as np
 from .. import _dtype as D
 from .._dispatch import TensorMeta
 from .._tensor import Tensor
-from ._registry import FUNCTIONS, METHODS, defop
+from ._registry import FUNCTIONS, METHODS, complex_vjp, defop
 
 _F = FUNCTIONS
 
@@ -157,7 +157,7 @@ def _imag(x):
 defop("real(Tensor(a) self) -> Tensor(a)", view=_real, tags={"view"}, method=False, out=False,
       vjp=lambda g, out, x: (g,))
 defop("imag(Tensor(a) self) -> Tensor(a)", view=_imag, tags={"view"}, method=False, out=False,
-      vjp=lambda g, out, x: (g.to(x.dtype) * 1j,))
+      vjp=complex_vjp(lambda g, out, x: (g.to(x.dtype) * 1j,)))
 Tensor.real = property(lambda self: _F["real"](self))
 Tensor.imag = property(lambda self: _F["imag"](self))
 
@@ -184,5 +184,6 @@ def _angle(x):
 
 defop("angle(Tensor self) -> Tensor", kernels={"cpu": _angle},
       meta=lambda x: TensorMeta(x.shape, _angle_dtype(x.dtype)),
-      vjp=lambda g, out, x: (_F["zeros_like"](g),))
+      vjp=complex_vjp(lambda g, out, x: (_F["zeros_like"](g),) if not x.dtype.is_complex else (
+          _F["where"](x == 0, 0, g * x / (x.abs() * x.abs()) * 1j),)))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from .. import _dtype as D
-from ._registry import FUNCTIONS, defop
+from ._registry import FUNCTIONS, complex_vjp, defop
 
 
 def _where(c, x, y):
@@ -150,7 +150,7 @@ defop("neg(Tensor self) -> Tensor", check=_check_neg, pointwise=lambda o, x: o.n
       vjp=lambda g, out, x: (-g,), aliases=("negative",))
 defop("abs(Tensor self) -> Tensor", pointwise=lambda o, x: o.abs(x), promote="complex_to_float",
       supports="ifc",
-      vjp=lambda g, out, x: (g * x.sign(),), aliases=("absolute",))
+      vjp=complex_vjp(lambda g, out, x: (g * x.sgn(),)), aliases=("absolute",))
 defop("sign(Tensor self) -> Tensor", supports="bif", pointwise=lambda o, x: o.sign(x),
       vjp=lambda g, out, x: (_zeros_like(g),))
 defop("reciprocal(Tensor self) -> Tensor", promote="int_to_float",

@@ -14,7 +14,7 @@ import numpy as np
 from .. import _dtype as D
 from .._dispatch import TensorMeta, _return_type, torch_name
 from .._size import normalize_dim
-from ._registry import OPS, bind_overloads, defop
+from ._registry import OPS, bind_overloads, complex_vjp, defop
 from .creation import to_dtype
 
 __all__ = ["reduce_dims", "reduced_shape", "unreduce", "scatter_dim", "select_vjp", "edtype",
@@ -380,6 +380,7 @@ def _var_meta(x, dim, unbiased, keepdim, correction):
     return TensorMeta(reduced_shape(x.shape, dims, keepdim), x.dtype.to_real())
 
 
+@complex_vjp
 def _var_vjp(g, out, x, dim, unbiased, keepdim, correction):
     dims, c = _var_args(x, dim, unbiased, correction)
     n = _count(x.shape, dims)
@@ -392,6 +393,7 @@ _VAR_SIG = ("(Tensor self, int[1]? dim=None, bool? unbiased=None, bool keepdim=F
 defop("var" + _VAR_SIG + " -> Tensor", kernels={"cpu": _var_kernel}, meta=_var_meta,
       vjp=_var_vjp, tags={"reduction"})
 
+@complex_vjp
 def _std_vjp(g, out, x, *args):
     # through var, with the grad of sqrt at 0 taken as 0 (PyTorch's std_backward)
     import ember
@@ -451,6 +453,7 @@ def _norm_kernel(x, p, dim, keepdim, dtype):
     return np.asarray(r).astype(od.np)
 
 
+@complex_vjp
 def _norm_vjp(g, out, x, p, dim, keepdim, dtype):
     # PyTorch's norm_backward, case by case in p
     import ember
@@ -460,14 +463,14 @@ def _norm_vjp(g, out, x, p, dim, keepdim, dtype):
     if p == 0:
         return (x * 0,)
     if p == 1:
-        return (x.sign() * gk,)
+        return (x.sgn() * gk,)
     if p == 2:
         return (ember.where(nk == 0, 0, x * (gk / nk)),)
     if math.isinf(p):
         mask = x.abs() == nk
         count = unreduce(mask.sum(dims, True), x.shape, dims, True)
-        return (ember.where(mask, x.sign() * gk / count, 0),)
-    scaled = x.sign() * x.abs().pow(p - 1)
+        return (ember.where(mask, x.sgn() * gk / count, 0),)
+    scaled = x.sgn() * x.abs().pow(p - 1)
     if p < 1:
         scaled = ember.where(x == 0, 0, scaled)
     return (ember.where(nk == 0, 0, scaled * gk / nk.pow(p - 1)),)
@@ -764,7 +767,8 @@ def _cov(x, correction, fweights, aweights):
         norm = 0
     xm = obs - avg.unsqueeze(1)                                      # (vars, obs)
     xw = xm if w is None else xm * w
-    return ((xw.unsqueeze(1) * xm.unsqueeze(0)).sum(-1) / norm).squeeze()
+    xc = xm.conj() if xm.dtype.is_complex else xm                   # PyTorch: xw @ xm^H
+    return ((xw.unsqueeze(1) * xc.unsqueeze(0)).sum(-1) / norm).squeeze()
 
 
 def _corrcoef(x):
@@ -774,6 +778,8 @@ def _corrcoef(x):
         return c / c
     std = c.diagonal().sqrt()
     c = c / std.unsqueeze(1) / std.unsqueeze(0)
+    if c.dtype.is_complex:  # PyTorch clips the real and imaginary parts separately
+        return c.real.clamp(-1, 1) + c.imag.clamp(-1, 1) * 1j
     return ember.where(c > 1, 1, ember.where(c < -1, -1, c))     # rounding may step past +-1
 
 
