@@ -39,6 +39,9 @@ _VIEW_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being use
 
 
 # ---- recording -------------------------------------------------------------------------------
+_NO_EDGE = (None, 0)
+
+
 def record(op, args: tuple, out=None):
     """Run op below autograd and, if an input needs a gradient, attach a graph node."""
     inf = op.__dict__.get("_ag_info") or op_info(op)
@@ -71,17 +74,32 @@ def record(op, args: tuple, out=None):
     edges = []
     metas = []
     any_edge = False
-    for i, is_list in zip(inf.diff_idx, inf.list_diff):
-        a = args[i]
-        for t in (a if is_list else (a,)):
-            e = edge_of(t) if t is not None else None
+    if True not in inf.list_diff:  # the common case: single tensors, most with a plain grad_fn
+        for i in inf.diff_idx:
+            t = args[i]
+            if t.__class__ is Tensor and t._ag is None and t.grad_fn is not None:
+                e = (t.grad_fn, 0)  # what edge_of returns for them
+            else:
+                e = edge_of(t) if t is not None else None
             if e is None:
-                edges.append((None, 0))
+                edges.append(_NO_EDGE)
                 metas.append(None)
             else:
                 any_edge = True
                 edges.append(e)
                 metas.append((t._shape, t.dtype, t.device))
+    else:
+        for i, is_list in zip(inf.diff_idx, inf.list_diff):
+            a = args[i]
+            for t in (a if is_list else (a,)):
+                e = edge_of(t) if t is not None else None
+                if e is None:
+                    edges.append(_NO_EDGE)
+                    metas.append(None)
+                else:
+                    any_edge = True
+                    edges.append(e)
+                    metas.append((t._shape, t.dtype, t.device))
     if not any_edge or (result.__class__ is Tensor and result.dtype._cat < 2):
         if inf.detach and result._base is not None:
             result._base = None  # detach() aliases storage but is no autograd view
