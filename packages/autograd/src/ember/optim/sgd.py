@@ -1,6 +1,9 @@
 """SGD with momentum, dampening, Nesterov, weight decay and maximize (PyTorch's update rule)."""
 from __future__ import annotations
 
+import numpy as np
+
+from .adam import _fusable
 from .optimizer import Optimizer, _use_grad, required
 
 __all__ = ["SGD"]
@@ -40,6 +43,11 @@ class SGD(Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                buf = self.state[p].get("momentum_buffer") if momentum != 0 else None
+                if buf is not None and _fusable(group, p, p.grad, buf):
+                    _sgd_fused(p, p.grad, buf, lr, momentum, dampening, wd, group["nesterov"],
+                               group["maximize"])
+                    continue
                 grad = -p.grad if group["maximize"] else p.grad
                 if wd != 0:
                     grad = grad.add(p, alpha=wd)
@@ -53,3 +61,19 @@ class SGD(Optimizer):
                     grad = grad.add(buf, alpha=momentum) if group["nesterov"] else buf
                 p.add_(grad, alpha=-lr)
         return loss
+
+
+def _sgd_fused(p, grad, buf, lr, momentum, dampening, wd, nesterov, maximize):
+    """One momentum step on numpy views with in-place ufuncs: the operations of SGD.step's
+    op-by-op path (after the first step, which creates the buffer), in the same order/dtype."""
+    pp, g, b = p._np, grad._np, buf._np
+    if maximize:
+        g = np.negative(g)
+    if wd != 0:
+        g = g + pp * wd
+    b *= momentum                  # buf * momentum + grad * (1 - dampening)
+    b += g * (1 - dampening)
+    d = g + b * momentum if nesterov else b
+    pp += d * -lr                  # p + grad * -lr
+    p._bump()
+    buf._bump()
