@@ -10,10 +10,12 @@ import ember
 
 pytestmark = pytest.mark.skipif(not ember.cuda.is_available(), reason="no CUDA GPU present")
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "core", "tests"))
-from test_pointwise import RECORDS  # noqa: E402
-
-from harness import make_array  # noqa: E402
+if ember.cuda.is_available():  # core's op database lives in its tests (only needed on a GPU)
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "core", "tests"))
+    from harness import make_array  # noqa: E402
+    from test_pointwise import RECORDS  # noqa: E402
+else:
+    RECORDS = []
 
 TOL = {"float16": 1e-2, "bfloat16": 5e-2, "float32": 2e-5, "float64": 1e-9}
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool")

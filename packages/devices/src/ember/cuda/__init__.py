@@ -17,9 +17,17 @@ from ember._device import register_device
 
 from . import _runtime as _rt
 from ._allocator import OutOfMemoryError
-from ._backend import CudaBackend, allocator as _allocator
-from ._streams import (Event, Stream, StreamContext, current_stream, default_stream,
-                       set_stream, stream)
+from ._backend import CudaBackend
+from ._backend import allocator as _allocator
+from ._streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device",
            "device_of", "get_device_name", "get_device_properties", "get_device_capability",

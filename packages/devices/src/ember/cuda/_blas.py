@@ -44,9 +44,10 @@ def _operand(t):
 def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
     """out[i] = alpha * a[i] @ b[i] + beta * out[i]; a (B?, M, K), b (B?, K, N), out contiguous
     (B?, M, N). Batch strides: a and b may have batch stride 0 (broadcast)."""
+    import ember
+
     from . import _runtime as rt
     from ._streams import current_stream_handle
-    import ember
     dev = out.device.index or 0
     cublas, h = _handle(dev)
     cublas.set_stream(h, current_stream_handle(dev))

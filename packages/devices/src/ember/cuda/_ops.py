@@ -71,6 +71,7 @@ def _meta_of(op, args, tensor_idx=None):
 def _factory(fill, like=False):
     def f(be, op, *args):
         from ember._device import device as Device
+
         from ._pointwise import Unsupported
         d = args[op.device_idx]
         if like:
@@ -142,7 +143,8 @@ def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
     if kind <= 2 and R < 256 and C >= 16384:  # long rows: split each over P programs first
         P = max(1, min(-(-C // 8192), 1024 // R))
     if P > 1:
-        chunk = -(-(-(-C // P)) // _RBLOCK) * _RBLOCK
+        per = -(-C // P)                                  # ceil(C / P), rounded up to BLOCK
+        chunk = -(-per // _RBLOCK) * _RBLOCK
         P = -(-C // chunk)
         acc_dt = {"fp32": D.float32, "fp64": D.float64, "int64": D.int64}[str(acc)]
         part = be._new((R, P), acc_dt, x.device)

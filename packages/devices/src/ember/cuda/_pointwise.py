@@ -307,9 +307,9 @@ class PointwiseCache:
         try:
             src = generate(name, op, args, tensor_slots, scalar_slots, modes, out_mode, ndim,
                            odt, cdt, wide, const)
-        except NeedsConstant:
+        except NeedsConstant as e:
             if const:
-                raise Unsupported(f"{op.qualname}: formula branches on a tensor value")
+                raise Unsupported(f"{op.qualname}: formula branches on a tensor value") from e
             return None
         except Unsupported:
             raise

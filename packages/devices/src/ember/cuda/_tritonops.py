@@ -175,10 +175,11 @@ class TritonOps:
         d = self._res(a, b)
         if d in (D.float16, D.bfloat16) or not _is_float(d):
             d = D.float32
-        ca = a.code if isinstance(a, Var) and a.dtype is d else (
-            f"{a.code}.to({TL[d]})" if isinstance(a, Var) else f"tl.full([], {literal(a)}, {TL[d]})")
-        cb = b.code if isinstance(b, Var) and b.dtype is d else (
-            f"{b.code}.to({TL[d]})" if isinstance(b, Var) else f"tl.full([], {literal(b)}, {TL[d]})")
+        def conv(v):
+            if isinstance(v, Var):
+                return v.code if v.dtype is d else f"{v.code}.to({TL[d]})"
+            return f"tl.full([], {literal(v)}, {TL[d]})"
+        ca, cb = conv(a), conv(b)
         return self.emit(f"{self._fn(name)}({ca}, {cb})", d, self._blk(a, b))
 
     # ---- arithmetic ---------------------------------------------------------------------------
