@@ -59,6 +59,17 @@ with C.stream(s):
     w = g + 1
 C.synchronize()
 assert C.memory_allocated() > 0 and "Allocated memory" in C.memory_summary()
+xp = ember.tensor(rng.standard_normal((2, 3, 7, 6)).astype("float32"))
+for dev in ("cpu", "cuda"):
+    t = xp.to(dev).requires_grad_()
+    y, ind = F.max_pool2d(t, 3, 2, 1, return_indices=True)
+    (y * y).sum().backward()
+    if dev == "cpu":
+        ref = (y, ind, t.grad)
+    else:
+        close(ref[0], y); close(ref[1], ind); close(ref[2], t.grad)
+    c = F.conv2d(t, ember.ones(2, 3, 3, 3, device=dev), padding=1)
+    ref_c = c if dev == "cpu" else close(ref_c, c, 1e-4)
 print("fallbacks", sorted(C.host_memory_fallbacks()))
 print("FAKE OK")
 """

@@ -185,3 +185,23 @@ def test_slice_scatter_tril_triu():
     for f in (lambda t, s: ember.slice_scatter(t, s, 1, 1, 5, 2), lambda t, s: t.tril(),
               lambda t, s: t.triu(1), lambda t, s: t.tril(-2)):
         np.testing.assert_array_equal(f(x.cuda(), src.cuda()).cpu().numpy(), f(x, src).numpy())
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, ceil_mode=True),
+                                dict(kernel_size=2, dilation=2)])
+def test_max_pool2d_forward_backward(kw):
+    import ember.autograd  # noqa: F401
+    F = ember.nn.functional
+    rng = np.random.default_rng(6)
+    x = ember.tensor(rng.standard_normal((2, 3, 9, 8)).astype("float32"))
+    x[0, 0, 1, 1] = float("nan")
+    xc, xg = x.clone().requires_grad_(), x.cuda().requires_grad_()
+    yc, ic = F.max_pool2d(xc, return_indices=True, **kw)
+    yg, ig = F.max_pool2d(xg, return_indices=True, **kw)
+    gy = ember.tensor(rng.standard_normal(tuple(yc.shape)).astype("float32"))
+    (yc * gy).sum().backward()
+    (yg * gy.cuda()).sum().backward()
+    np.testing.assert_allclose(yg.detach().cpu().numpy(), yc.detach().numpy())
+    np.testing.assert_array_equal(ig.cpu().numpy(), ic.numpy())
+    np.testing.assert_allclose(xg.grad.cpu().numpy(), xc.grad.numpy(), rtol=1e-5, atol=1e-5)

@@ -106,3 +106,40 @@ def tri_rows(x_ptr, out_ptr, R, C, DIAG, UPPER: tl.constexpr, BLOCK: tl.constexp
     else:
         keep = cols - r <= DIAG
     tl.store(out_ptr + br * C + cols, tl.where(keep, v, tl.zeros_like(v)), mask=m)
+
+
+@triton.jit(do_not_specialize=["H", "W", "Ho", "Wo", "total", "sh", "sw", "ph", "pw", "dh", "dw"])
+def max_pool2d_fwd(x_ptr, y_ptr, i_ptr, H, W, Ho, Wo, total, sh, sw, ph, pw, dh, dw,
+                   KH: tl.constexpr, KW: tl.constexpr, BLOCK: tl.constexpr):
+    # one output element per lane; PyTorch's rule: the first max, and a NaN always wins
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    ow = offs % Wo
+    t = offs // Wo
+    oh = t % Ho
+    plane = t // Ho
+    best = tl.full([BLOCK], float("-inf"), tl.float32)
+    bidx = tl.full([BLOCK], -1, tl.int64)
+    for i in tl.static_range(KH):
+        for j in tl.static_range(KW):
+            h = oh * sh - ph + i * dh
+            w = ow * sw - pw + j * dw
+            ok = m & (h >= 0) & (h < H) & (w >= 0) & (w < W)
+            v = tl.load(x_ptr + plane * H * W + h * W + w, mask=ok, other=float("-inf"))
+            v = v.to(tl.float32)
+            take = ok & ((bidx < 0) | (v > best) | (v != v))
+            best = tl.where(take, v, best)
+            bidx = tl.where(take, h * W + w, bidx)
+    tl.store(y_ptr + offs, best.to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(i_ptr + offs, bidx, mask=m)
+
+
+@triton.jit(do_not_specialize=["outs", "per", "total"])
+def pool_scatter(g_ptr, idx_ptr, acc_ptr, outs, per, total, BLOCK: tl.constexpr):
+    # acc (float32) [plane, idx[plane, j]] += g[plane, j]: the max-pool backward
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    plane = offs // outs
+    idx = tl.load(idx_ptr + offs, mask=m, other=0)
+    g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
+    tl.atomic_add(acc_ptr + plane * per + idx, g, mask=m)

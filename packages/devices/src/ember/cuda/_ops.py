@@ -370,6 +370,46 @@ def _tri(upper):
     return f
 
 
+def _max_pool2d(be, op, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    from ember._ops.pool import _norm_args
+    if x.dtype not in _ACC or x.dtype._cat < 2:
+        return NotImplemented
+    y_meta, i_meta = op.meta(x, kernel_size, stride, padding, dilation, ceil_mode)  # checks
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _norm_args(2, kernel_size, stride, padding,
+                                                        dilation)
+    from . import _kernels_nn as K
+    x = _cont(be, x)
+    H, W = x.shape[-2], x.shape[-1]
+    Ho, Wo = y_meta.shape[-2], y_meta.shape[-1]
+    y = be._new(tuple(y_meta.shape), x.dtype, x.device)
+    idx = be._new(tuple(i_meta.shape), D.int64, x.device)
+    total = y.numel()
+    if total:
+        _launch(be, K.max_pool2d_fwd, (-(-total // 256),),
+                [x, y, idx, H, W, Ho, Wo, total, sh, sw, ph, pw, dh, dw], (),
+                {"KH": kh, "KW": kw, "BLOCK": 256})
+    return y, idx
+
+
+def _pool_scatter(be, op, g, x, idx, n):
+    if g.dtype not in _ACC or g.dtype._cat < 2 or tuple(g.shape) != tuple(idx.shape):
+        return NotImplemented
+    from . import _kernels_nn as K
+    per = 1
+    for s in tuple(x.shape)[x.ndim - n:]:
+        per *= s
+    outs = 1
+    for s in tuple(idx.shape)[idx.ndim - n:]:
+        outs *= s
+    acc = be._new(tuple(x.shape), D.float32, x.device)
+    be.fill_(acc, 0)
+    total = g.numel()
+    if total:
+        _launch(be, K.pool_scatter, (-(-total // 1024),),
+                [_cont(be, g), _cont(be, idx), acc, outs, per, total], (), {"BLOCK": 1024})
+    return acc if g.dtype is D.float32 else be._copy_new(acc, g.dtype)
+
+
 def _conv():
     from . import _conv as C
     return C
@@ -418,7 +458,8 @@ _TABLE = {
     "embedding": _embedding, "embedding_dense_backward": _embedding_backward,
     "nll_loss_forward": _nll_forward, "nll_loss_backward": _nll_backward,
     "native_layer_norm": _layer_norm, "slice_scatter": _slice_scatter,
-    "tril": _tri(False), "triu": _tri(True),
+    "tril": _tri(False), "triu": _tri(True), "max_pool2d_with_indices": _max_pool2d,
+    "_pool_scatter": _pool_scatter,
     "convolution": lambda be, op, *a: _conv().convolution(be, op, *a),
     "convolution_backward": lambda be, op, *a: _conv().convolution_backward(be, op, *a),
     "softmax": _softmax_any(False), "log_softmax": _softmax_any(True),
