@@ -341,31 +341,88 @@ def refresh_view(t, ag):
 
 
 class _Saved:
-    """A tensor saved for backward with the version it had, checked when unpacked."""
+    """A tensor saved for backward with the version it had, checked when unpacked. Under
+    `saved_tensors_hooks` the pack hook's result is kept instead (no version check then, as in
+    PyTorch) and the unpack hook gives the tensor back."""
 
-    __slots__ = ("t", "version", "is_output", "output_nr")
+    __slots__ = ("t", "version", "is_output", "output_nr", "unpack_hook", "edge")
 
     def __init__(self, t, is_output=False, output_nr=0):
-        self.t = t
-        self.version = t._storage.version
         self.is_output = is_output
         self.output_nr = output_nr
+        self.unpack_hook = None
+        hooks = state.__dict__.get("saved_hooks")
+        if hooks:
+            self._pack(t, *hooks[-1])
+        else:
+            self.t = t
+            self.version = t._storage.version
+
+    def _pack(self, t, pack, unpack):
+        # where the tensor's gradient flows (an unpacked copy is re-linked there for double
+        # backward); the hooks are off while pack runs (its own ops save nothing)
+        self.edge = None if self.is_output or not t._requires_grad else edge_of(t)
+        prev = state.__dict__.get("saved_hooks")
+        state.saved_hooks = None
+        try:
+            self.t = pack(t)
+        finally:
+            state.saved_hooks = prev
+        self.version = None
+        self.unpack_hook = unpack
+
+    def register_hooks(self, pack, unpack) -> None:
+        """`grad_fn._raw_saved_x.register_hooks(pack, unpack)`: pack the saved tensor now."""
+        if not callable(pack) or not callable(unpack):
+            raise TypeError("register_hooks expects callable pack and unpack hooks")
+        if self.unpack_hook is not None:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have "
+                               "already been set. Hint: only one pair of hooks is allowed at a "
+                               "time.")
+        self._pack(self.t, pack, unpack)
 
     def unpack(self, node):
+        if self.unpack_hook is not None:
+            return self._unpack_hooked(node)
         t = self.t
         if t._storage.version != self.version:
             raise RuntimeError(_modified_message(t, self, node))
         if self.is_output:
-            # the output, re-linked to this node so double backward flows through it
-            a = Tensor._make(t._storage, t._shape, t._stride, t._offset, t.dtype, t.device,
-                             t._npc)
-            if state.grad_enabled:
-                a.grad_fn = node
-                a._requires_grad = True
-                if self.output_nr:
-                    a._ag = TensorInfo(self.output_nr)
-            return a
+            return self._relink(t, node)
         return t
+
+    def _relink(self, t, node):
+        # the output, re-linked to this node so double backward flows through it
+        a = Tensor._make(t._storage, t._shape, t._stride, t._offset, t.dtype, t.device, t._npc)
+        if state.grad_enabled:
+            a.grad_fn = node
+            a._requires_grad = True
+            if self.output_nr:
+                a._ag = TensorInfo(self.output_nr)
+        return a
+
+    def _unpack_hooked(self, node):
+        t = self.unpack_hook(self.t)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got "
+                            f"result of type {type(t).__name__}")
+        if self.is_output:
+            return self._relink(t, node)
+        e = self.edge
+        if e is None or t.grad_fn is e[0]:
+            return t
+        # a copy (save_on_cpu, checkpoint's recomputation) stands for the saved tensor: same
+        # requires_grad (vjps read it), same place in the graph (double backward)
+        a = Tensor._make(t._storage, t._shape, t._stride, t._offset, t.dtype, t.device, t._npc)
+        a._requires_grad = True
+        if isinstance(e[0], AccumulateGrad):
+            a._ag = TensorInfo()
+            a._ag.acc = e[0]
+        else:
+            a.grad_fn = e[0]
+            if e[1]:
+                a._ag = TensorInfo(e[1])
+        return a
 
 
 def _modified_message(t, saved, node) -> str:
@@ -393,6 +450,33 @@ class OpNode(Node):
 
     def name(self) -> str:
         return self._info.name
+
+    def __getattr__(self, attr):
+        # PyTorch's grad_fn._saved_<arg> (the unpacked tensor or the argument's value),
+        # _saved_result, and _raw_saved_<arg> (the SavedTensor: register_hooks)
+        raw = attr.startswith("_raw_saved_")
+        if not raw and not attr.startswith("_saved_"):
+            raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
+        key = attr[len("_raw_saved_" if raw else "_saved_"):]
+        if self.freed:
+            raise RuntimeError(FREED)
+        if key == "result":
+            s = self.out
+            if s is None or isinstance(s, tuple):
+                raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
+            return s if raw else s.unpack(self)
+        names = self.op.arg_names
+        i = names.index(key) if key in names else -1
+        for j, s in self.saved or ():
+            if j == i:
+                if raw:
+                    return s
+                return [x.unpack(self) if x is not None else None for x in s] \
+                    if isinstance(s, list) else s.unpack(self)
+        if i < 0 or raw or isinstance(self.args[i], MetaOnly) or (
+                self.args[i] is None and i in self.op.tensor_idx):
+            raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
+        return self.args[i]
 
     def release(self) -> None:
         if self.saved or self.out is not None:
