@@ -73,6 +73,7 @@ def test_reuse_split_and_merge():
     assert z.ptr == p                                        # best fit reuses the hole
     a.free(z)
     a.free(y)
+    a._flush_recent()  # freed blocks wait for an exact reuse first; flushed, they merge
     # everything merged back into one free block spanning the segment
     assert len(a.small.blocks) == 1 and next(iter(a.small.blocks.values())).size == 2 << 20
     a.empty_cache()
@@ -154,3 +155,24 @@ def test_memoized_launch_updates_last():
     launcher.fast((rec, ("prefix",), (7,), (3,), (9,)), [1, 2])
     assert launcher.last == (rec, ("prefix",), (7,))
     assert rec.args[0] == 3 and rec.args[4:] == ("prefix", 1, 2, 9, 7)
+
+
+def test_random_alloc_free_keeps_blocks_disjoint_and_merges_back():
+    import random
+    rnd = random.Random(0)
+    raw, a = make()
+    live = []
+    for step in range(3000):
+        if live and rnd.random() < 0.45:
+            a.free(live.pop(rnd.randrange(len(live))))
+        else:
+            n = rnd.choice([100, 512, 4000, 70000, 1 << 20, 3 << 20, 12 << 20])
+            live.append(a.malloc(n, rnd.choice([0, 0, 0, 5])))
+        if step % 500 == 0:  # allocated blocks never overlap
+            spans = sorted((b.ptr, b.ptr + b.size) for b in live)
+            assert all(e <= s for (_, e), (s, _) in zip(spans, spans[1:]))
+    assert a.stats["allocated"] == sum(b.size for b in live)
+    for b in live:
+        a.free(b)
+    a.empty_cache()
+    assert raw.live == {} and a.stats["reserved"] == 0 and a.stats["allocated"] == 0

@@ -21,6 +21,9 @@ from ._tensor import Storage, Tensor, c_strides
 __all__ = ["call", "execute", "DispatchMode", "TensorMeta", "autograd_hook"]
 
 autograd_hook = None  # set by ember-autograd: (op, args, out) -> result, recording a graph node
+# set by ember-devices: (op, args) -> result or None; only for calls nothing intercepts (no mode,
+# no autocast, no out=) and that record nothing (the backend checks requires_grad)
+accel_pointwise = None
 _CPU = Device("cpu")
 _META = Device("meta")
 
@@ -73,6 +76,10 @@ def call(op, args: tuple, out=None):
                 r = _fast_pointwise(op, args, d)
                 if r is not None:
                     return r
+        if accel_pointwise is not None:  # a device backend's cached launch (ember-devices)
+            r = accel_pointwise(op, args)
+            if r is not None:
+                return r
     if op.supports != "bifc" and op.pointwise is None:  # float-only kernels (nn ops)
         _check_supports(op, args)
     st = state

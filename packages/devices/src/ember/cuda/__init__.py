@@ -42,6 +42,17 @@ _backend = CudaBackend()
 register_device(_backend)
 
 
+def _hook_dispatch():
+    # eager pointwise calls seen before skip dtype promotion and device checks (their cached
+    # plan holds the results); a core without the hook just takes the usual path
+    from ember import _dispatch
+    if hasattr(_dispatch, "accel_pointwise") and _rt.device_count() > 0:
+        _dispatch.accel_pointwise = _backend.fast_pointwise
+
+
+_hook_dispatch()
+
+
 def device_count() -> int:
     """Number of CUDA devices visible; 0 without cuda-bindings, a driver or a GPU."""
     return _rt.device_count()

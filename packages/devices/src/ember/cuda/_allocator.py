@@ -46,7 +46,7 @@ _ids = itertools.count()
 
 class Block:
     __slots__ = ("ptr", "size", "stream", "small", "segment", "prev", "next", "allocated",
-                 "streams_used", "events", "id")
+                 "streams_used", "events", "id", "cached")
 
     def __init__(self, ptr, size, stream, small, segment):
         self.ptr, self.size, self.stream, self.small = ptr, size, stream, small
@@ -56,6 +56,7 @@ class Block:
         self.streams_used = None    # other streams this block was used on (record_stream)
         self.events = 0             # events still pending before reuse
         self.id = next(_ids)
+        self.cached = False         # free, held in the allocator's exact-reuse lists
 
     def key(self):
         return (self.stream, self.size, self.ptr)
@@ -100,17 +101,39 @@ class CachingAllocator:
         self.segments: dict = {}    # base ptr -> size
         self.active: dict = {}      # ptr -> allocated Block
         self.pending: list = []     # (event, block) waiting before reuse
+        # freed blocks kept as they are for an exact (stream, size) reuse, the eager loop's
+        # pattern; flushed into the pools (and merged) when a request does not find one
+        self.recent: dict = {}
+        self.n_recent = 0
         self.stats = dict(allocated=0, reserved=0, peak_allocated=0, peak_reserved=0,
                           num_alloc_retries=0, num_ooms=0, allocations=0, frees=0,
                           segments_allocated=0, segments_freed=0, requested=0)
 
     # ---- allocation -------------------------------------------------------------------------
     def malloc(self, nbytes: int, stream: int) -> Block:
-        self._process_events()
-        size = round_size(nbytes)
+        if self.pending:
+            self._process_events()
+        size = K512 if nbytes < K512 else (nbytes + K512 - 1) // K512 * K512
+        lst = self.recent.get((stream, size))
+        if lst:
+            b = lst.pop()
+            self.n_recent -= 1
+            b.cached = False
+            b.allocated = True
+            self.active[b.ptr] = b
+            st = self.stats
+            st["allocated"] += size
+            st["requested"] += nbytes
+            st["allocations"] += 1
+            if st["allocated"] > st["peak_allocated"]:
+                st["peak_allocated"] = st["allocated"]
+            return b
         small = size <= SMALL_LIMIT
         pool = self.small if small else self.large
         b = pool.best_fit(stream, size)
+        if b is None and self.n_recent:
+            self._flush_recent()
+            b = pool.best_fit(stream, size)
         if b is not None:
             pool.remove(b)
         else:
@@ -195,12 +218,28 @@ class CachingAllocator:
             block.streams_used = None
             return
         block.streams_used = None
-        self._return(block)
+        k = (block.stream, block.size)
+        lst = self.recent.get(k)
+        if lst is None:
+            lst = self.recent[k] = []
+        block.cached = True
+        lst.append(block)
+        self.n_recent += 1
+        if self.n_recent > 256:
+            self._flush_recent()
+
+    def _flush_recent(self) -> None:
+        for lst in self.recent.values():
+            for b in lst:  # one at a time: neighbours still listed are not in a pool yet
+                b.cached = False
+                self._return(b)
+        self.recent.clear()
+        self.n_recent = 0
 
     def _return(self, b: Block) -> None:
         pool = self.small if b.small else self.large
         for nb in (b.prev, b.next):   # merge with free neighbours of the same segment
-            if nb is not None and not nb.allocated and nb.events == 0:
+            if nb is not None and not nb.allocated and nb.events == 0 and not nb.cached:
                 pool.remove(nb)
                 if nb is b.prev:
                     b.ptr, b.prev = nb.ptr, nb.prev
@@ -231,6 +270,7 @@ class CachingAllocator:
     def empty_cache(self) -> None:
         """Release every cached segment that holds no allocated block."""
         self._process_events()
+        self._flush_recent()
         for pool in (self.small, self.large):
             for b in list(pool.blocks.values()):
                 if b.prev is None and b.next is None and b.ptr == b.segment:
@@ -246,6 +286,7 @@ class CachingAllocator:
         self.stats["peak_reserved"] = self.stats["reserved"]
 
     def memory_stats(self) -> dict:
+        self._flush_recent()
         s = self.stats
         return {
             "allocated_bytes.all.current": s["allocated"],

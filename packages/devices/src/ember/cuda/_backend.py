@@ -240,28 +240,18 @@ class CudaBackend(DeviceBackend):
         return self._pw
 
     def pointwise(self, op, args, result_dtype, compute_dtype):
-        sig = self._signature(op, args, result_dtype, compute_dtype)
+        sig = self._signature(op, args)
         plan = self._plans.get(sig) if sig is not None else None
         if plan is not None:  # the eager hot path: one allocation and one launch
-            shape, stride, nbytes, dev, alloc, tens, scal, run, prefix, cvals, grid, tail = plan
-            stream = _stream(dev.index)
-            buf = CudaBuffer(alloc, alloc.malloc(nbytes, stream))
-            out = Tensor._make(Storage(buf, dev, nbytes), shape, stride, 0, result_dtype, dev)
-            call = [buf.ptr]
-            for i in tens:
-                a = args[i]
-                call.append(a._storage.data.ptr + a._offset * a.dtype.itemsize)
-            for i in scal:
-                call.append(args[i])
-            run(grid[0], 1, 1, stream, *prefix, *call, *tail, *cvals)
-            return out
+            return self._launch_plan(plan, args)
         out = self._pointwise_slow(op, args, result_dtype, compute_dtype)
         pw = self._pw
         if sig is not None:  # again: the first trace may have found the scalars must be baked
-            sig = self._signature(op, args, result_dtype, compute_dtype)
+            sig = self._signature(op, args)
         if sig is not None and pw is not None and pw.last_plan is not None:
             launcher = pw.launch
             if getattr(launcher, "last", None) is not None:
+                from ember._dispatch import pointwise_dtypes
                 grid, tail = pw.last_plan
                 run, prefix, cvals = launcher.last
                 pws = set(op.pw_idx)
@@ -270,33 +260,79 @@ class CudaBackend(DeviceBackend):
                 scal = () if const else tuple(
                     i for i, a in enumerate(args)
                     if i in pws and a.__class__ in (bool, int, float))
+                common = pointwise_dtypes(op, [args[i] for i in op.pw_idx], args)[0]
                 self._plans[sig] = (out._shape, out._stride, out._storage.nbytes, out.device,
                                     allocator(out.device.index), tens, scal, run, prefix,
-                                    cvals, grid, tuple(tail))
+                                    cvals, grid, tuple(tail), result_dtype, common)
         return out
 
-    def _signature(self, op, args, rdt, cdt):
-        """A key for everything the launch depends on (shapes, strides, dtypes, alignment,
-        scalar types or, for formulas that branch on them, values); None: no fast path."""
-        if self._pw is None:
+    def _launch_plan(self, plan, args):
+        (shape, stride, nbytes, dev, alloc, tens, scal, run, prefix, cvals, grid, tail, rdt,
+         _) = plan
+        stream = _stream(dev.index)
+        buf = CudaBuffer(alloc, alloc.malloc(nbytes, stream))
+        out = Tensor._make(Storage(buf, dev, nbytes), shape, stride, 0, rdt, dev)
+        call = [buf.ptr]
+        for i in tens:
+            a = args[i]
+            call.append(a._storage.data.ptr + a._offset * a.dtype.itemsize)
+        for i in scal:
+            call.append(args[i])
+        run(grid[0], 1, 1, stream, *prefix, *call, *tail, *cvals)
+        return out
+
+    def fast_pointwise(self, op, args):
+        """core's hook ahead of dispatch: a call seen before (same op, dtypes, shapes,
+        strides, scalar types) launches its cached plan; None sends it down the usual path."""
+        if op.inplace_of is not None or self._pw is None:
             return None
-        const = op in self._pw.consts or cdt is D.float64
-        sig = [op, rdt, cdt]
+        for i in op.tensor_idx:
+            a = args[i]
+            if a.__class__ is Tensor and a._requires_grad:
+                return None  # autograd records it
+        sig = self._signature(op, args)
+        plan = self._plans.get(sig) if sig is not None else None
+        if plan is None:
+            return None
+        if op.check is not None:  # PyTorch's argument errors (negative int powers, ...)
+            op.check(plan[13], *args)
+        return self._launch_plan(plan, args)
+
+    def _signature(self, op, args):
+        """A key for everything the launch and the result dtype depend on: shapes, strides,
+        dtypes, alignment, scalar types or, where they are baked in, values; None: no plan."""
+        pw = self._pw
+        if pw is None:
+            return None
+        dflt = D.get_default_dtype()
+        const = op in pw.consts or dflt is D.float64
+        sig = [op, dflt]
         pws = op.pw_idx
+        scalars = []   # (position in sig, value) of runtime kernel scalars
         for i, a in enumerate(args):
             c = a.__class__
             if c is Tensor:
                 if a.device.type != "cuda" or a.dtype not in _TL_OK:
                     return None
-                p = a._storage.data.ptr + a._offset * a.dtype.itemsize
-                sig.append((a.dtype, a._shape, a._stride, a.device, p & 15 == 0))
+                d = a.dtype
+                if d is D.float64:
+                    const = True
+                p = a._storage.data.ptr + a._offset * d.itemsize
+                sig.append((d, a._shape, a._stride, a.device.index, p & 15 == 0))
             elif c is float or c is int or c is bool:
                 # runtime kernel scalars by type; the rest (alpha, decimals, eps) by value
-                sig.append((c, a) if const or i not in pws else c)
+                if i in pws:
+                    scalars.append((len(sig), a))
+                    sig.append(c)
+                else:
+                    sig.append((c, a))
             elif c is list:
                 sig.append(tuple(a))
             else:
                 sig.append(a)
+        if const:  # scalars baked into the kernel: their values are part of the key
+            for k, v in scalars:
+                sig[k] = (sig[k], v)
         try:
             sig = tuple(sig)
             hash(sig)
