@@ -35,8 +35,6 @@ DATA_DEPENDENT = {
 
 # vjps that read values, so backward cannot run on meta tensors (nor be traced)
 VJP_NEEDS_VALUES = {
-    "quantile": "the vjp finds the interpolation positions with numpy (debt: sort + gather)",
-    "nanquantile": "as quantile",
     "masked_scatter": "the grad of source is masked_select(grad, mask): data-dependent size, "
                       "as in PyTorch",
 }

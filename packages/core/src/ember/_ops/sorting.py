@@ -265,26 +265,47 @@ def _quantile(name, ignore_nan):
         return _quantile_shape(r, x, qa, dim, keepdim).astype(x.dtype)
 
     def vjp(g, out, x, q, dim, keepdim, interpolation):
-        # the result reads one or two elements per row: send g there with weights 1-w and w
-        import ember
-        qa = q.detach()._np if hasattr(q, "detach") else q
-        a, lo, hi, w, bad = _quantile_positions(x.detach()._np, qa, dim, ignore_nan,
-                                                interpolation)
-        m, rest, n = lo.shape[0], lo.shape[1:], a.shape[-1]
-        gm = g.reshape((m,) + rest).unsqueeze(-1)                   # (m, ..., 1)
-        wt = ember.tensor(np.where(bad, 0, w)[..., None], dtype=g.dtype)
-        z = g.new_zeros((m,) + rest + (n,))
-        gx = (z.scatter_add(-1, ember.tensor(lo[..., None]), gm * (1 - wt))
-              .scatter_add(-1, ember.tensor(hi[..., None]), gm * wt).sum(0))
+        # the result reads one or two elements per row (found by sorting, in ember ops so the
+        # vjp traces): send g there with weights 1-w and w
+        a = x.reshape(-1) if dim is None or x.ndim == 0 else x.movedim(_axis(x, dim), -1)
+        vals, order = a.sort(-1, stable=True)                   # NaN last, as the kernel
+        n = a.shape[-1]
+        qt = q if hasattr(q, "shape") else x.new_full((), q)
+        qq = qt.to(x.dtype).reshape((-1,) + (1,) * (a.ndim - 1))  # (m, 1...)
+        if ignore_nan:
+            valid = (~a.isnan()).sum(-1)
+            span = (valid.clamp(min=1) - 1).to(x.dtype)
+            bad = valid == 0
+        else:
+            span = n - 1  # non-empty: checked by the forward
+            bad = a.isnan().any(-1)
+        rank = (qq * span).expand((qq.shape[0],) + tuple(a.shape[:-1]))   # (m, ...)
+        lo, hi = rank.floor(), rank.ceil()
+        if interpolation == "lower":
+            hi, w = lo, rank * 0
+        elif interpolation == "higher":
+            lo, w = hi, rank * 0 + 1
+        elif interpolation == "nearest":
+            lo = hi = rank.round()
+            w = rank * 0
+        else:
+            w = rank * 0 + 0.5 if interpolation == "midpoint" else rank - lo
+        m = rank.shape[0]
+        big = (m,) + tuple(a.shape)
+        lo_i, hi_i = lo.long().unsqueeze(-1), hi.long().unsqueeze(-1)   # sorted ranks
+        ob = order.unsqueeze(0).expand(big)
+        bad = bad.unsqueeze(0).expand(rank.shape)
+        wt = w.masked_fill(bad, 0).unsqueeze(-1)
+        gm = g.reshape(rank.shape).unsqueeze(-1)                    # (m, ..., 1)
+        gx = (g.new_zeros(big).scatter_add(-1, ob.gather(-1, lo_i), gm * (1 - wt))
+              .scatter_add(-1, ob.gather(-1, hi_i), gm * wt).sum(0))
         gx = gx.reshape(x.shape) if dim is None or x.ndim == 0 else gx.movedim(-1, _axis(x, dim))
         gq = None
         if hasattr(q, "shape") and interpolation == "linear":
-            # d out / d q = (a[hi] - a[lo]) * (n - 1): the slope of the interpolation
-            ab = np.broadcast_to(a, lo.shape + a.shape[-1:])
-            n_eff = (~np.isnan(a)).sum(-1) if ignore_nan else n
-            slope = (np.take_along_axis(ab, hi[..., None], -1) - np.take_along_axis(
-                ab, lo[..., None], -1))[..., 0] * (np.maximum(n_eff, 1) - 1)
-            slope = ember.tensor(np.where(bad, 0, slope), dtype=g.dtype)
+            # d out / d q = (a[hi] - a[lo]) * span: the slope of the interpolation
+            vb = vals.unsqueeze(0).expand(big)
+            slope = ((vb.gather(-1, hi_i) - vb.gather(-1, lo_i)).squeeze(-1) * span)
+            slope = slope.masked_fill(bad, 0)
             gq = (gm.squeeze(-1) * slope).reshape(m, -1).sum(1).reshape(q.shape)
         return gx, gq
 
