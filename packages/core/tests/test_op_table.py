@@ -50,9 +50,7 @@ KNOWN_DTYPE_DIFFS = {
 }
 
 # differentiable in torch, no derivative in ember yet (honest debt: keep it short)
-KNOWN_MISSING_VJP: dict[str, str] = {
-    "grid_sampler_2d_backward": "double backward of grid_sample (PyTorch has one)",
-}
+KNOWN_MISSING_VJP: dict[str, str] = {}
 
 
 def _op(rec):

@@ -240,12 +240,63 @@ def _grid_backward_kernel(g, x, grid, mode, padding_mode, align_corners, mask):
     return ginp, ggrid
 
 
+def _grid_coord(c, size, pm, ac):
+    """One grid coordinate in pixels (ember ops) and d pixel / d coordinate (0 where border
+    padding clips)."""
+    pix, scale = _unnormalize(c, size, ac)
+    if pm == 1:
+        inside = (pix > 0) & (pix < size - 1)
+        return pix.clamp(0, size - 1), inside.to(c.dtype) * scale
+    return pix, scale
+
+
+def _grid_backward_vjp(grads, out, g, x, grid, mode, pm, ac, mask):
+    """Double backward of grid_sample. ginp = A(grid)^T g gives g grid_sample(gg_inp) and grid
+    the grid gradient of that sampling; ggrid (bilinear only: zero for nearest) is
+    sum over corners c of s_c * dw_c/d(ix, iy), s_c = <x at c, g>, whose weights' derivatives are
+    linear in the other coordinate (d2w/dix diy = e_c = +-1)."""
+    gg_inp, gg_grid = grads
+    grad_g = grad_x = grad_grid = None
+    if gg_inp is not None and mask[0]:
+        grad_g = OPS["grid_sampler"](gg_inp, grid, mode, pm, ac)
+        grad_grid = grid_sampler_2d_backward(g, gg_inp, grid, mode, pm, ac, [False, True])[1]
+    if gg_grid is None or not mask[1] or mode != 0:
+        return grad_g, grad_x, grad_grid
+    N, C, H, W = x.shape
+    P = grid.shape[1] * grid.shape[2]
+    ix, sx = _grid_coord(grid[..., 0].reshape(N, P), W, pm, ac)
+    iy, sy = _grid_coord(grid[..., 1].reshape(N, P), H, pm, ac)
+    tx, ty = gg_grid[..., 0].reshape(N, P) * sx, gg_grid[..., 1].reshape(N, P) * sy
+    x0, y0 = ix.floor(), iy.floor()
+    x1, y1 = x0 + 1, y0 + 1
+    xf, gf = x.reshape(N, C, H * W), g.reshape(N, C, P)
+    gx_acc = x.new_zeros((N, C, H * W))
+    dg = 0
+    big_s = 0
+    for cx, cy, dwx, dwy, e in ((x0, y0, iy - y1, ix - x1, 1), (x1, y0, y1 - iy, x0 - ix, -1),
+                                (x0, y1, y0 - iy, x1 - ix, -1), (x1, y1, iy - y0, ix - x0, 1)):
+        ok = ((cx >= 0) & (cx < W) & (cy >= 0) & (cy < H)).to(x.dtype)
+        idx = (cy * W + cx).masked_fill(ok == 0, 0).long().unsqueeze(1).expand(N, C, P)
+        v = xf.gather(2, idx)                                         # x at the corner
+        k = ((tx * dwx + ty * dwy) * ok).unsqueeze(1)                 # (N, 1, P)
+        dg = dg + v * k
+        gx_acc = gx_acc.scatter_add(2, idx, gf * k)
+        big_s = big_s + (v * gf).sum(1) * ok * e
+    grad_g = dg.reshape(g.shape) if grad_g is None else grad_g + dg.reshape(g.shape)
+    grad_x = gx_acc.reshape(x.shape)
+    s = big_s * sx * sy
+    gd = (s.unsqueeze(-1) * gg_grid.reshape(N, P, 2).flip(-1)).reshape(grid.shape)
+    grad_grid = gd if grad_grid is None else grad_grid + gd
+    return grad_g, grad_x, grad_grid
+
+
 grid_sampler_2d_backward = defop(
     "grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, "
     "int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> "
     "(Tensor, Tensor)", function=False, method=False, kernels={"cpu": _grid_backward_kernel},
     meta=lambda g, x, grid, *rest: (TensorMeta(tuple(x.shape), x.dtype),
-                                    TensorMeta(tuple(grid.shape), grid.dtype)), supports="fc")
+                                    TensorMeta(tuple(grid.shape), grid.dtype)), supports="fc",
+    vjp=_grid_backward_vjp)
 
 
 def _grid_vjp(g, out, x, grid, mode, pm, ac):
