@@ -135,3 +135,39 @@ print("CODEGEN OK")
     assert out.returncode == 0 and "CODEGEN OK" in out.stdout, out.stdout + out.stderr[-3000:]
 
 
+
+
+def test_fused_optimizer_steps_in_interpreter():
+    # AdamW / Adam (L2) / SGD momentum (nesterov, maximize) on the fake device take the fused
+    # kernels (ember.cuda._kernels_optim): parameters match the CPU's op-by-op steps
+    code = r"""
+import numpy as np, ember
+import ember.autograd
+rng = np.random.default_rng(0)
+w0 = rng.standard_normal((3, 5)).astype("float32")
+x = ember.tensor(rng.standard_normal((4, 5)).astype("float32"))
+calls = []
+import ember.cuda._optim as O
+orig = O.fused_optim
+O.fused_optim = lambda *a: calls.append(a[1]) or orig(*a)
+def run(dev, make):
+    w = ember.tensor(w0, device=dev, requires_grad=True)
+    opt = make([w])
+    for _ in range(3):
+        opt.zero_grad()
+        ((x.to(dev) @ w.t()) ** 2).sum().backward()
+        opt.step()
+    return w.detach().cpu().numpy()
+for make in (lambda p: ember.optim.AdamW(p, lr=0.1),
+             lambda p: ember.optim.Adam(p, lr=0.1, weight_decay=0.1, maximize=True),
+             lambda p: ember.optim.SGD(p, lr=0.01, momentum=0.9, nesterov=True),
+             lambda p: ember.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=0.1,
+                                       dampening=0.1, maximize=True)):
+    a, b = run("cpu", make), run("cuda", make)
+    assert np.allclose(a, b, rtol=1e-5, atol=1e-5), (a, b)
+assert calls.count("adam") == 6 and calls.count("sgd") == 4, calls
+print("OPTIM OK")
+"""
+    out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "OPTIM OK" in out.stdout, out.stdout + out.stderr[-3000:]

@@ -5,6 +5,7 @@ import numpy as np
 
 import ember
 from ember import _dispatch
+from ember._device import get_backend
 
 from .optimizer import Optimizer, _get_value, _step_tensor, _use_grad
 
@@ -45,6 +46,15 @@ def _fusable(group, p, *others) -> bool:
     if d not in _FUSED_DTYPES or p.device.type != "cpu":
         return False
     return all(t.dtype is d and t.device.type == "cpu" for t in others)
+
+
+def _accel(group, p):
+    """A device backend's fused update, `fused_optim(kind, tensors, hyper) -> bool` (ember-devices'
+    CUDA backend: one kernel per parameter), or None; the same conditions as the numpy path."""
+    if p.device.type == "cpu" or _dispatch.special[0] or group["differentiable"] \
+            or not isinstance(group["lr"], float):
+        return None
+    return getattr(get_backend(p.device.type), "fused_optim", None)
 
 
 def _adam_fused(p, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, wd, decoupled,
@@ -114,6 +124,11 @@ class Adam(Optimizer):
                     _adam_fused(p, p.grad, exp_avg, exp_avg_sq, _get_value(step_t), lr, beta1,
                                 beta2, eps, wd, group["decoupled_weight_decay"],
                                 group["maximize"])
+                    continue
+                fused = None if group["amsgrad"] else _accel(group, p)
+                if fused is not None and fused("adam", (p, p.grad, exp_avg, exp_avg_sq), (
+                        lr, beta1, beta2, eps, wd, group["decoupled_weight_decay"],
+                        group["maximize"], _get_value(step_t))):
                     continue
                 if wd != 0:
                     if group["decoupled_weight_decay"]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .adam import _fusable
+from .adam import _accel, _fusable
 from .optimizer import Optimizer, _use_grad, required
 
 __all__ = ["SGD"]
@@ -47,6 +47,10 @@ class SGD(Optimizer):
                 if buf is not None and _fusable(group, p, p.grad, buf):
                     _sgd_fused(p, p.grad, buf, lr, momentum, dampening, wd, group["nesterov"],
                                group["maximize"])
+                    continue
+                fused = _accel(group, p) if buf is not None else None
+                if fused is not None and fused("sgd", (p, p.grad, buf), (
+                        lr, momentum, dampening, wd, group["nesterov"], group["maximize"])):
                     continue
                 grad = -p.grad if group["maximize"] else p.grad
                 if wd != 0:

@@ -375,6 +375,11 @@ class CudaBackend(DeviceBackend):
             self.pw.run(_FillOp, [value], lambda i: False, self._operand(t), t.dtype, t.dtype)
         return t
 
+    def fused_optim(self, kind, tensors, hyper) -> bool:
+        """ember.optim's fused update (one kernel per parameter); False: take the op path."""
+        from ._optim import fused_optim
+        return fused_optim(self, kind, tensors, hyper)
+
     def kernel_for(self, op):
         k = self.kernels.get(op.qualname)
         if k is None:

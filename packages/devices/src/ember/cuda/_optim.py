@@ -1,0 +1,60 @@
+"""Fused optimizer updates for ember.optim (Adam/AdamW, SGD with momentum) on CUDA tensors.
+
+ember.optim asks the parameter's backend for `fused_optim(kind, tensors, hyper)` and takes the
+op-by-op path when it answers False: here when the tensors are not all contiguous, of one
+float32/float16/bfloat16 dtype, on one device (float64 keeps the exact op-by-op path).
+"""
+from __future__ import annotations
+
+from ember import _dtype as D
+from ember._tensor import Tensor
+
+from . import _runtime as rt
+
+_OK = (D.float32, D.float16, D.bfloat16)
+_BLOCK = 1024
+
+
+def _same(ts) -> bool:
+    p = ts[0]
+    d, dev, shape = p.dtype, p.device, p._shape
+    if d not in _OK:
+        return False
+    for t in ts:
+        if (t.__class__ is not Tensor or t.dtype is not d or t.device != dev
+                or t._shape != shape or not t.is_contiguous()):
+            return False
+    return True
+
+
+def fused_optim(be, kind, tensors, hyper) -> bool:
+    if not _same(tensors):
+        return False
+    from . import _kernels_optim as K
+    from ._ops import _launch
+    n = tensors[0].numel()
+    if n == 0:
+        return True
+    rt.ensure_context(tensors[0].device.index or 0)
+    grid = (-(-n // _BLOCK),)
+    if kind == "adam":
+        lr, beta1, beta2, eps, wd, decoupled, maximize, step = hyper
+        bc1 = 1 - beta1 ** step
+        bc2_sqrt = (1 - beta2 ** step) ** 0.5
+        mode = 0 if wd == 0 else (1 if decoupled else 2)
+        _launch(be, K.adam_step, grid,
+                [*tensors, n, float(1 - lr * wd), float(beta1), float(beta2), float(eps),
+                 float(lr / bc1), float(bc2_sqrt), float(wd)], (),
+                {"MAXIMIZE": bool(maximize), "WD": mode, "BLOCK": _BLOCK})
+    elif kind == "sgd":
+        lr, momentum, dampening, wd, nesterov, maximize = hyper
+        _launch(be, K.sgd_step, grid,
+                [*tensors, n, float(lr), float(momentum), float(dampening), float(wd)], (),
+                {"MAXIMIZE": bool(maximize), "HAS_WD": wd != 0, "NESTEROV": bool(nesterov),
+                 "BLOCK": _BLOCK})
+    else:
+        return False
+    for t in tensors:
+        if t is not tensors[1]:  # the gradient is read, not written
+            t._bump()
+    return True
