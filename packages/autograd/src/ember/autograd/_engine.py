@@ -64,6 +64,9 @@ def record(op, args: tuple, out=None):
             d = a.dtype
         if d is D.float32 or d is D.float64:
             result = _fast(op, args, d)
+        elif d is None and _dispatch.accel_pointwise is not None:
+            # a device backend's cached launch plan (ember-devices), recorded like any result
+            result = _dispatch.accel_pointwise(op, args, True)
     if result is None:
         st = state
         st.grad_enabled = False
