@@ -205,3 +205,46 @@ def test_max_pool2d_forward_backward(kw):
     np.testing.assert_allclose(yg.detach().cpu().numpy(), yc.detach().numpy())
     np.testing.assert_array_equal(ig.cpu().numpy(), ic.numpy())
     np.testing.assert_allclose(xg.grad.cpu().numpy(), xc.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_recorded_pointwise_takes_cached_plan():
+    # autograd's record() asks the backend's cached plan first: results and gradients as on CPU
+    be = ember.cuda._backend
+    x0 = np.random.default_rng(1).standard_normal((5, 7)).astype("float32")
+    ref = None
+    for dev in ("cpu", "cuda", "cuda"):
+        x = ember.tensor(x0, device=dev, requires_grad=True)
+        y = (x * 2 + x).sigmoid() * x
+        y.sum().backward()
+        got = (y.detach().cpu().numpy(), x.grad.cpu().numpy())
+        if ref is None:
+            ref = got
+        else:
+            np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(got[1], ref[1], rtol=1e-5, atol=1e-6)
+            assert y.grad_fn is not None
+    n = len(be._plans)
+    x = ember.tensor(x0, device="cuda", requires_grad=True)
+    y = (x * 2 + x).sigmoid() * x
+    assert len(be._plans) == n  # every forward op hit a plan made by the runs above
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+def test_fused_adamw_sgd_match_cpu(dt):
+    rng = np.random.default_rng(2)
+    w0 = rng.standard_normal((33, 65)).astype("float32")
+    x0 = rng.standard_normal((4, 65)).astype("float32")
+    tol = 2e-5 if dt == "float32" else 3e-2
+    for make in (lambda p: ember.optim.AdamW(p, lr=0.05),
+                 lambda p: ember.optim.SGD(p, lr=0.01, momentum=0.9)):
+        res = []
+        for dev in ("cpu", "cuda"):
+            w = ember.tensor(w0, device=dev).to(getattr(ember, dt)).requires_grad_()
+            x = ember.tensor(x0, device=dev).to(getattr(ember, dt))
+            opt = make([w])
+            for _ in range(3):
+                opt.zero_grad()
+                ((x @ w.t()).float() ** 2).mean().backward()
+                opt.step()
+            res.append(w.detach().float().cpu().numpy())
+        np.testing.assert_allclose(res[1], res[0], rtol=tol, atol=tol)

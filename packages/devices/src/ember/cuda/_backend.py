@@ -281,15 +281,17 @@ class CudaBackend(DeviceBackend):
         run(grid[0], 1, 1, stream, *prefix, *call, *tail, *cvals)
         return out
 
-    def fast_pointwise(self, op, args):
-        """core's hook ahead of dispatch: a call seen before (same op, dtypes, shapes,
-        strides, scalar types) launches its cached plan; None sends it down the usual path."""
+    def fast_pointwise(self, op, args, recording=False):
+        """core's hook ahead of dispatch (and autograd's record, with recording=True): a call
+        seen before (same op, dtypes, shapes, strides, scalar types) launches its cached plan;
+        None sends it down the usual path."""
         if op.inplace_of is not None or self._pw is None:
             return None
-        for i in op.tensor_idx:
-            a = args[i]
-            if a.__class__ is Tensor and a._requires_grad:
-                return None  # autograd records it
+        if not recording:
+            for i in op.tensor_idx:
+                a = args[i]
+                if a.__class__ is Tensor and a._requires_grad:
+                    return None  # autograd records it
         sig = self._signature(op, args)
         plan = self._plans.get(sig) if sig is not None else None
         if plan is None:
