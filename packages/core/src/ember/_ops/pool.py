@@ -65,7 +65,11 @@ def _padded(x, n, k, s, p, d, out, fill):
 
 
 def _lowest(dt):
-    return -np.inf if dt.kind == "f" else np.iinfo(dt).min
+    return -np.inf if _is_float(dt) else np.iinfo(dt).min
+
+
+def _is_float(dt) -> bool:
+    return dt.kind == "f" or dt.name == "bfloat16"  # ml_dtypes' bfloat16 has kind "V"
 
 
 # ---- max pooling -------------------------------------------------------------------------------
@@ -87,7 +91,7 @@ def _max_pool_kernel(n):
             v = win[lead + off]
             # PyTorch's rule: val > max || isnan(val) (ties keep the first, the last NaN wins)
             take = v > vals
-            if vals.dtype.kind == "f":
+            if _is_float(vals.dtype):
                 take |= np.isnan(v)
             np.maximum(vals, v, out=vals)  # NaN-propagating, like the rule above
             # offsets grow, so the last one taken is the largest j * take (masked copies are
