@@ -1,5 +1,6 @@
-"""Where an ember GPU train step spends its time: host fallbacks and a Python profile of the
-benchmark's GPT-2 step (bf16) and CNN step. `python packages/devices/tests/gpu_profile.py`."""
+"""Where an ember GPU train step spends its time: host fallbacks per step and a Python profile of
+the benchmark's MLP, CNN and GPT-2 (bf16) steps.
+`python packages/devices/tests/gpu_profile.py [mlp,cnn,gpt] [rows]`"""
 import cProfile
 import os
 import pstats
@@ -11,6 +12,37 @@ import ember  # noqa: E402
 
 sys.modules["torch"] = ember
 import workloads  # noqa: E402
+
+nn, F = ember.nn, ember.nn.functional
+
+
+def mlp_step():
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10)).to("cuda")
+    opt = ember.optim.AdamW(model.parameters(), lr=1e-3)
+    xb = ember.randn(256, 784, device="cuda")
+    yb = ember.randint(0, 10, (256,), device="cuda")
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    return step
+
+
+def cnn_step():
+    model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(),
+                          nn.Linear(128, 10)).to("cuda")
+    opt = ember.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    xb = ember.randn(64, 1, 28, 28, device="cuda")
+    yb = ember.randint(0, 10, (64,), device="cuda")
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    return step
 
 
 def gpt_step():
@@ -26,24 +58,34 @@ def gpt_step():
     return step
 
 
-def main():
-    step = gpt_step()
-    for _ in range(2):
+def profile(name, step, rows):
+    for _ in range(3):
         step()
     ember.cuda.synchronize()
-    before = dict(ember.cuda.host_memory_fallbacks())
     t = time.perf_counter()
+    step()
+    ember.cuda.synchronize()
+    plain = time.perf_counter() - t
+    before = dict(ember.cuda.host_memory_fallbacks())
     pr = cProfile.Profile()
     pr.enable()
     step()
     ember.cuda.synchronize()
     pr.disable()
-    print(f"gpt step (profiled): {(time.perf_counter() - t) * 1e3:.0f} ms")
     after = ember.cuda.host_memory_fallbacks()
+    print(f"== {name} step: {plain * 1e3:.2f} ms (unprofiled)")
     print("host fallbacks in one step:", {k: v - before.get(k, 0) for k, v in after.items()
                                           if v != before.get(k, 0)})
     st = pstats.Stats(pr)
-    st.sort_stats("tottime").print_stats(25)
+    st.sort_stats("tottime").print_stats(rows)
+    st.sort_stats("cumulative").print_stats(rows)
+
+
+def main():
+    which = sys.argv[1].split(",") if len(sys.argv) > 1 else ["mlp", "cnn", "gpt"]
+    rows = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+    for name in which:
+        profile(name, {"mlp": mlp_step, "cnn": cnn_step, "gpt": gpt_step}[name](), rows)
 
 
 if __name__ == "__main__":

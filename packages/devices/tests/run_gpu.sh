@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend's GPU suite, on a machine with an NVIDIA GPU (the lent device machine):
-#   bash packages/devices/tests/run_gpu.sh [smoke|tests|bench|all]
+#   bash packages/devices/tests/run_gpu.sh [smoke|tests|bench|all|profile|ember]
+# (profile: cProfile + host fallbacks of the MLP/CNN/GPT steps; ember: the workloads on ember
+# alone, no torch anchor)
 # nvmath-python (cuBLAS bindings) is not in the device image: carry it as a wheel in .whl/.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -23,5 +25,14 @@ fi
 if [[ $what == bench || $what == all ]]; then
   timeout 400 python3 benchmarks/compare.py --device cuda --big \
     --only "${BENCH_ONLY:-op_overhead,elementwise,matmul,mlp_train}" 2>&1 | tee "$out/bench.log" || rc=1
+fi
+if [[ $what == profile ]]; then
+  timeout ${PROFILE_TIMEOUT:-150} python3 packages/devices/tests/gpu_profile.py \
+    "${PROFILE_ONLY:-mlp,cnn,gpt}" 30 > "$out/profile.log" 2>&1 || rc=1
+  grep -E "^== |^host fallbacks" "$out/profile.log"
+fi
+if [[ $what == ember ]]; then
+  timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/workloads.py --impl ember --device cuda --big \
+    --only "${BENCH_ONLY:-op_overhead,elementwise,matmul,mlp_train}" 2>&1 | tee "$out/ember.log" || rc=1
 fi
 exit $rc
