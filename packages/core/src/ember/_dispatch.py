@@ -125,6 +125,10 @@ def _fast_pointwise(op, args, d):
         if x.__class__ is Tensor:
             x = a[i] = x._np
             big = big or x.size >= CHUNK_MIN
+    if big and CPU_JIT is not None:  # a generated C++ kernel (None: no kernel, numpy runs)
+        r = CPU_JIT(op, args, D.bool if op.promote == "bool" else d, d)
+        if r is not None:
+            return Tensor._from_np(r)
     try:
         # numpy's error state is "ignore": see ember/__init__.py
         r = NP_CHUNKED(op.pointwise, a) if big else op.pointwise(NP, *a)
@@ -320,6 +324,10 @@ def run_pointwise(op, args):
             return Tensor._empty(broadcast_shapes(*shapes), rdt, dev)
         _check_same_device(op, inputs, dev)
         return get_backend(dev.type).pointwise(op, args, rdt, cdt)
+    if CPU_JIT is not None:  # large tensors: a generated C++ kernel (None: numpy runs)
+        r = CPU_JIT(op, args, rdt, cdt)
+        if r is not None:
+            return Tensor._from_np(r, rdt)
     a = list(args)
     npd = cdt.np
     for i in idx:
@@ -432,6 +440,7 @@ def write_out(op, result, out):
 
 CHUNK_MIN = 1 << 17
 NP_CHUNKED = None  # _ops._handlers.chunked: large formulas evaluated in cache-sized chunks
+CPU_JIT = None  # _ops._cpujit.run: C++ kernels for large CPU pointwise calls
 
 
 class _NumpyOps:

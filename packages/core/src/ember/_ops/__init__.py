@@ -2,6 +2,7 @@
 import importlib
 
 from . import _handlers  # noqa: F401 - installs the numpy handler
+from . import _cpujit  # noqa: F401 - installs the C++ kernels for large CPU pointwise calls
 from ._registry import FUNCTIONS, METHODS, NN_FUNCTIONAL, OPS, OpDef, defop, lookup
 
 FAMILIES = ("creation", "memory", "pointwise", "reduction", "sorting", "movement", "joining",
