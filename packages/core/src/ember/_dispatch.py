@@ -119,16 +119,18 @@ def _fast_pointwise(op, args, d):
     if op.check is not None:
         op.check(d, *args)
     a = list(args)
-    big = False
+    n = 0
     for i in op.tensor_idx:
         x = a[i]
         if x.__class__ is Tensor:
             x = a[i] = x._np
-            big = big or x.size >= CHUNK_MIN
-    if big and CPU_JIT is not None:  # a generated C++ kernel (None: no kernel, numpy runs)
+            if x.size > n:
+                n = x.size
+    if n >= JIT_MIN and CPU_JIT is not None:  # a generated C++ kernel (None: numpy runs)
         r = CPU_JIT(op, args, D.bool if op.promote == "bool" else d, d)
         if r is not None:
             return Tensor._from_np(r)
+    big = n >= CHUNK_MIN
     try:
         # numpy's error state is "ignore": see ember/__init__.py
         r = NP_CHUNKED(op.pointwise, a) if big else op.pointwise(NP, *a)
@@ -441,6 +443,7 @@ def write_out(op, result, out):
 CHUNK_MIN = 1 << 17
 NP_CHUNKED = None  # _ops._handlers.chunked: large formulas evaluated in cache-sized chunks
 CPU_JIT = None  # _ops._cpujit.run: C++ kernels for large CPU pointwise calls
+JIT_MIN = 1 << 16  # (its own threshold on the output size decides; this one skips the call)
 
 
 class _NumpyOps:

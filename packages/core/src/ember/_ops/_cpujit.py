@@ -29,9 +29,8 @@ import tempfile
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _dispatch, _flags
 from .. import _dtype as D
-from .._flags import get_num_threads
 from .._size import broadcast_shapes
 from .._tensor import Tensor
 from ._cppops import CT, PRELUDE, CppOps, NeedsConstant, Sym, Unsupported, Var, literal
@@ -41,6 +40,8 @@ __all__ = ["run", "available", "compile_batch", "THRESHOLD"]
 THRESHOLD = 1 << 16   # output elements from which the C++ kernel runs (numpy's per-call cost is
 #                       lower below it)
 MAX_NDIM = 8
+_GRAIN_LIGHT = 1 << 18  # elements per thread, at least: arithmetic only
+_GRAIN_HEAVY = 1 << 15  # with transcendental calls (exp, erf, ...)
 FLAGS = ("-O3", "-std=c++17", "-fno-math-errno", "-fwrapv", "-fopenmp", "-fPIC", "-shared", "-w")
 _STORE = dict(CT)
 _STORE[D.bfloat16] = "uint16_t"
@@ -51,6 +52,7 @@ _compiler = None   # (path, version line), or False when unavailable / disabled
 _mvec = None       # glibc's vector math library links here (x86-64 glibc >= 2.35)
 _MVEC_FLAGS = ("-DEMBER_MVEC", "-lmvec")
 _kernels: dict = {}  # key -> [(guards, fn or None)]
+_NCPU = os.cpu_count() or 1
 _threads_after_fork = None  # 1 in a forked child: GNU OpenMP's thread pool is not fork-safe
 
 
@@ -264,34 +266,43 @@ def _prepare(op, args, rdt, cdt):
             sig.append(("v", a.__class__, a))
     if not arrays:
         return None
-    shape = broadcast_shapes(*shapes)
-    n = 1
-    for s in shape:
-        n *= s
-    if n < THRESHOLD:
-        return None
-    nd = len(shape)
-    st = []
-    for x in arrays:
-        item = x.itemsize
-        pad = nd - x.ndim
-        r = [0] * nd
-        for j, (sz, s) in enumerate(zip(x.shape, x.strides)):
-            if sz != 1:
-                r[pad + j] = s // item
-        st.append(r)
-    sizes, sts = _collapse(shape, st)
-    modes = tuple(_mode(sizes, s) for s in sts)
-    strided = "strided" in modes
-    if strided and len(sizes) > MAX_NDIM:
-        return None
+    shape = shapes[0]
+    if all(x.shape == shape and x.flags.c_contiguous for x in arrays):
+        # the common case: every operand laid out like the output, one flat loop
+        n = arrays[0].size
+        if n < THRESHOLD:
+            return None
+        sizes, modes, strided, flat_st = [n], ("flat",) * len(arrays), False, []
+    else:
+        shape = broadcast_shapes(*shapes)
+        n = 1
+        for s in shape:
+            n *= s
+        if n < THRESHOLD:
+            return None
+        nd = len(shape)
+        st = []
+        for x in arrays:
+            item = x.itemsize
+            pad = nd - x.ndim
+            r = [0] * nd
+            for j, (sz, s) in enumerate(zip(x.shape, x.strides)):
+                if sz != 1:
+                    r[pad + j] = s // item
+            st.append(r)
+        sizes, sts = _collapse(shape, st)
+        modes = tuple(_mode(sizes, s) for s in sts)
+        strided = "strided" in modes
+        if strided and len(sizes) > MAX_NDIM:
+            return None
+        flat_st = [v for s, m in zip(sts, modes) if m == "strided" for v in s]
     c = _Call()
     c.key = (op.qualname, tuple(sig), rdt, cdt, modes, len(sizes) if strided else 0)
     c.shape, c.n, c.slots, c.modes, c.scalars = shape, n, slots, modes, scalars
     c.ndim = len(sizes) if strided else 0
-    c.ptrs = [x.__array_interface__["data"][0] for x in arrays]
+    c.ptrs = [x.ctypes.data for x in arrays]
     c.sizes = sizes
-    c.strides = [v for s, m in zip(sts, modes) if m == "strided" for v in s]
+    c.strides = flat_st
     return c
 
 
@@ -432,12 +443,14 @@ def _entry(op, args, call, rdt, cdt):
         if res.dtype not in CT:
             raise Unsupported(f"result dtype {res.dtype}")
         src = _source("KERNEL", op, call, h, res, rdt, cdt)
+        # elements per thread: waking a thread costs about as much as adding 100k floats
+        grain = _GRAIN_HEAVY if any("std::" in line for line in h.lines) else _GRAIN_LIGHT
     except (NeedsConstant, Unsupported):
-        guards, src = [], None
+        guards, src, grain = [], None, 0
     except Exception as e:  # noqa: BLE001 - a formula written for numpy only
         _log.debug("ember: no C++ kernel for %s: %s", op.qualname, e)
-        guards, src = [], None
-    e = [guards, None, src]
+        guards, src, grain = [], None, 0
+    e = [guards, None, src, grain]
     entries.append(e)
     return e
 
@@ -490,7 +503,7 @@ def run(op, args, rdt, cdt):
     if fn is None:
         return None
     out = np.empty(c.shape, rdt.np)
-    ptrs = (ctypes.c_void_p * (len(c.ptrs) + 1))(out.__array_interface__["data"][0], *c.ptrs)
+    ptrs = (ctypes.c_void_p * (len(c.ptrs) + 1))(out.ctypes.data, *c.ptrs)
     fs, is_ = [], []
     for i, typed, kind in c.scalars:
         v = args[i]
@@ -504,7 +517,7 @@ def run(op, args, rdt, cdt):
     strides = (ctypes.c_int64 * max(1, len(c.strides)))(*c.strides)
     fa = (ctypes.c_double * max(1, len(fs)))(*fs)
     ia = (ctypes.c_int64 * max(1, len(is_)))(*is_)
-    nt = _threads_after_fork or get_num_threads()
+    nt = min(_threads_after_fork or _flags._threads or _NCPU, c.n // e[3] + 1)
     if fn(ptrs, sizes, strides, c.n, fa, ia, nt):
         raise RuntimeError("ZeroDivisionError")
     return out
