@@ -239,7 +239,7 @@ def test_fused_adamw_sgd_match_cpu(dt):
                  lambda p: ember.optim.SGD(p, lr=0.01, momentum=0.9)):
         res = []
         for dev in ("cpu", "cuda"):
-            w = ember.tensor(w0, device=dev).to(getattr(ember, dt)).requires_grad_()
+            w = ember.nn.Parameter(ember.tensor(w0, device=dev).to(getattr(ember, dt)))
             x = ember.tensor(x0, device=dev).to(getattr(ember, dt))
             opt = make([w])
             for _ in range(3):

@@ -21,7 +21,7 @@ def _same(ts) -> bool:
     if d not in _OK:
         return False
     for t in ts:
-        if (t.__class__ is not Tensor or t.dtype is not d or t.device != dev
+        if (not isinstance(t, Tensor) or t.dtype is not d or t.device != dev
                 or t._shape != shape or not t.is_contiguous()):
             return False
     return True
