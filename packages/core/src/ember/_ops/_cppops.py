@@ -386,7 +386,9 @@ class CppOps:
         raise Unsupported("erfinv")
 
     def digamma(self, x):
-        raise Unsupported("digamma")
+        x = self._float(x, "digamma")  # in double, as the numpy kernel (_special.digamma)
+        return self.emit(f"static_cast<{CT[x.dtype]}>(em_digamma(static_cast<double>({x.code})))",
+                         x.dtype)
 
     def polygamma(self, x, n):
         raise Unsupported("polygamma")
@@ -653,6 +655,23 @@ template <class T> static inline T em_ipow(T a, T b) {  // C-like: negative powe
   T r = 1;
   while (b) { if (b & 1) r = (T)(r * a); b = (T)(b >> 1); a = (T)(a * a); }
   return r;
+}
+static inline double em_digamma_pos(double x) {  // recurrence to x >= 10, asymptotic series
+  double r = 0;
+  for (int k = 0; k < 10 && x < 10; ++k) { r -= 1 / x; x += 1; }
+  const double t = 1 / (x * x);
+  const double s = t * (1.0 / 12 + t * (-1.0 / 120 + t * (1.0 / 252 + t * (-1.0 / 240 + t * (
+      1.0 / 132 + t * (-691.0 / 32760 + t * (1.0 / 12 + t * (-3617.0 / 8160))))))));
+  return r + std::log(x) - 0.5 / x - s;
+}
+static inline double em_digamma(double x) {  // -inf at +0, +inf at -0, nan at poles and -inf
+  if (x > 0) return em_digamma_pos(x);
+  if (x == 0) return std::copysign(std::numeric_limits<double>::infinity(), -x);
+  if (x < 0 && std::isfinite(x) && x != std::nearbyint(x)) {  // reflection
+    const double pi = 3.141592653589793;
+    return em_digamma_pos(1 - x) - pi / std::tan(pi * (x - std::trunc(x)));
+  }
+  return std::numeric_limits<double>::quiet_NaN();
 }
 template <class T> static inline T em_lshift(T a, T b) {
   if (b < 0 || b >= (T)(8 * sizeof(T))) return 0;
