@@ -248,3 +248,13 @@ def test_fused_adamw_sgd_match_cpu(dt):
                 opt.step()
             res.append(w.detach().float().cpu().numpy())
         np.testing.assert_allclose(res[1], res[0], rtol=tol, atol=tol)
+
+
+def test_parameter_pointwise_is_recorded_after_plan_exists():
+    # a seen-before call on an nn.Parameter must still be recorded by autograd
+    w = ember.nn.Parameter(ember.ones(4, device="cuda"))
+    for _ in range(3):
+        y = w * 3
+        assert y.grad_fn is not None
+    y.sum().backward()
+    assert w.grad.cpu().tolist() == [3.0] * 4

@@ -290,7 +290,7 @@ class CudaBackend(DeviceBackend):
         if not recording:
             for i in op.tensor_idx:
                 a = args[i]
-                if a.__class__ is Tensor and a._requires_grad:
+                if isinstance(a, Tensor) and a._requires_grad:  # nn.Parameter too
                     return None  # autograd records it
         sig = self._signature(op, args)
         plan = self._plans.get(sig) if sig is not None else None
@@ -313,7 +313,7 @@ class CudaBackend(DeviceBackend):
         scalars = []   # (position in sig, value) of runtime kernel scalars
         for i, a in enumerate(args):
             c = a.__class__
-            if c is Tensor:
+            if c is Tensor or (c is not float and c is not int and isinstance(a, Tensor)):
                 if a.device.type != "cuda" or a.dtype not in _TL_OK:
                     return None
                 d = a.dtype

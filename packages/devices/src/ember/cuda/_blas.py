@@ -17,12 +17,28 @@ _ONE = {np.float32: np.ones(1, np.float32), np.float64: np.ones(1, np.float64)}
 _ZERO = {np.float32: np.zeros(1, np.float32), np.float64: np.zeros(1, np.float64)}
 
 
+_CT: dict = {}   # "64F"/"32F"/"TF32" -> cublasComputeType_t, and "algo" (looked up once)
+_new = None      # the cuda backend's _new(shape, dtype, device): no dispatch for outputs
+
+
 def _handle(device: int):
     from nvmath.bindings import cublas
     h = _handles.get(device)
     if h is None:
         h = _handles[device] = cublas.create()
+        _CT.update({"64F": int(cublas.ComputeType.COMPUTE_64F),
+                    "32F": int(cublas.ComputeType.COMPUTE_32F),
+                    "TF32": int(cublas.ComputeType.COMPUTE_32F_FAST_TF32),
+                    "algo": int(cublas.GemmAlgo.DEFAULT)})
     return cublas, h
+
+
+def _empty(shape, dtype, device):
+    global _new
+    if _new is None:
+        from ember._device import get_backend
+        _new = get_backend("cuda")._new
+    return _new(shape, dtype, device)
 
 
 def supported(dtype) -> bool:
@@ -57,13 +73,13 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
     N = b.shape[-1]
     dt = out.dtype
     if dt is D.float64:
-        ct, st = int(cublas.ComputeType.COMPUTE_64F), np.float64
+        ct, st = _CT["64F"], np.float64
     elif dt is D.float32 and ember.get_float32_matmul_precision() != "highest":
-        ct, st = int(cublas.ComputeType.COMPUTE_32F_FAST_TF32), np.float32
+        ct, st = _CT["TF32"], np.float32
     else:
-        ct, st = int(cublas.ComputeType.COMPUTE_32F), np.float32
-    al = np.array([alpha], st)
-    be = np.array([beta], st)
+        ct, st = _CT["32F"], np.float32
+    al = _ONE[st] if alpha == 1.0 else np.array([alpha], st)
+    be = _ZERO[st] if beta == 0.0 else np.array([beta], st)
     rt.ensure_context(dev)
     nb = 1 if batch is None else batch
     sa = a.stride(0) if a.ndim == 3 else 0
@@ -73,13 +89,12 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
         b.data_ptr(), _R[dt], ldb, sb,
         a.data_ptr(), _R[dt], lda, sa,
         be.ctypes.data, out.data_ptr(), _R[dt], N, M * N, nb,
-        ct, int(cublas.GemmAlgo.DEFAULT))
+        ct, _CT["algo"])
     return out
 
 
 def matmul(x, y):
     """torch.matmul on cuda tensors (1-D, 2-D and broadcast batched cases)."""
-    import ember
     if x.dtype is not y.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {x.dtype} != "
                            f"{y.dtype}")
@@ -96,7 +111,7 @@ def matmul(x, y):
                            f"{xs.shape[-1]} and {ys.shape[-2]}x{ys.shape[-1]})")
     M, K, N = xs.shape[-2], xs.shape[-1], ys.shape[-1]
     if xs.ndim == 2 and ys.ndim == 2:
-        out = ember.empty((M, N), dtype=x.dtype, device=x.device)
+        out = _empty((M, N), x.dtype, x.device)
         if M and N:
             if K == 0:
                 out.zero_()
@@ -115,7 +130,7 @@ def matmul(x, y):
             nb *= s
         xb = xs.expand(bshape + (M, K)).reshape(nb, M, K)
         yb = ys.expand(bshape + (K, N)).reshape(nb, K, N)
-        out = ember.empty((nb, M, N), dtype=x.dtype, device=x.device)
+        out = _empty((nb, M, N), x.dtype, x.device)
         if nb and M and N:
             if K == 0:
                 out.zero_()

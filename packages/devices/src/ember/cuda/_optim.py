@@ -20,9 +20,9 @@ def _same(ts) -> bool:
     d, dev, shape = p.dtype, p.device, p._shape
     if d not in _OK:
         return False
-    for t in ts:
+    for i, t in enumerate(ts):
         if (not isinstance(t, Tensor) or t.dtype is not d or t.device != dev
-                or t._shape != shape or not t.is_contiguous()):
+                or t._shape != shape or (i != 1 and not t.is_contiguous())):
             return False
     return True
 
@@ -30,6 +30,9 @@ def _same(ts) -> bool:
 def fused_optim(be, kind, tensors, hyper) -> bool:
     if not _same(tensors):
         return False
+    g = tensors[1]
+    if not g.is_contiguous():  # linear's weight grad is a transposed view: one copy kernel
+        tensors = (tensors[0], be._copy_new(g, g.dtype)) + tuple(tensors[2:])
     from . import _kernels_optim as K
     from ._ops import _launch
     n = tensors[0].numel()
@@ -54,7 +57,7 @@ def fused_optim(be, kind, tensors, hyper) -> bool:
                  "BLOCK": _BLOCK})
     else:
         return False
-    for t in tensors:
-        if t is not tensors[1]:  # the gradient is read, not written
+    for i, t in enumerate(tensors):
+        if i != 1:  # the gradient is read, not written
             t._bump()
     return True
