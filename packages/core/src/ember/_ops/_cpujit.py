@@ -493,6 +493,12 @@ def run(op, args, rdt, cdt):
     the call is small or has no kernel (the caller runs the numpy formula)."""
     if _compiler is False or (_compiler is None and not available()) or _broken:
         return None
+    for i in op.tensor_idx:  # small calls leave at once (outer broadcasts of small inputs too)
+        a = args[i]
+        if isinstance(a, Tensor) and a.device.type == "cpu" and a._np.size >= THRESHOLD:
+            break
+    else:
+        return None
     c = _prepare(op, args, rdt, cdt)
     if c is None:
         return None
