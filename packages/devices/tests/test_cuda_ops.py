@@ -258,3 +258,30 @@ def test_parameter_pointwise_is_recorded_after_plan_exists():
         assert y.grad_fn is not None
     y.sum().backward()
     assert w.grad.cpu().tolist() == [3.0] * 4
+
+
+def test_inplace_pointwise_plans_write_into_self():
+    # a seen-before in-place op launches its out-of-place plan into self: results, aliasing and
+    # version counters as on the CPU
+    rng = np.random.default_rng(3)
+    a0 = rng.standard_normal((6, 6)).astype("float32")
+    b0 = rng.standard_normal((6,)).astype("float32")
+    res = {}
+    for dev in ("cpu", "cuda"):
+        a, b = ember.tensor(a0, device=dev), ember.tensor(b0, device=dev)
+        out = []
+        for _ in range(3):
+            v = a._version
+            a.add_(b, alpha=0.5)
+            a.mul_(1.5)
+            a.sub_(a)
+            a.add_(b).add_(a.t())        # reads a transposed view of itself: no plan into self
+            a[1:4].add_(b)                # a strided view: its own layout
+            ai = a.to(ember.int32)
+            ai.add_(2)
+            assert a._version > v
+            out.append((a.cpu().numpy().copy(), ai.cpu().numpy().copy()))
+        res[dev] = out
+    for (x, xi), (y, yi) in zip(res["cpu"], res["cuda"]):
+        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-5)
+        assert np.array_equal(xi, yi)

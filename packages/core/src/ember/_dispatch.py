@@ -389,6 +389,10 @@ def torch_name(d) -> str:
 # ---- in-place and out= ------------------------------------------------------------------------
 def _inplace(op, args):
     self = args[0]
+    if accel_pointwise is not None and op.inplace_of.pointwise is not None:
+        r = accel_pointwise(op, args)  # a device's cached plan writing straight into self
+        if r is not None:
+            return r
     r = execute(op.inplace_of, args)
     copy_into(self, r, op.name)
     return self

@@ -266,13 +266,17 @@ class CudaBackend(DeviceBackend):
                                     cvals, grid, tuple(tail), result_dtype, common)
         return out
 
-    def _launch_plan(self, plan, args):
+    def _launch_plan(self, plan, args, into=None):
         (shape, stride, nbytes, dev, alloc, tens, scal, run, prefix, cvals, grid, tail, rdt,
          _) = plan
         stream = _stream(dev.index)
-        buf = CudaBuffer(alloc, alloc.malloc(nbytes, stream))
-        out = Tensor._make(Storage(buf, dev, nbytes), shape, stride, 0, rdt, dev)
-        call = [buf.ptr]
+        if into is not None:  # an in-place op: the output is the first argument's memory
+            out = None
+            call = [into]
+        else:
+            buf = CudaBuffer(alloc, alloc.malloc(nbytes, stream))
+            out = Tensor._make(Storage(buf, dev, nbytes), shape, stride, 0, rdt, dev)
+            call = [buf.ptr]
         for i in tens:
             a = args[i]
             call.append(a._storage.data.ptr + a._offset * a.dtype.itemsize)
@@ -284,20 +288,43 @@ class CudaBackend(DeviceBackend):
     def fast_pointwise(self, op, args, recording=False):
         """core's hook ahead of dispatch (and autograd's record, with recording=True): a call
         seen before (same op, dtypes, shapes, strides, scalar types) launches its cached plan;
-        None sends it down the usual path."""
-        if op.inplace_of is not None or self._pw is None:
+        None sends it down the usual path. An in-place op (x.add_(y)) launches the plan of its
+        out-of-place op writing straight into x when x is laid out as that plan's output."""
+        if self._pw is None:
+            return None
+        base = op.inplace_of
+        if base is not None and recording:
             return None
         if not recording:
             for i in op.tensor_idx:
                 a = args[i]
                 if isinstance(a, Tensor) and a._requires_grad:  # nn.Parameter too
                     return None  # autograd records it
-        sig = self._signature(op, args)
+        sig = self._signature(base or op, args)
         plan = self._plans.get(sig) if sig is not None else None
         if plan is None:
             return None
-        if op.check is not None:  # PyTorch's argument errors (negative int powers, ...)
-            op.check(plan[13], *args)
+        chk = (base or op).check
+        if base is not None:
+            x = args[0]
+            if (plan[12] is not x.dtype or plan[0] != x._shape or plan[1] != x._stride
+                    or plan[3] != x.device):
+                return None
+            ptr = x._storage.data.ptr + x._offset * x.dtype.itemsize
+            if ptr & 15:
+                return None  # the kernel was compiled for an aligned output
+            st = x._storage
+            for i in plan[5]:
+                a = args[i]
+                if i and a._storage is st and (a._offset != x._offset or a._stride != x._stride):
+                    return None  # an overlapping view read while x is written
+            if chk is not None:
+                chk(plan[13], *args)
+            self._launch_plan(plan, args, ptr)
+            x._bump()
+            return x
+        if chk is not None:  # PyTorch's argument errors (negative int powers, ...)
+            chk(plan[13], *args)
         return self._launch_plan(plan, args)
 
     def _signature(self, op, args):
