@@ -178,3 +178,20 @@ print("OPTIM OK")
     out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0 and "OPTIM OK" in out.stdout, out.stdout + out.stderr[-3000:]
+
+
+def test_arange_kernel_in_interpreter():
+    code = r"""
+import ember, ember.cuda, numpy as np
+for a in [(5,), (2, 9), (1, 10, 3), (10, 0, -2), (0,), (3, 7.5), (0.5, 3)]:
+    for dt in (None, ember.float32, ember.bfloat16, ember.int32):
+        c = ember.arange(*a, dtype=dt)
+        g = ember.arange(*a, dtype=dt, device="cuda")
+        assert c.dtype == g.dtype and c.shape == g.shape, (a, dt)
+        assert np.array_equal(c.float().numpy(), g.cpu().float().numpy()), (a, dt, c, g)
+assert ember.cuda.host_memory_fallbacks() == {"arange": 4}, ember.cuda.host_memory_fallbacks()
+print("ARANGE OK")
+"""
+    out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "ARANGE OK" in out.stdout, out.stdout + out.stderr[-3000:]

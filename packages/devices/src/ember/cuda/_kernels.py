@@ -139,3 +139,14 @@ def row_partial(x_ptr, out_ptr, C, CHUNK, KIND: tl.constexpr, ACC: tl.constexpr,
             r = tl.min(acc, axis=0)
         r = tl.where(tl.max(nan.to(tl.int32), axis=0) > 0, float("nan"), r)
     tl.store(out_ptr + row * P + p, r)
+
+
+@triton.jit(do_not_specialize=["n", "start", "step"])
+def arange_fill(out_ptr, n, start, step, HALF: tl.constexpr, BLOCK: tl.constexpr):
+    # integer start/step (arange(T), the common case): exact in int64, then cast (16-bit
+    # floats through float32, which holds every value they can)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    v = start + offs * step
+    if HALF:
+        v = v.to(tl.float32)
+    tl.store(out_ptr + offs, v.to(out_ptr.dtype.element_ty), mask=offs < n)

@@ -94,6 +94,32 @@ def _factory(fill, like=False):
     return f
 
 
+def _arange(be, op, *args):
+    """arange with integer start/step on the GPU (one kernel); anything else on the host."""
+    from ember._device import device as Device
+    d = args[op.device_idx]
+    dev = Device(d) if d is not None else None
+    if dev is None or dev.type != "cuda":
+        return NotImplemented
+    s, e, st = args[0], args[1], args[2]
+    if e is None:
+        s, e = 0, s
+    if not all(v.__class__ is int for v in (s, st)):
+        return NotImplemented
+    m = _meta_of(op, args)
+    if m.dtype not in _ACC or abs(s) >= 2**31 or abs(st) >= 2**31:
+        return NotImplemented
+    t = be._new(tuple(m.shape), m.dtype, dev)
+    n = t.numel()
+    if n:
+        from . import _kernels as K
+        _launch(be, K.arange_fill, (-(-n // 1024),), [t, n, s, st], (),
+                {"HALF": m.dtype in (D.float16, D.bfloat16), "BLOCK": 1024})
+    if m.requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 # ---- reductions -------------------------------------------------------------------------------
 def _rows(be, x, dims):
     """x with the reduced dims moved last, contiguous, as (R, C)."""
@@ -451,7 +477,7 @@ _TABLE = {
     "matmul": _matmul, "clone": _clone, "fill_": _fill, "zero_": _zero,
     "sum": _sum, "mean": _mean, "amax": _amax, "amin": _amin, "max": _max_all,
     "min": _min_all, "argmax": _argmax, "argmin": _argmin,
-    "empty": _factory(None), "zeros": _factory(0), "ones": _factory(1),
+    "arange": _arange, "empty": _factory(None), "zeros": _factory(0), "ones": _factory(1),
     "full": _factory("arg"), "empty_like": _factory(None, True),
     "zeros_like": _factory(0, True), "ones_like": _factory(1, True),
     "full_like": _factory("arg", True),
