@@ -443,3 +443,11 @@ def test_views_and_noncontiguous():
 def test_grad_operators():
     check(lambda t, x, y: (x + y) * (x - y) / (y + 3) ** 2 - 2 ** x + 1 / (y + 4),
           shapes=[(3, 4), (4,)], dtypes=FLOATS, grad=True, low=0.1, high=2)
+
+
+def test_polygamma_far_negative_returns_promptly():
+    # used to loop forever (q + 1 == q in float64); now nan, like any value the sum can't reach
+    r = ember.polygamma(1, ember.tensor([-1e30, -2.5], dtype=ember.float64))
+    assert np.isnan(r[0].item())
+    assert abs(r[1].item() - torch.polygamma(1, torch.tensor(-2.5, dtype=torch.float64)).item()) \
+        < 1e-9

@@ -326,11 +326,19 @@ _B2K_FACT = tuple(b / math.factorial(2 * k) for k, b in enumerate(
     (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510), start=1))
 
 
+_DIRECT_SUM_LIMIT = 1e4
+
+
 def _hurwitz_zeta_int(s, q):
     """zeta(s, q) = sum_k (q + k)^-s for an integer s >= 2 (float64 array q): direct terms until
     q >= 16, then Euler-Maclaurin (its next term is below 1e-17 relative there)."""
     q = q.copy()
     r = np.zeros_like(q)
+    # the direct sum steps q up by 1 until 16: far below 0 that is ~|q| passes (and never ends
+    # once q + 1 == q); there ember answers nan rather than hang (PyTorch's values are unreliable)
+    far = q < -_DIRECT_SUM_LIMIT
+    q[far] = 16.0
+    r[far] = np.nan
     m = q < 16
     while m.any():
         v = q[m]
