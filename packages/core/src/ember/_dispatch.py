@@ -16,10 +16,11 @@ from ._device import device as Device
 from ._device import get_backend
 from ._size import broadcast_shapes, contiguous_strides
 from ._state import state
-from ._tensor import Storage, Tensor, c_strides
+from ._tensor import _STRIDES, Storage, Tensor, c_strides
 
 __all__ = ["call", "execute", "DispatchMode", "TensorMeta", "autograd_hook"]
 
+_make = Tensor._make
 autograd_hook = None  # set by ember-autograd: (op, args, out) -> result, recording a graph node
 # set by ember-devices: (op, args) -> result or None; only for calls nothing intercepts (no mode,
 # no autocast, no out=) and that record nothing (the backend checks requires_grad)
@@ -123,32 +124,39 @@ def _fast_pointwise(op, args, d):
     for i in op.tensor_idx:
         x = a[i]
         if x.__class__ is Tensor:
-            x = a[i] = x._np
+            x = x._npc
+            if x is None:
+                x = a[i]._np
+            a[i] = x
             if x.size > n:
                 n = x.size
+    rdt = D.bool if op.promote == "bool" else d
     if n >= JIT_MIN and CPU_JIT is not None:  # a generated C++ kernel (None: numpy runs)
-        r = CPU_JIT(op, args, D.bool if op.promote == "bool" else d, d)
+        r = CPU_JIT(op, args, rdt, d)
         if r is not None:
             return Tensor._from_np(r)
-    big = n >= CHUNK_MIN
     try:
-        # numpy's error state is "ignore": see ember/__init__.py
-        r = NP_CHUNKED(op.pointwise, a) if big else op.pointwise(NP, *a)
+        # numpy's error state is "ignore": see ember/__init__.py; big inputs go in cache-sized
+        # chunks so a multi-step formula's temporaries stay in cache
+        r = NP_CHUNKED(op.pointwise, a) if n >= CHUNK_MIN else op.pointwise(NP, *a)
     except (ValueError, TypeError, OverflowError):
         return None  # the general path raises PyTorch's error
     if r.__class__ is not np.ndarray:
         r = np.asarray(r)
-    rdt = D.bool if op.promote == "bool" else d
-    if r.dtype is not rdt.np and r.dtype != rdt.np:  # builtin numpy dtypes are singletons
-        if r.dtype.kind != rdt.np.kind:
+    npd = rdt.np
+    if r.dtype is not npd and r.dtype != npd:  # builtin numpy dtypes are singletons
+        if r.dtype.kind != npd.kind:
             return None
-        r = r.astype(rdt.np)
+        r = r.astype(npd)
     elif r.base is not None:
         r = r.copy()
-    if r.ndim > 1 and not r.flags.c_contiguous:  # (a fresh 0/1-d array is contiguous)
+    shape = r.shape
+    if len(shape) > 1 and not r.flags.c_contiguous:  # (a fresh 0/1-d array is contiguous)
         r = np.ascontiguousarray(r)
-    return Tensor._make(Storage(r, _CPU, r.nbytes), r.shape, c_strides(r.shape), 0, rdt,
-                        _CPU, r)
+    st = _STRIDES.get(shape)
+    if st is None:
+        st = c_strides(shape)
+    return _make(Storage(r, _CPU, r.nbytes), shape, st, 0, rdt, _CPU, r)
 
 
 def find_device(op, args):
