@@ -1,6 +1,7 @@
 """Train a small character-level GPT with ember on Python's own standard-library sources.
 
-    python examples/train_gpt.py                 # ~2 minutes on 2 CPU cores
+    python examples/train_gpt.py                 # ~2 minutes on 2 CPU cores (600 steps or
+                                                 # --time-budget seconds, whichever comes first)
     python examples/train_gpt.py --resume        # continue from the saved checkpoint
 
 Writes out/gpt.pt (checkpoint: model, optimizer, step, losses), out/loss.png (loss curve) and
@@ -102,13 +103,13 @@ def bar(step: int, total: int, loss: float, tps: float, width: int = 30) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", default="ember", help="ember (default) or torch, for comparison")
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--time-budget", type=float, default=110.0, help="seconds of training")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--block", type=int, default=64)
-    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--embd", type=int, default=96)
+    ap.add_argument("--embd", type=int, default=128)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--out", default=os.path.join(os.getcwd(), "out"))
     ap.add_argument("--resume", action="store_true")
