@@ -1,4 +1,7 @@
-"""ember demo: tensor math with `import ember as torch` (placeholder until the training demo).
+"""Tensor math with `import ember as torch`: a 10-second smoke of core alone (no autograd).
+
+The main demo is examples/train_gpt.py (`./tools/demo.sh`); this one runs with
+`./tools/demo.sh examples/demo.py`.
 
     ./tools/demo.sh            # or: bazel run //examples:demo
 """
