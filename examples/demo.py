@@ -3,7 +3,7 @@
 The main demo is examples/train_gpt.py (`./tools/demo.sh`); this one runs with
 `./tools/demo.sh examples/demo.py`.
 
-    ./tools/demo.sh            # or: bazel run //examples:demo
+    bazel run //examples:demo  # the same, with Bazel's hermetic Python
 """
 
 import ember as torch
