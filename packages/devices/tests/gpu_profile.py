@@ -81,11 +81,60 @@ def profile(name, step, rows):
     st.sort_stats("cumulative").print_stats(rows)
 
 
+def op_times(name, step, rows):
+    """Each top-level op synchronized and timed (host + GPU, by op name): where a step's device
+    time goes, and the host-only time of the step (no sync inside)."""
+    from ember import _dispatch
+    from ember.autograd import _engine
+    for _ in range(2):
+        step()
+    ember.cuda.synchronize()
+    t = time.perf_counter()
+    step()
+    host = time.perf_counter() - t
+    ember.cuda.synchronize()
+    total = time.perf_counter() - t
+    acc, depth = {}, [0]
+    sync = ember.cuda.synchronize
+
+    def timed(fn, tag):
+        def w(op, *a, **k):
+            if depth[0]:
+                return fn(op, *a, **k)
+            depth[0] += 1
+            sync()
+            t0 = time.perf_counter()
+            try:
+                return fn(op, *a, **k)
+            finally:
+                sync()
+                key = op.qualname + tag
+                n, s = acc.get(key, (0, 0.0))
+                acc[key] = (n + 1, s + time.perf_counter() - t0)
+                depth[0] -= 1
+        return w
+    ex, ap, en = _dispatch.execute, _dispatch.accel_pointwise, _engine._execute
+    _dispatch.execute = _engine._execute = timed(ex, "")
+    if ap is not None:
+        _dispatch.accel_pointwise = timed(ap, "[plan]")
+    try:
+        step()
+    finally:
+        _dispatch.execute, _dispatch.accel_pointwise, _engine._execute = ex, ap, en
+    tot = sum(s for _, s in acc.values())
+    print(f"== {name} op times: step {total * 1e3:.2f} ms, host part {host * 1e3:.2f} ms, "
+          f"sum of synced ops {tot * 1e3:.2f} ms over {sum(n for n, _ in acc.values())} ops")
+    for k, (n, s) in sorted(acc.items(), key=lambda kv: -kv[1][1])[:rows]:
+        print(f"  {k:40} {n:5d} {s * 1e3:9.3f} ms {s / n * 1e6:9.1f} us/call")
+
+
 def main():
     which = sys.argv[1].split(",") if len(sys.argv) > 1 else ["mlp", "cnn", "gpt"]
     rows = int(sys.argv[2]) if len(sys.argv) > 2 else 25
     for name in which:
-        profile(name, {"mlp": mlp_step, "cnn": cnn_step, "gpt": gpt_step}[name](), rows)
+        step = {"mlp": mlp_step, "cnn": cnn_step, "gpt": gpt_step}[name]()
+        op_times(name, step, rows)
+        profile(name, step, rows)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ fi
 if [[ $what == profile ]]; then
   timeout ${PROFILE_TIMEOUT:-150} python3 packages/devices/tests/gpu_profile.py \
     "${PROFILE_ONLY:-mlp,cnn,gpt}" 30 > "$out/profile.log" 2>&1 || rc=1
-  grep -E "^== |^host fallbacks" "$out/profile.log"
+  grep -E "^== |^host fallbacks|^  [a-z_]" "$out/profile.log"
 fi
 if [[ $what == ember ]]; then
   timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/workloads.py --impl ember --device cuda --big \

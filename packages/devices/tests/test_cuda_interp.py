@@ -195,3 +195,44 @@ print("ARANGE OK")
     out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0 and "ARANGE OK" in out.stdout, out.stdout + out.stderr[-3000:]
+
+
+@pytest.mark.skipif(not _interpreter_loops_ok(), reason="Triton<3.8 interpreter with numpy>=2.4")
+def test_column_sums_and_layer_norm_backward_in_interpreter():
+    # sums over leading dims (col_reduce: one launch, or partials + one) and the layer_norm
+    # backward kernel (registered over core's decomposition) against the CPU
+    code = r"""
+import numpy as np, ember, ember.autograd, ember.cuda
+rng = np.random.default_rng(0)
+def close(a, b, tol):
+    a = a.detach().float().cpu().numpy(); b = b.detach().float().cpu().numpy()
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert np.allclose(a, b, rtol=tol, atol=tol), np.abs(a - b).max()
+for shape, dims in [((7, 5), 0), ((3, 4, 5), (0, 1)), ((300, 40, 100), 0), ((5000, 300), 0)]:
+    x = ember.tensor(rng.standard_normal(shape).astype("float32"))
+    close(x.sum(dims), x.cuda().sum(dims), 1e-3)
+    close(x.mean(dims), x.cuda().mean(dims), 1e-4)
+    close(x.sum(dims, keepdim=True), x.cuda().sum(dims, keepdim=True), 1e-3)
+xi = ember.tensor(rng.integers(-5, 5, (6, 7)))
+assert xi.sum(0).tolist() == xi.cuda().sum(0).cpu().tolist()
+assert "cuda" in ember._ops.OPS["native_layer_norm_backward"].kernels
+for shape, n in [((4, 6, 10), 10), ((700, 33), 33)]:
+    x0 = rng.standard_normal(shape).astype("float32")
+    w0 = rng.standard_normal(n).astype("float32")
+    res = []
+    for dev in ("cpu", "cuda"):
+        ln = ember.nn.LayerNorm(n).to(dev)
+        with ember.no_grad():
+            ln.weight.copy_(ember.tensor(w0))
+        x = ember.tensor(x0, device=dev).requires_grad_()
+        y = ln(x)
+        (y * y.detach()).sum().backward()
+        res.append((x.grad, ln.weight.grad, ln.bias.grad))
+    for a, b in zip(*res):
+        close(a, b, 1e-4)
+assert ember.cuda.host_memory_fallbacks() == {}, ember.cuda.host_memory_fallbacks()
+print("COLSUM LN OK")
+"""
+    out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "COLSUM LN OK" in out.stdout, out.stdout + out.stderr[-3000:]

@@ -285,3 +285,33 @@ def test_inplace_pointwise_plans_write_into_self():
     for (x, xi), (y, yi) in zip(res["cpu"], res["cuda"]):
         np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-5)
         assert np.array_equal(xi, yi)
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+def test_column_sums_and_layer_norm_backward(dt):
+    rng = np.random.default_rng(4)
+    tol = 1e-4 if dt == "float32" else 6e-2
+    for shape in [(7, 5), (8192, 768), (3, 300, 50)]:
+        x = ember.tensor(rng.standard_normal(shape).astype("float32")).to(getattr(ember, dt))
+        ref = x.float().sum(0).numpy()
+        got = x.cuda().sum(0)
+        assert got.dtype == x.dtype
+        np.testing.assert_allclose(got.float().cpu().numpy(), ref, rtol=2e-2,
+                                   atol=1e-3 if dt == "float32" else 0.5)
+        np.testing.assert_allclose(x.cuda().float().mean((0, 1)).cpu().numpy(),
+                                   x.float().mean((0, 1)).numpy(), rtol=1e-4, atol=1e-4)
+    for shape, n in [((4, 6, 10), 10), ((64, 768), 768), ((5, 3000), 3000)]:
+        x0 = rng.standard_normal(shape).astype("float32")
+        w0 = rng.standard_normal(n).astype("float32")
+        res = []
+        for dev in ("cpu", "cuda"):
+            ln = ember.nn.LayerNorm(n)
+            with ember.no_grad():
+                ln.weight.copy_(ember.tensor(w0))
+            ln = ln.to(dev).to(getattr(ember, dt))
+            x = ember.tensor(x0, device=dev).to(getattr(ember, dt)).requires_grad_()
+            y = ln(x).float()
+            (y * y.detach()).sum().backward()
+            res.append([t.float().cpu().numpy() for t in (x.grad, ln.weight.grad, ln.bias.grad)])
+        for a, b in zip(*res):
+            np.testing.assert_allclose(b, a, rtol=tol, atol=tol * max(1.0, np.abs(a).max()))

@@ -48,6 +48,16 @@ def _hook_dispatch():
     from ember import _dispatch
     if hasattr(_dispatch, "accel_pointwise") and _rt.device_count() > 0:
         _dispatch.accel_pointwise = _backend.fast_pointwise
+    if _rt.device_count() > 0:
+        # ops with a decomposition never reach kernel_for (core runs the decomposition first):
+        # their GPU kernels go into the op table under "cuda"
+        from ember._ops import OPS
+
+        from . import _ops
+        for name in _ops.OVER_DECOMP:
+            op = OPS.get(name)
+            if op is not None and "cuda" not in op.kernels:
+                op.kernels["cuda"] = _ops.kernel(_backend, op)
 
 
 _hook_dispatch()

@@ -150,3 +150,24 @@ def arange_fill(out_ptr, n, start, step, HALF: tl.constexpr, BLOCK: tl.constexpr
     if HALF:
         v = v.to(tl.float32)
     tl.store(out_ptr + offs, v.to(out_ptr.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit(do_not_specialize=["R", "C", "RPER", "DIVISOR"])
+def col_reduce(x_ptr, out_ptr, R, C, RPER, DIVISOR, ACC: tl.constexpr, SCALE_MEAN: tl.constexpr,
+               BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    # sum over the leading dims of a contiguous (R, C) tensor, coalesced along C: program
+    # (column block, p) sums rows [p * RPER, (p + 1) * RPER) into out[p, cols] (a second launch
+    # with one p sums the partials), instead of a transposing copy and a row reduction
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    p = tl.program_id(1).to(tl.int64)
+    cm = cols < C
+    rows = tl.arange(0, BLOCK_R)
+    acc = tl.zeros([BLOCK_R, BLOCK_C], ACC)
+    for start in range(0, RPER, BLOCK_R):
+        r = p * RPER + start + rows
+        m = ((r < R) & (start + rows < RPER))[:, None] & cm[None, :]
+        acc += tl.load(x_ptr + r[:, None] * C + cols[None, :], mask=m, other=0).to(ACC)
+    s = tl.sum(acc, axis=0)
+    if SCALE_MEAN:
+        s = s / DIVISOR
+    tl.store(out_ptr + p * C + cols, s.to(out_ptr.dtype.element_ty), mask=cm)

@@ -143,3 +143,37 @@ def pool_scatter(g_ptr, idx_ptr, acc_ptr, outs, per, total, BLOCK: tl.constexpr)
     idx = tl.load(idx_ptr + offs, mask=m, other=0)
     g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
     tl.atomic_add(acc_ptr + plane * per + idx, g, mask=m)
+
+
+@triton.jit(do_not_specialize=["M", "N", "ROWS"])
+def layer_norm_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_ptr, db_ptr, M, N, ROWS,
+                   HAS_W: tl.constexpr, BLOCK: tl.constexpr):
+    # one program per ROWS rows (a whole row in registers): dx, and this program's partial sums
+    # of g * xhat (weight grad) and g (bias grad), summed over programs by col_reduce after
+    p = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    cm = cols < N
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=cm, other=0).to(tl.float32)
+    else:
+        w = tl.full([BLOCK], 1.0, tl.float32)
+    dw = tl.zeros([BLOCK], tl.float32)
+    db = tl.zeros([BLOCK], tl.float32)
+    for i in range(0, ROWS):
+        row = p * ROWS + i
+        m = cm & (row + cols * 0 < M)  # (a vector mask: the interpreter wants one)
+        x = tl.load(x_ptr + row * N + cols, mask=m, other=0).to(tl.float32)
+        g = tl.load(g_ptr + row * N + cols, mask=m, other=0).to(tl.float32)
+        last = tl.minimum(row, M - 1)  # rows past the end read the last row's stats, unused
+        mean = tl.load(mean_ptr + last).to(tl.float32)
+        rstd = tl.load(rstd_ptr + last).to(tl.float32)
+        xhat = tl.where(m, (x - mean) * rstd, 0.0)
+        wg = g * w
+        c1 = tl.sum(xhat * wg, axis=0) / N
+        c2 = tl.sum(wg, axis=0) / N
+        dx = (wg - (xhat * c1 + c2)) * rstd
+        tl.store(dx_ptr + row * N + cols, dx.to(dx_ptr.dtype.element_ty), mask=m)
+        dw += g * xhat
+        db += g
+    tl.store(dw_ptr + p * N + cols, dw, mask=cm)
+    tl.store(db_ptr + p * N + cols, db, mask=cm)

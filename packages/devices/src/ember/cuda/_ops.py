@@ -22,7 +22,10 @@ def kernel(backend, op):
     def k(*args):
         rt.ensure_context(_dev_index(args))
         r = f(backend, op, *args)
-        return backend._host_call(op, args) if r is NotImplemented else r
+        if r is NotImplemented:  # the decomposition where core has one, else host copies
+            return op.decomp(*args) if op.qualname in OVER_DECOMP else backend._host_call(
+                op, args)
+        return r
     return k
 
 
@@ -159,6 +162,14 @@ def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
         return NotImplemented
     if x.dtype is not out_dtype and kind == 0:
         x = be._copy_new(x, out_dtype)
+    k = len(dims)
+    if kind == 0 and 0 < k < x.ndim and dims == tuple(range(k)) and x.is_contiguous():
+        out = be._new(shape, out_dtype, x.device)
+        C = 1
+        for s in tuple(x.shape)[k:]:
+            C *= s
+        _col_sum(be, x, out, x.numel() // C, C, mean)
+        return out
     rows, R, C = _rows(be, x, dims)
     out = be._new(shape, out_dtype, x.device)
     if R == 0:
@@ -183,6 +194,28 @@ def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
                  {"KIND": kind, "ACC": acc, "SCALE_MEAN": mean, "BLOCK": _RBLOCK},
                  (float(C),))
     return out
+
+
+def _col_sum(be, x, out, R, C, mean, BR=32, BC=128):
+    """out[c] = sum (or mean) over r of x[r, c], x contiguous (R, C): one launch when small,
+    else per-chunk partials (about four programs per SM) then one launch over them."""
+    from . import _kernels as K
+    ncb = -(-C // BC)
+    P = 1 if R * C <= (1 << 20) else max(1, min(-(-R // BR), 528 // ncb))
+    per = -(-R // P)
+    rper = -(-per // BR) * BR
+    P = -(-R // rper)
+    acc = _ACC[out.dtype]
+    if P == 1:
+        _launch(be, K.col_reduce, (ncb, 1), [x, out, R, C, R, float(R)], (),
+                {"ACC": acc, "SCALE_MEAN": mean, "BLOCK_R": BR, "BLOCK_C": BC})
+        return
+    acc_dt = {"fp32": D.float32, "fp64": D.float64, "int64": D.int64}[str(acc)]
+    part = be._new((P, C), acc_dt, x.device)
+    _launch(be, K.col_reduce, (ncb, P), [x, part, R, C, rper, 1.0], (),
+            {"ACC": acc, "SCALE_MEAN": False, "BLOCK_R": BR, "BLOCK_C": BC})
+    _launch(be, K.col_reduce, (ncb, 1), [part, out, P, C, P, float(R)], (),
+            {"ACC": acc, "SCALE_MEAN": mean, "BLOCK_R": BR, "BLOCK_C": BC})
 
 
 def _sum(be, op, x, dim=None, keepdim=False, dtype=None):
@@ -358,6 +391,41 @@ def _layer_norm(be, op, x, normalized_shape, w, b, eps):
     return y, mean, rstd
 
 
+def _layer_norm_backward(be, op, g, x, normalized_shape, mean, rstd, w, b, mask):
+    """dx in one kernel (a row per step, ROWS rows a program) plus per-program partial weight
+    and bias grads, summed by _col_sum; rows longer than 8192 take the decomposition."""
+    if (x.dtype not in (D.float32, D.float16, D.bfloat16) or g.dtype is not x.dtype
+            or not len(normalized_shape)):
+        return NotImplemented
+    N = 1
+    for s in normalized_shape:
+        N *= s
+    if N == 0 or N > 8192 or x.numel() == 0:
+        return NotImplemented
+    from . import _kernels_nn as K
+    op.meta(g, x, normalized_shape, mean, rstd, w, b, mask)  # PyTorch's checks
+    x, g, mean, rstd = _cont(be, x), _cont(be, g), _cont(be, mean), _cont(be, rstd)
+    M = x.numel() // N
+    P = min(M, 528)
+    rows = -(-M // P)
+    P = -(-M // rows)
+    dx = be._new(tuple(x.shape), x.dtype, x.device)
+    dwp = be._new((P, N), D.float32, x.device)
+    dbp = be._new((P, N), D.float32, x.device)
+    block = max(16, 1 << (N - 1).bit_length())
+    wc = _cont(be, w) if w is not None else x
+    _launch(be, K.layer_norm_bwd, (P,), [g, x, wc, mean, rstd, dx, dwp, dbp, M, N, rows], (),
+            {"HAS_W": w is not None, "BLOCK": block})
+    dw = db = None
+    if mask[1] and w is not None:
+        dw = be._new(tuple(w.shape), w.dtype, x.device)
+        _col_sum(be, dwp, dw, P, N, False)
+    if mask[2] and b is not None:
+        db = be._new(tuple(b.shape), b.dtype, x.device)
+        _col_sum(be, dbp, db, P, N, False)
+    return (dx if mask[0] else None), dw, db
+
+
 def _slice_scatter(be, op, x, src, dim=0, start=None, end=None, step=1):
     """A copy of x with src written into x[start:end:step] along dim (split's backward)."""
     from ember._size import normalize_dim
@@ -473,6 +541,9 @@ class _LazyAcc(dict):
 
 _ACC = _LazyAcc()
 
+# ops that have a decomposition in core: registered as op.kernels["cuda"] by ember.cuda
+OVER_DECOMP = ("native_layer_norm_backward",)
+
 _TABLE = {
     "matmul": _matmul, "clone": _clone, "fill_": _fill, "zero_": _zero,
     "sum": _sum, "mean": _mean, "amax": _amax, "amin": _amin, "max": _max_all,
@@ -483,7 +554,8 @@ _TABLE = {
     "full_like": _factory("arg", True),
     "embedding": _embedding, "embedding_dense_backward": _embedding_backward,
     "nll_loss_forward": _nll_forward, "nll_loss_backward": _nll_backward,
-    "native_layer_norm": _layer_norm, "slice_scatter": _slice_scatter,
+    "native_layer_norm": _layer_norm, "native_layer_norm_backward": _layer_norm_backward,
+    "slice_scatter": _slice_scatter,
     "tril": _tri(False), "triu": _tri(True), "max_pool2d_with_indices": _max_pool2d,
     "_pool_scatter": _pool_scatter,
     "convolution": lambda be, op, *a: _conv().convolution(be, op, *a),
