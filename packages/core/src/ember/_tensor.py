@@ -77,7 +77,7 @@ class Tensor:
     """
 
     __slots__ = ("_storage", "_shape", "_stride", "_offset", "dtype", "device", "_npc",
-                 "_requires_grad", "grad", "grad_fn", "_base", "_ag", "__dict__", "__weakref__")
+                 "_requires_grad", "grad", "_grad_fn", "_base", "_ag", "__dict__", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to Tensor.__radd__
 
     # ---- construction ------------------------------------------------------------------
@@ -98,7 +98,7 @@ class Tensor:
         t._npc = npc
         t._requires_grad = False
         t.grad = None
-        t.grad_fn = None
+        t._grad_fn = None
         t._base = None
         t._ag = None  # autograd's per-tensor record (hooks, retains_grad, view info)
         return t
@@ -136,6 +136,10 @@ class Tensor:
         t = Tensor._make(self._storage, tuple(shape), tuple(stride), offset,
                          dtype or self.dtype, self.device)
         t._base = self._base if self._base is not None else self
+        if self._requires_grad and t.dtype._cat >= 2:
+            # PyTorch: a view of a tensor that requires grad does too, even one made under
+            # no_grad (autograd refuses in-place writes to such a view in grad mode)
+            t._requires_grad = True
         return t
 
     # ---- memory --------------------------------------------------------------------------
@@ -260,7 +264,7 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        if self.grad_fn is not None and not value:
+        if self._grad_fn is not None and not value:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you "
                                "want to use a computed variable in a subgraph that doesn't require "
                                "differentiation use var_no_grad = var.detach().")
@@ -274,8 +278,19 @@ class Tensor:
         return self
 
     @property
+    def grad_fn(self):
+        """The graph node that made this tensor (None for leaves). A view's node is regenerated
+        when read after an in-place write to its base (autograd's record `_ag` does it)."""
+        ag = self._ag
+        return self._grad_fn if ag is None else ag.grad_fn_of(self)
+
+    @grad_fn.setter
+    def grad_fn(self, fn) -> None:
+        self._grad_fn = fn
+
+    @property
     def is_leaf(self) -> bool:
-        return self.grad_fn is None
+        return self._grad_fn is None
 
     @property
     def data(self) -> Tensor:

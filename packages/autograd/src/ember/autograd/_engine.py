@@ -36,6 +36,12 @@ _CPU = _dispatch._CPU
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being used in an in-place "
                       "operation.")
+_NO_GRAD_VIEW_INPLACE = (
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your "
+    "code by moving both the view and the inplace either both inside the no_grad block (if you "
+    "don't want the inplace to be tracked) or both outside (if you want the inplace to be "
+    "tracked).")
 
 
 # ---- recording -------------------------------------------------------------------------------
@@ -80,8 +86,8 @@ def record(op, args: tuple, out=None):
     if True not in inf.list_diff:  # the common case: single tensors, most with a plain grad_fn
         for i in inf.diff_idx:
             t = args[i]
-            if t.__class__ is Tensor and t._ag is None and t.grad_fn is not None:
-                e = (t.grad_fn, 0)  # what edge_of returns for them
+            if t.__class__ is Tensor and t._ag is None and t._grad_fn is not None:
+                e = (t._grad_fn, 0)  # what edge_of returns for them
             else:
                 e = edge_of(t) if t is not None else None
             if e is None:
@@ -106,6 +112,7 @@ def record(op, args: tuple, out=None):
     if not any_edge or (result.__class__ is Tensor and result.dtype._cat < 2):
         if inf.detach and result._base is not None:
             result._base = None  # detach() aliases storage but is no autograd view
+            result._requires_grad = False
         return result
     node = _make_node(op, inf, args, edges, metas)
     _attach(node, inf, result)
@@ -150,7 +157,7 @@ def _attach(node, inf, result):
     """Make result(s) outputs of node: grad_fn, requires_grad, output_nr, saved outputs."""
     if isinstance(result, Tensor):
         if result.dtype._cat >= 2:
-            result.grad_fn = node
+            result._grad_fn = node
             result._requires_grad = True
         if inf.use_out:
             node.out = _Saved(result, True)
@@ -160,7 +167,7 @@ def _attach(node, inf, result):
                      else None for o in outs]
     for nr, o in enumerate(outs):
         if isinstance(o, Tensor) and o.dtype._cat >= 2:
-            o.grad_fn = node
+            o._grad_fn = node
             o._requires_grad = True
             if nr:
                 o._ag = TensorInfo(nr)
@@ -177,6 +184,8 @@ def _record_inplace(op, inf, args):
     base = self._base
     if self.grad_fn is None and self._requires_grad and base is None:
         raise RuntimeError(_LEAF_INPLACE)
+    if base is not None and self._grad_fn is None and self._requires_grad:
+        raise RuntimeError(_NO_GRAD_VIEW_INPLACE)  # a view made under no_grad of base
     if base is not None and base.grad_fn is None and base._requires_grad:
         raise RuntimeError(_VIEW_LEAF_INPLACE)
     snapshot = None
@@ -212,19 +221,19 @@ def _record_inplace(op, inf, args):
     if inf.use_out:
         node.out = _Saved(self, True)
     if base is None:
-        self.grad_fn = node
+        self._grad_fn = node
         self._requires_grad = True
         if self._ag is not None:
             self._ag.output_nr = 0
         return result
     # in-place on a view: the base's new history is CopySlices(old base history, node)
     cs = CopySlices(base_edge, node, base, self)
-    base.grad_fn = cs
+    base._grad_fn = cs
     base._requires_grad = True
     if base._ag is not None:
         base._ag.output_nr = 0
     regen = base.as_strided(self._shape, self._stride, self._offset)
-    self.grad_fn = regen.grad_fn
+    self._grad_fn = regen.grad_fn
     self._requires_grad = True
     info(self).output_nr = 0
     self._ag.view_version = self._storage.version

@@ -78,6 +78,16 @@ class TensorInfo:
     def get(self, key, default=None):  # core's Tensor.retains_grad reads _ag.get(...)
         return getattr(self, key, default)
 
+    def grad_fn_of(self, t):
+        """t.grad_fn (core's property asks here): a view's node, regenerated as
+        as_strided(base) if the storage was written in place since it was made (as PyTorch
+        regenerates it lazily on access)."""
+        fn = t._grad_fn
+        v = self.view_version
+        if fn is not None and v is not None and v != t._storage.version:
+            return refresh_view(t, self)
+        return fn
+
 
 def info(t: Tensor) -> TensorInfo:
     i = t._ag
@@ -311,7 +321,7 @@ def edge_of(t) -> tuple | None:
     """(node, input_nr) that a gradient for t flows into, or None when t needs none."""
     if t.__class__ is not Tensor and not isinstance(t, Tensor):
         return None
-    fn = t.grad_fn
+    fn = t._grad_fn
     if fn is not None:
         ag = t._ag
         if ag is None:
@@ -334,10 +344,10 @@ def refresh_view(t, ag):
             regen = base.as_strided(t._shape, t._stride, t._offset)
         finally:
             state.grad_enabled = prev
-        t.grad_fn = regen.grad_fn
+        t._grad_fn = regen._grad_fn
         ag.output_nr = 0
     ag.view_version = t._storage.version
-    return t.grad_fn
+    return t._grad_fn
 
 
 class _Saved:
@@ -395,7 +405,7 @@ class _Saved:
         # the output, re-linked to this node so double backward flows through it
         a = Tensor._make(t._storage, t._shape, t._stride, t._offset, t.dtype, t.device, t._npc)
         if state.grad_enabled:
-            a.grad_fn = node
+            a._grad_fn = node
             a._requires_grad = True
             if self.output_nr:
                 a._ag = TensorInfo(self.output_nr)
@@ -419,7 +429,7 @@ class _Saved:
             a._ag = TensorInfo()
             a._ag.acc = e[0]
         else:
-            a.grad_fn = e[0]
+            a._grad_fn = e[0]
             if e[1]:
                 a._ag = TensorInfo(e[1])
         return a
@@ -605,7 +615,7 @@ _ENGINE_REFS = 5
 def _stealable(g, var) -> bool:
     """g may become var.grad as is: a plain contiguous tensor owning its storage, with the
     variable's metadata, that nothing outside the engine references."""
-    return (g.__class__ is Tensor and g.grad_fn is None and not g._requires_grad
+    return (g.__class__ is Tensor and g._grad_fn is None and not g._requires_grad
             and g._base is None and g._ag is None and g._offset == 0
             and g._shape == var._shape and g.dtype is var.dtype and g.device is var.device
             and g._stride == _c_strides(g._shape)

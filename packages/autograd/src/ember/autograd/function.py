@@ -199,7 +199,7 @@ def _apply(cls, args, kwargs):
         if id(o) in dirty and o.grad_fn is None and o._requires_grad:
             raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
                                "operation.")
-        o.grad_fn = node
+        o._grad_fn = node
         o._requires_grad = True
         if nr or o._ag is not None:
             if o._ag is None:

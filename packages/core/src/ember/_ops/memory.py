@@ -8,7 +8,7 @@ from .._device import device as Device
 from .._device import get_backend
 from .._dispatch import TensorMeta
 from .._size import broadcast_shapes
-from ._registry import defop
+from ._registry import FUNCTIONS, METHODS, defop
 
 
 def _clone(x, memory_format):
@@ -94,6 +94,22 @@ def _detach_view(x):
 
 
 defop("detach(Tensor self) -> Tensor", view=_detach_view, differentiable=(), tags={"view"})
+
+
+def _no_view(fn):
+    """detach() shares storage but is no view of its input (PyTorch: `_is_view()` is False) and
+    needs no grad; autograd does the same when it records the call under grad mode."""
+    def detach(*args, **kwargs):
+        t = fn(*args, **kwargs)
+        t._base = None
+        t._requires_grad = False
+        return t
+    detach.__name__ = detach.__qualname__ = fn.__name__
+    detach.__doc__ = fn.__doc__
+    return detach
+
+
+FUNCTIONS["detach"], METHODS["detach"] = _no_view(FUNCTIONS["detach"]), _no_view(METHODS["detach"])
 defop("alias(Tensor self) -> Tensor", view=_detach_view, method=False, tags={"view"},
       vjp=lambda g, out, x: (g,))
 defop("contiguous(Tensor self, *, MemoryFormat memory_format=contiguous_format) -> Tensor",
