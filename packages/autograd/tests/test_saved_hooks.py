@@ -137,7 +137,7 @@ def test_increment_version():
             c.sum().backward()
 
 
-# ---- grad_fn._saved_* -----------------------------------------------------------------------------
+# ---- grad_fn._saved_* ---------------------------------------------------------------------------
 def test_saved_attributes_and_raw_hooks():
     def run(t):
         a = t.tensor([0.5, 1.0], dtype=t.float64, requires_grad=True)
@@ -150,14 +150,14 @@ def test_saved_attributes_and_raw_hooks():
         z.sum().backward()
         res.append(b.grad)
         with pytest.raises(RuntimeError, match="backward through the graph a second time"):
-            z.grad_fn._saved_self
+            _ = z.grad_fn._saved_self
         with pytest.raises(AttributeError):
-            y.grad_fn._saved_nothing
+            _ = y.grad_fn._saved_nothing
         return res
     _both(run)
 
 
-# ---- checkpoint(use_reentrant=False) --------------------------------------------------------------
+# ---- checkpoint(use_reentrant=False) ------------------------------------------------------------
 def test_checkpoint_non_reentrant_grad_closure_and_double_backward():
     def run(t):
         w = t.tensor(W, requires_grad=True)
