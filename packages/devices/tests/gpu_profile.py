@@ -113,6 +113,20 @@ def op_times(name, step, rows):
                 acc[key] = (n + 1, s + time.perf_counter() - t0)
                 depth[0] -= 1
         return w
+    from ember.cuda import _blas
+    gemm = _blas.gemm
+    gacc = {}
+
+    def timed_gemm(a, b, out, *args, **kw):  # cuBLAS alone, by problem shape and layout
+        sync()
+        t0 = time.perf_counter()
+        r = gemm(a, b, out, *args, **kw)
+        sync()
+        key = (tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), str(a.dtype))
+        n, s = gacc.get(key, (0, 0.0))
+        gacc[key] = (n + 1, s + time.perf_counter() - t0)
+        return r
+    _blas.gemm = timed_gemm
     ex, ap, en = _dispatch.execute, _dispatch.accel_pointwise, _engine._execute
     _dispatch.execute = _engine._execute = timed(ex, "")
     if ap is not None:
@@ -121,11 +135,16 @@ def op_times(name, step, rows):
         step()
     finally:
         _dispatch.execute, _dispatch.accel_pointwise, _engine._execute = ex, ap, en
+        _blas.gemm = gemm
     tot = sum(s for _, s in acc.values())
     print(f"== {name} op times: step {total * 1e3:.2f} ms, host part {host * 1e3:.2f} ms, "
           f"sum of synced ops {tot * 1e3:.2f} ms over {sum(n for n, _ in acc.values())} ops")
     for k, (n, s) in sorted(acc.items(), key=lambda kv: -kv[1][1])[:rows]:
         print(f"  {k:40} {n:5d} {s * 1e3:9.3f} ms {s / n * 1e6:9.1f} us/call")
+    gt = sum(s for _, s in gacc.values())
+    print(f"== {name} gemm alone: {gt * 1e3:.2f} ms over {sum(n for n, _ in gacc.values())}")
+    for k, (n, s) in sorted(gacc.items(), key=lambda kv: -kv[1][1])[:12]:
+        print(f"  gemm {str(k):80} {n:4d} {s * 1e3:8.3f} ms {s / n * 1e6:8.1f} us")
 
 
 def main():

@@ -75,31 +75,44 @@ def row_reduce(x_ptr, out_ptr, C, DIVISOR, KIND: tl.constexpr, ACC: tl.constexpr
 
 
 @triton.jit(do_not_specialize=["C"])
-def row_softmax(x_ptr, out_ptr, C, LOG: tl.constexpr, BLOCK: tl.constexpr):
+def row_softmax(x_ptr, out_ptr, C, LOG: tl.constexpr, BLOCK: tl.constexpr,
+                ONE: tl.constexpr = False):
     row = tl.program_id(0).to(tl.int64)
     base = x_ptr + row * C
     obase = out_ptr + row * C
     cols = tl.arange(0, BLOCK)
-    mx = tl.full([BLOCK], float("-inf"), tl.float32)
-    for start in range(0, C, BLOCK):
-        m = start + cols < C
-        mx = tl.maximum(mx, tl.load(base + start + cols, mask=m, other=float("-inf"))
-                        .to(tl.float32))
-    rmax = tl.max(mx, axis=0)
-    s = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, C, BLOCK):
-        m = start + cols < C
-        v = tl.load(base + start + cols, mask=m, other=float("-inf")).to(tl.float32)
-        s += tl.where(m, tl.exp(v - rmax), 0.0)
-    tot = tl.sum(s, axis=0)
-    for start in range(0, C, BLOCK):
-        m = start + cols < C
-        v = tl.load(base + start + cols, mask=m, other=0).to(tl.float32)
+    if ONE:  # the row fits one tile: one read, one write (attention rows)
+        m = cols < C
+        v = tl.load(base + cols, mask=m, other=float("-inf")).to(tl.float32)
+        rmax = tl.max(v, axis=0)
+        e = tl.where(m, tl.exp(v - rmax), 0.0)
+        tot = tl.sum(e, axis=0)
         if LOG:
             r = v - rmax - tl.log(tot)
         else:
-            r = tl.exp(v - rmax) / tot
-        tl.store(obase + start + cols, r.to(out_ptr.dtype.element_ty), mask=m)
+            r = e / tot
+        tl.store(obase + cols, r.to(out_ptr.dtype.element_ty), mask=m)
+    else:
+        mx = tl.full([BLOCK], float("-inf"), tl.float32)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            mx = tl.maximum(mx, tl.load(base + start + cols, mask=m, other=float("-inf"))
+                            .to(tl.float32))
+        rmax = tl.max(mx, axis=0)
+        s = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            v = tl.load(base + start + cols, mask=m, other=float("-inf")).to(tl.float32)
+            s += tl.where(m, tl.exp(v - rmax), 0.0)
+        tot = tl.sum(s, axis=0)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            v = tl.load(base + start + cols, mask=m, other=0).to(tl.float32)
+            if LOG:
+                r = v - rmax - tl.log(tot)
+            else:
+                r = tl.exp(v - rmax) / tot
+            tl.store(obase + start + cols, r.to(out_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit(do_not_specialize=["C", "CHUNK"])

@@ -277,7 +277,9 @@ def _softmax_any(log):
         rows, R, C = _rows(be, moved, (moved.ndim - 1,))
         out = be._new(tuple(rows.shape), od, x.device)
         from . import _kernels as K
-        _launch_rows(be, K.row_softmax, rows, out, R, C, {"LOG": log, "BLOCK": _RBLOCK})
+        block = max(16, 1 << (C - 1).bit_length()) if C <= 4096 else _RBLOCK
+        _launch_rows(be, K.row_softmax, rows, out, R, C,
+                     {"LOG": log, "BLOCK": block, "ONE": C <= 4096})
         return out.movedim(-1, d) if d != x.ndim - 1 else out
     return f
 
