@@ -80,3 +80,23 @@ def test_detach_is_no_view():
         d2.sum().backward()
         return x, y.grad
     compare(run(ember), run(torch), "float64")
+
+
+def test_no_grad_view_refused_once_its_storage_is_written():
+    msg = "A view was created in no_grad mode and its base or another view of its base"
+    for t in (ember, torch):
+        x = t.tensor(X, requires_grad=True)
+        a = x * 1
+        with t.no_grad():
+            v = a[1:]
+            lv = x[1:]
+        assert v.grad_fn is None and v.requires_grad
+        a.mul_(2)                              # tracked write to v's base
+        with t.no_grad():
+            x.add_(1)                          # an optimizer-style write to lv's base
+        for bad in (lambda v=v: v.grad_fn, lambda v=v: v * 2, lambda lv=lv: lv.grad_fn):
+            with pytest.raises(RuntimeError, match=msg):
+                bad()
+        with t.no_grad():
+            fresh = x[:1]                      # made after the write: fine
+        assert fresh.grad_fn is None and (fresh * 2).requires_grad

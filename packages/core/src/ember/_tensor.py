@@ -140,6 +140,8 @@ class Tensor:
             # PyTorch: a view of a tensor that requires grad does too, even one made under
             # no_grad (autograd refuses in-place writes to such a view in grad mode)
             t._requires_grad = True
+            if not _state.grad_enabled:  # its version: a write after it makes it unusable
+                t._no_grad_view = self._storage.version
         return t
 
     # ---- memory --------------------------------------------------------------------------
@@ -282,11 +284,26 @@ class Tensor:
         """The graph node that made this tensor (None for leaves). A view's node is regenerated
         when read after an in-place write to its base (autograd's record `_ag` does it)."""
         ag = self._ag
-        return self._grad_fn if ag is None else ag.grad_fn_of(self)
+        if ag is not None:
+            return ag.grad_fn_of(self)
+        if self._base is not None and self._grad_fn is None:
+            self._check_no_grad_view()
+        return self._grad_fn
 
     @grad_fn.setter
     def grad_fn(self, fn) -> None:
         self._grad_fn = fn
+
+    def _check_no_grad_view(self) -> None:
+        v = self.__dict__.get("_no_grad_view")
+        if v is not None and v != self._storage.version:
+            raise RuntimeError(
+                "A view was created in no_grad mode and its base or another view of its base has "
+                "been modified inplace with grad mode enabled. Given that this use case is "
+                "ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+                "both the view and the inplace either both inside the no_grad block (if you "
+                "don't want the inplace to be tracked) or both outside (if you want the inplace "
+                "to be tracked).")
 
     @property
     def is_leaf(self) -> bool:

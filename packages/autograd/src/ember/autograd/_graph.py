@@ -330,6 +330,8 @@ def edge_of(t) -> tuple | None:
             fn = refresh_view(t, ag)
         return (fn, ag.output_nr)
     if t._requires_grad:
+        if t._base is not None:  # a view made under no_grad: refused once written since
+            t._check_no_grad_view()
         return (accumulate_grad_node(t), 0)
     return None
 
