@@ -5,9 +5,17 @@ import numpy as np
 import pytest
 
 import ember
-from ember.utils.data import (ConcatDataset, DataLoader, Dataset, IterableDataset,
-                              Subset, TensorDataset, default_collate, get_worker_info,
-                              random_split)
+from ember.utils.data import (
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    Subset,
+    TensorDataset,
+    default_collate,
+    get_worker_info,
+    random_split,
+)
 
 
 class Squares(Dataset):

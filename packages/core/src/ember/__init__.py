@@ -15,31 +15,58 @@ __path__ = extend_path(__path__, __name__)
 # cost more than a whole eager add).
 _np.seterr(all="ignore")
 
-from . import _dtype  # noqa: E402
-from ._dtype import (  # noqa: E402,F401
-    bfloat16, bool, can_cast, complex64, complex128, dtype, finfo, float8_e4m3fn, float8_e5m2,
-    float16, float32, float64, get_default_dtype, iinfo, int8, int16, int32, int64,
-    promote_types, result_type, set_default_dtype, uint8,
-)
-from ._device import device  # noqa: E402,F401
-from ._size import Size  # noqa: E402,F401
-from ._tensor import Tensor, UntypedStorage  # noqa: E402,F401
-from ._grad_mode import (  # noqa: E402,F401
-    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
-    set_grad_enabled,
-)
+from . import _ops  # noqa: E402 - registers every op family
 from ._components import MissingComponentError  # noqa: E402,F401
 from ._creation_api import as_tensor, asarray, from_numpy, tensor  # noqa: E402,F401
-from ._random import (  # noqa: E402,F401
-    Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state,
+from ._device import device  # noqa: E402,F401
+from ._dtype import (  # noqa: E402,F401
+    bfloat16,
+    bool,
+    can_cast,
+    complex64,
+    complex128,
+    dtype,
+    finfo,
+    float8_e4m3fn,
+    float8_e5m2,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    iinfo,
+    int8,
+    int16,
+    int32,
+    int64,
+    promote_types,
+    result_type,
+    set_default_dtype,
+    uint8,
 )
-from . import _ops  # noqa: E402
+from ._grad_mode import (  # noqa: E402,F401
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from ._random import (  # noqa: E402,F401
+    Generator,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
+from ._size import Size  # noqa: E402,F401
+from ._tensor import Tensor, UntypedStorage  # noqa: E402,F401
 from ._tensor_methods import bind_methods as _bind_methods  # noqa: E402
 
 half, float, double = float16, float32, float64  # noqa: A001
 long, int, short = int64, int32, int16  # noqa: A001
 cfloat, cdouble = complex64, complex128
-uint8 = uint8
 
 
 class layout:
@@ -69,17 +96,21 @@ globals().update(_ops.FUNCTIONS)
 _bind_methods(_ops.METHODS)
 ops = None  # replaced below by the op namespaces
 
-from ._printing import get_printoptions, set_printoptions  # noqa: E402,F401
-from .serialization import load, save  # noqa: E402,F401
-from ._flags import (  # noqa: E402,F401
-    are_deterministic_algorithms_enabled, get_float32_matmul_precision, get_num_threads,
-    set_float32_matmul_precision, set_num_threads, use_deterministic_algorithms,
-)
 from . import accelerator, amp, backends  # noqa: E402,F401
-from .amp import autocast  # noqa: E402,F401
-from ._legacy import *  # noqa: E402,F401,F403
 from ._api import *  # noqa: E402,F401,F403 - composite public functions
-from ._ops_namespace import ops  # noqa: E402,F811
+from ._flags import (  # noqa: E402,F401
+    are_deterministic_algorithms_enabled,
+    get_float32_matmul_precision,
+    get_num_threads,
+    set_float32_matmul_precision,
+    set_num_threads,
+    use_deterministic_algorithms,
+)
+from ._legacy import *  # noqa: E402,F401,F403
+from ._ops_namespace import ops  # noqa: E402,F401,F811
+from ._printing import get_printoptions, set_printoptions  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
 
 _LAZY = {"autograd": "autograd", "optim": "autograd", "cuda": "devices", "fx": "compiler",
          "compiler": "compiler", "export": "export", "distributed": "distributed"}

@@ -1,8 +1,6 @@
 """Composite public functions that are argument parsing over table ops."""
 from __future__ import annotations
 
-from ._components import registry as _registry
-
 __all__ = ["is_tensor", "numel", "compile"]
 
 

@@ -127,5 +127,5 @@ def legacy_new(cls, args, kwargs, default):
     elif len(args) == 1:
         t = tensor(args[0], dtype=dtype)
     else:
-        raise TypeError(f"new() received an invalid combination of arguments")
+        raise TypeError("new() received an invalid combination of arguments")
     return t.to(device) if device is not None else t

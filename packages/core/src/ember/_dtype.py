@@ -33,10 +33,10 @@ class dtype:
     def is_complex(self) -> bool:
         return self._cat == _COMPLEX
 
-    def to_real(self) -> "dtype":
+    def to_real(self) -> dtype:
         return {complex64: float32, complex128: float64}.get(self, self)
 
-    def to_complex(self) -> "dtype":
+    def to_complex(self) -> dtype:
         return {float32: complex64, float64: complex128, float16: complex64,
                 bfloat16: complex64}.get(self, self)
 

@@ -1,8 +1,10 @@
 """The op table. Importing this package registers every op family (one module each)."""
 import importlib
 
-from . import _handlers  # noqa: F401 - installs the numpy handler
-from . import _cpujit  # noqa: F401 - installs the C++ kernels for large CPU pointwise calls
+from . import (
+    _cpujit,  # noqa: F401 - installs the C++ kernels for large CPU pointwise calls
+    _handlers,  # noqa: F401 - installs the numpy handler
+)
 from ._registry import FUNCTIONS, METHODS, NN_FUNCTIONAL, OPS, OpDef, defop, lookup
 
 FAMILIES = ("creation", "memory", "pointwise", "reduction", "sorting", "movement", "joining",

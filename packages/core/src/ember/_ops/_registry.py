@@ -7,14 +7,14 @@ decomposition, an optional view rule, the vjp, and tags. `defop` registers an en
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ._schema import parse_schema
 
 __all__ = ["OpDef", "defop", "OPS", "lookup", "bind_overloads", "complex_vjp"]
 
-OPS: dict[str, "OpDef"] = {}          # "add" / "max.dim" / "ns::name" -> OpDef
+OPS: dict[str, OpDef] = {}          # "add" / "max.dim" / "ns::name" -> OpDef
 FUNCTIONS: dict[str, Callable] = {}    # public functions by Python name, bound onto ember
 METHODS: dict[str, Callable] = {}      # Tensor methods by name
 NN_FUNCTIONAL: dict[str, Callable] = {}
@@ -39,7 +39,7 @@ class OpDef:
     jvp: Callable | None = None
     save: Callable | None = None        # what the vjp needs, picked at record time
     tags: frozenset = frozenset()
-    inplace_of: "OpDef | None" = None   # for add_: the functional op it writes back
+    inplace_of: OpDef | None = None   # for add_: the functional op it writes back
     differentiable: tuple | None = None  # arg names the vjp returns grads for (default: tensors)
 
     def __post_init__(self):

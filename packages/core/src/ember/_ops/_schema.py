@@ -1,4 +1,7 @@
-"""Parsing PyTorch's schema syntax: `add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor`."""
+"""Parsing PyTorch's schema syntax.
+
+    add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+"""
 from __future__ import annotations
 
 import ast

@@ -123,7 +123,7 @@ def _arange_len(start, end, step, dtype):
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) / step < 0:
-        raise RuntimeError(f"upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     return max(0, math.ceil((end - start) / step))
 
 

@@ -1,9 +1,9 @@
-"""Copies and fills: clone, copy_, _to_copy (dtype/device casts), fill_, zero_, detach, contiguous."""
+"""Copies and fills: clone, copy_, _to_copy (dtype/device casts), fill_, zero_, detach,
+contiguous."""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import _dtype as D
 from .._device import device as Device
 from .._device import get_backend
 from .._dispatch import TensorMeta
@@ -86,7 +86,8 @@ defop("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)", kernels={"cpu": _fil
       function=False, differentiable=("self",), meta=lambda x, v: TensorMeta(x.shape, x.dtype),
       vjp=lambda g, out, self, value: (g.new_zeros(g.shape),))
 defop("zero_(Tensor(a!) self) -> Tensor(a!)", function=False, differentiable=("self",),
-      kernels={"cpu": lambda x: _fill(x, 0)}, meta=lambda x: TensorMeta(x.shape, x.dtype), vjp=lambda g, out, self: (g.new_zeros(g.shape),))
+      kernels={"cpu": lambda x: _fill(x, 0)}, meta=lambda x: TensorMeta(x.shape, x.dtype),
+      vjp=lambda g, out, self: (g.new_zeros(g.shape),))
 
 
 def _detach_view(x):

@@ -1,10 +1,24 @@
 """`ember.utils.data`: datasets, samplers and the DataLoader (as torch.utils.data)."""
 from ._collate import default_collate, default_convert
 from .dataloader import DataLoader, WorkerInfo, get_worker_info
-from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, StackDataset,
-                      Subset, TensorDataset, random_split)
-from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
-                      SubsetRandomSampler, WeightedRandomSampler)
+from .dataset import (
+                      ChainDataset,
+                      ConcatDataset,
+                      Dataset,
+                      IterableDataset,
+                      StackDataset,
+                      Subset,
+                      TensorDataset,
+                      random_split,
+)
+from .sampler import (
+                      BatchSampler,
+                      RandomSampler,
+                      Sampler,
+                      SequentialSampler,
+                      SubsetRandomSampler,
+                      WeightedRandomSampler,
+)
 
 __all__ = ["DataLoader", "Dataset", "IterableDataset", "TensorDataset", "Subset",
            "ConcatDataset", "ChainDataset", "StackDataset", "random_split", "Sampler",
