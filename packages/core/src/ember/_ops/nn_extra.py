@@ -168,12 +168,13 @@ defop("multilabel_margin_loss(Tensor self, Tensor target, int reduction=1) -> Te
 
 # ---- rrelu ---------------------------------------------------------------------------------
 def _rrelu(x, lower, upper, training):
+    # x > 0, not >= 0: PyTorch puts x == 0 on the slope side, so its gradient there is the slope
     e = _e()
     if not training:
         a = (lower + upper) / 2
-        return e.where(x >= 0, x, x * a)
+        return e.where(x > 0, x, x * a)
     slope = e.rand(tuple(x.shape), dtype=x.dtype, device=x.device) * (upper - lower) + lower
-    return e.where(x >= 0, x, x * slope)
+    return e.where(x > 0, x, x * slope)
 
 
 defop("rrelu(Tensor self, Scalar lower=0.125, Scalar upper=0.3333333333333333, "
