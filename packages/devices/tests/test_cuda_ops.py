@@ -315,3 +315,17 @@ def test_column_sums_and_layer_norm_backward(dt):
             res.append([t.float().cpu().numpy() for t in (x.grad, ln.weight.grad, ln.bias.grad)])
         for a, b in zip(*res):
             np.testing.assert_allclose(b, a, rtol=tol, atol=tol * max(1.0, np.abs(a).max()))
+
+
+def test_cublaslt_serves_matmuls():
+    from ember.cuda import _blaslt
+    rng = np.random.default_rng(5)
+    for dt, tol in (("float32", 2e-2), ("bfloat16", 5e-2)):
+        a = ember.tensor(rng.standard_normal((3, 40, 24)).astype("float32"))
+        b = ember.tensor(rng.standard_normal((24, 56)).astype("float32"))
+        for x, y in ((a, b), (a[1:, :, 1:].transpose(-1, -2), a[0]), (a, a.transpose(-1, -2))):
+            x, y = x.to(getattr(ember, dt)), y.to(getattr(ember, dt))
+            e = (x.float() @ y.float()).numpy()
+            g = (x.cuda() @ y.cuda()).float().cpu().numpy()
+            np.testing.assert_allclose(g, e, rtol=tol, atol=tol * np.abs(e).max())
+    assert not _blaslt._failed[0] and any(_blaslt._plans.values())

@@ -1,5 +1,6 @@
 """Matrix products through cuBLAS (nvmath-python's low-level bindings: raw pointers, no cupy).
 
+cuBLASLt (`_blaslt`, a cached plan per problem) serves what it can; plain cuBLAS the rest.
 Row-major C = A @ B is column-major C^T = B^T @ A^T, so B goes first. A row-major operand whose
 columns are contiguous is passed as is (op N, ld = row stride); a transposed view (rows
 contiguous) is passed with op T; anything else is copied contiguous first.
@@ -7,9 +8,13 @@ float32 uses TF32 tensor cores unless ember.get_float32_matmul_precision() is "h
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ember import _dtype as D
+
+from . import _blaslt
 
 _handles: dict = {}
 _R = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14}   # cudaDataType
@@ -17,6 +22,8 @@ _ONE = {np.float32: np.ones(1, np.float32), np.float64: np.ones(1, np.float64)}
 _ZERO = {np.float32: np.zeros(1, np.float32), np.float64: np.zeros(1, np.float64)}
 
 
+# cuBLASLt with cached plans first (EMBER_CUBLASLT=0: plain cuBLAS only)
+_LT = os.environ.get("EMBER_CUBLASLT", "1") != "0"
 _CT: dict = {}   # "64F"/"32F"/"TF32" -> cublasComputeType_t, and "algo" (looked up once)
 _new = None      # the cuda backend's _new(shape, dtype, device): no dispatch for outputs
 
@@ -66,7 +73,7 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
     from ._streams import current_stream_handle
     dev = out.device.index or 0
     cublas, h = _handle(dev)
-    cublas.set_stream(h, current_stream_handle(dev))
+    stream = current_stream_handle(dev)
     a, opa, lda = _operand(a)
     b, opb, ldb = _operand(b)
     M, K = a.shape[-2], a.shape[-1]
@@ -84,6 +91,10 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
     nb = 1 if batch is None else batch
     sa = a.stride(0) if a.ndim == 3 else 0
     sb = b.stride(0) if b.ndim == 3 else 0
+    if _LT and _blaslt.gemm(a, b, out, opa, lda, opb, ldb, M, N, K, nb, sa, sb, ct, al, be,
+                            stream, dev):
+        return out
+    cublas.set_stream(h, stream)
     cublas.gemm_strided_batched_ex(
         h, opb, opa, N, M, K, al.ctypes.data,
         b.data_ptr(), _R[dt], ldb, sb,
