@@ -290,7 +290,10 @@ def _ctc_backward_kernel(g, lp, targets, in_lens, tgt_lens, nll, alpha, blank, z
     t_mask = np.arange(T)[:, None] < in_lens[None, :]
     grad = np.where(t_mask[..., None], grad, 0)
     if zero_infinity:
-        grad = np.where(np.isinf(nll)[None, :, None], 0, grad)
+        # nll has its infinities zeroed already: find the impossible samples from alpha
+        last = alpha[tl, b]
+        ll_a = _lse(last[b, end], np.where(has2, last[b, np.maximum(end - 1, 0)], _NEG))
+        grad = np.where(np.isinf(ll_a)[None, :, None], 0, grad)
     return (grad * g.astype(np.float64).reshape(1, N, 1)).astype(lp.dtype)
 
 
