@@ -320,14 +320,14 @@ _ctc = defop(
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity):
     """F.ctc_loss: lengths as tensors or lists; 'mean' divides each loss by its target length."""
-    def as_list(v):
-        return [int(a) for a in (v.tolist() if hasattr(v, "tolist") else v)]
+    def as_list(v):      # a list, a tensor (0-d for one sample), or an int
+        v = v.tolist() if hasattr(v, "tolist") else v
+        return [int(a) for a in v] if isinstance(v, (list, tuple)) else [int(v)]
     unb = log_probs.ndim == 2
     if unb:
         log_probs = log_probs.unsqueeze(1)
         targets = targets.unsqueeze(0) if targets.ndim == 1 else targets
-    il = as_list(input_lengths) if not isinstance(input_lengths, int) else [input_lengths]
-    tl = as_list(target_lengths) if not isinstance(target_lengths, int) else [target_lengths]
+    il, tl = as_list(input_lengths), as_list(target_lengths)
     nll = _ctc(log_probs, targets, il, tl, blank, zero_infinity)[0]
     if reduction == "mean":
         lens = _e().tensor(tl, dtype=nll.dtype, device=nll.device).clamp_min(1)
