@@ -71,15 +71,37 @@ def _lp_pool(n):
           functional=f"lp_pool{n}d", decomp=decomp)
 
 
+def _unpool_size(x, k, s, p, output_size, n):
+    """PyTorch's unpool output size: the default one, or output_size checked to lie within a
+    stride of it (with or without the leading batch and channel sizes)."""
+    default = [(x.shape[x.ndim - n + i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(n)]
+    if output_size is None:
+        out = default
+    else:
+        if len(output_size) == n + 2:
+            output_size = output_size[2:]
+        if len(output_size) != n:
+            raise ValueError(f"output_size should be a sequence containing {n} or {n + 2} "
+                             f"elements, but it has a length of '{len(output_size)}'")
+        for d in range(n):
+            lo, hi = default[d] - s[d], default[d] + s[d]
+            if not lo < output_size[d] < hi:
+                raise ValueError(f'invalid output_size "{output_size}" (dim {d} must be between '
+                                 f'{lo} and {hi})')
+        out = list(output_size)
+    for d in range(n):
+        if out[d] < 0:
+            raise ValueError(f"max_unpooling: output_size must contain non-negative spatial "
+                             f"dimensions, but got output_size[{d}]={out[d]}")
+    return tuple(int(v) for v in out)
+
+
 def _max_unpool(n):
     def decomp(x, indices, kernel_size, stride, padding, output_size):
         k = ntuple(kernel_size, n)
         s = k if stride is None else ntuple(stride, n, "stride")
         p = ntuple(padding, n, "padding")
-        if output_size is None:
-            out = tuple((x.shape[x.ndim - n + i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(n))
-        else:
-            out = tuple(output_size)[-n:]
+        out = _unpool_size(x, k, s, p, output_size, n)
         if indices.dtype is not D.int64:
             raise RuntimeError(f"elements in indices should be type int64 but got: "
                                f"{torch_name(indices.dtype)}")
