@@ -156,7 +156,7 @@ def _fast_pointwise(op, args, d):
     st = _STRIDES.get(shape)
     if st is None:
         st = c_strides(shape)
-    return _make(Storage(r, _CPU, r.nbytes), shape, st, 0, rdt, _CPU, r)
+    return _make(None, shape, st, 0, rdt, _CPU, r)  # its Storage is made when first needed
 
 
 def find_device(op, args):

@@ -76,7 +76,7 @@ class Tensor:
     54.0
     """
 
-    __slots__ = ("_storage", "_shape", "_stride", "_offset", "dtype", "device", "_npc",
+    __slots__ = ("_st", "_shape", "_stride", "_offset", "dtype", "device", "_npc",
                  "_requires_grad", "grad", "_grad_fn", "_base", "_ag", "__dict__", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to Tensor.__radd__
 
@@ -89,7 +89,7 @@ class Tensor:
     @classmethod
     def _make(cls, storage, shape, stride, offset, dtype, device, npc=None):
         t = object.__new__(cls)
-        t._storage = storage
+        t._st = storage  # None: made on first use from the fresh array npc (see _storage)
         t._shape = shape
         t._stride = stride
         t._offset = offset
@@ -161,8 +161,18 @@ class Tensor:
         return a
 
     def _set_meta(self, storage, shape, stride, offset) -> None:
-        self._storage, self._shape, self._stride, self._offset = storage, shape, stride, offset
+        self._st, self._shape, self._stride, self._offset = storage, shape, stride, offset
         self._npc = None
+
+    @property
+    def _storage(self) -> Storage:
+        # The eager fast path wraps a fresh C-contiguous result without building its Storage
+        # (a measurable part of a small op); views, versions and pointers build it here.
+        st = self._st
+        if st is None:
+            a = self._npc
+            st = self._st = Storage(a, _CPU, a.nbytes)
+        return st
 
     def _bump(self) -> None:
         self._storage.version += 1
