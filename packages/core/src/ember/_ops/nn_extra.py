@@ -168,9 +168,25 @@ defop("multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1
       decomp=_multi_margin, supports="fc")
 
 
+def _multilabel_margin_check(x, t):
+    nd = x.ndim
+    if not (nd == 0 or (nd in (1, 2) and x.shape[-1] != 0)):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, "
+                           f"but got: {list(x.shape)}")
+    C = x.shape[-1] if nd else 1
+    ok = (t.ndim <= 1 and t.numel() == C) if nd <= 1 else tuple(t.shape) == tuple(x.shape)
+    if not ok:
+        raise RuntimeError(f"inconsistent target size: {list(t.shape)} for input of size: "
+                           f"{list(x.shape)}")
+    if t.device.type != "meta" and t.numel() and (bool((t < -1).any())
+                                                  or bool((t >= C).any())):
+        raise RuntimeError("argument #2 'target' is out of range")
+
+
 def _multilabel_margin(x, t, r):
-    x2 = x.unsqueeze(0) if x.ndim == 1 else x
-    t2 = t.unsqueeze(0) if t.ndim == 1 else t
+    _multilabel_margin_check(x, t)
+    x2 = x.reshape(-1, x.shape[-1] if x.ndim else 1)
+    t2 = t.reshape(x2.shape)
     C = x2.shape[1]
     # targets are the class indices before the first -1 of each row
     valid = (t2 >= 0).to(_e().int64).cumprod(1).bool()                    # (N, C)
@@ -180,7 +196,7 @@ def _multilabel_margin(x, t, r):
     m = (1 - (xy.unsqueeze(2) - x2.unsqueeze(1))).relu()                   # (N, Cj, Ci)
     m = m * valid.unsqueeze(2) * (~is_target).unsqueeze(1)
     loss = m.sum((1, 2)) / C
-    loss = loss.reshape(()) if x.ndim == 1 else loss
+    loss = loss.reshape(()) if x.ndim <= 1 else loss
     return reduce(loss, r)
 
 
