@@ -50,6 +50,7 @@ class DispatchMode:
 
 # Nonzero while any thread has a dispatch mode or autocast active: the fast path is off.
 special = [0]
+_F32, _F64 = D.float32, D.float64
 _FAST_DTYPES = (D.float32, D.float64)
 
 
@@ -58,7 +59,10 @@ def call(op, args: tuple, out=None):
     if op.pointwise is not None and out is None and not special[0]:
         # fast path: plain CPU float tensors of one dtype, nothing recording, no promotion
         # (Python int/float/bool scalars never change a float tensor's dtype: `x * 2` is fast)
+        # (the numpy views are collected in the same pass: one loop on the hottest path)
         d = None
+        arrs = list(args)
+        n = 0
         for i in op.tensor_idx:
             a = args[i]
             if a.__class__ is not Tensor:
@@ -72,9 +76,15 @@ def call(op, args: tuple, out=None):
                 d = a.dtype
             elif a.dtype is not d:
                 break
+            x = a._npc
+            if x is None:
+                x = a._np
+            arrs[i] = x
+            if x.size > n:
+                n = x.size
         else:
-            if d is not None and (d is D.float32 or d is D.float64):
-                r = _fast_pointwise(op, args, d)
+            if d is _F32 or d is _F64:
+                r = _fast_core(op, args, arrs, n, d)
                 if r is not None:
                     return r
         if accel_pointwise is not None:  # a device backend's cached launch (ember-devices)
@@ -117,8 +127,7 @@ def _check_supports(op, args):
 
 
 def _fast_pointwise(op, args, d):
-    if op.check is not None:
-        op.check(d, *args)
+    """The fast path for args already known to be CPU tensors of float dtype d (or scalars)."""
     a = list(args)
     n = 0
     for i in op.tensor_idx:
@@ -130,6 +139,13 @@ def _fast_pointwise(op, args, d):
             a[i] = x
             if x.size > n:
                 n = x.size
+    return _fast_core(op, args, a, n, d)
+
+
+def _fast_core(op, args, a, n, d):
+    """a: args with tensors replaced by their numpy views; n: the largest input size."""
+    if op.check is not None:
+        op.check(d, *args)
     rdt = D.bool if op.promote == "bool" else d
     if n >= JIT_MIN and CPU_JIT is not None:  # a generated C++ kernel (None: numpy runs)
         r = CPU_JIT(op, args, rdt, d)

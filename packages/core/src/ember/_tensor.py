@@ -77,8 +77,15 @@ class Tensor:
     """
 
     __slots__ = ("_st", "_shape", "_stride", "_offset", "dtype", "device", "_npc",
-                 "_requires_grad", "grad", "_grad_fn", "_base", "_ag", "__dict__", "__weakref__")
+                 "__dict__", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to Tensor.__radd__
+    # Autograd fields default at class level: most eager results never set them, and five
+    # fewer stores per new tensor is a measurable part of a small op.
+    _requires_grad = False
+    grad = None
+    _grad_fn = None
+    _base = None
+    _ag = None  # autograd's per-tensor record (hooks, retains_grad, view info)
 
     # ---- construction ------------------------------------------------------------------
     def __new__(cls, *args, **kwargs):
@@ -96,11 +103,6 @@ class Tensor:
         t.dtype = dtype
         t.device = device
         t._npc = npc
-        t._requires_grad = False
-        t.grad = None
-        t._grad_fn = None
-        t._base = None
-        t._ag = None  # autograd's per-tensor record (hooks, retains_grad, view info)
         return t
 
     @classmethod
