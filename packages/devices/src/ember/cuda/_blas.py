@@ -15,6 +15,8 @@ import numpy as np
 from ember import _dtype as D
 
 from . import _blaslt
+from . import _runtime as rt
+from ._streams import current_stream_handle
 
 _handles: dict = {}
 _R = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14}   # cudaDataType
@@ -68,9 +70,6 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
     """out[i] = alpha * a[i] @ b[i] + beta * out[i]; a (B?, M, K), b (B?, K, N), out contiguous
     (B?, M, N). Batch strides: a and b may have batch stride 0 (broadcast)."""
     import ember
-
-    from . import _runtime as rt
-    from ._streams import current_stream_handle
     dev = out.device.index or 0
     cublas, h = _handle(dev)
     stream = current_stream_handle(dev)

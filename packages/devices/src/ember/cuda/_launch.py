@@ -9,6 +9,8 @@ pointers, the part that really launches (a few us).
 from __future__ import annotations
 
 from . import _runtime as rt
+from ._pointwise import Operand
+from ._streams import current_stream_handle
 
 _driver = None
 
@@ -82,15 +84,12 @@ class FastLauncher:
 
     def fast(self, plan, args):
         """Launch a memoized plan (launch fn, prefix, constexpr values, grid, tail args)."""
-        from ._streams import current_stream_handle
         run, prefix, cvals, grid, tail = plan
         self.last = (run, prefix, cvals)  # what callers caching this launch read
         run(grid[0], grid[1] if len(grid) > 1 else 1, 1, current_stream_handle(None), *prefix,
             *args, *tail, *cvals)
 
     def __call__(self, fn, grid, args, key, constexprs):
-        from ._pointwise import Operand
-        from ._streams import current_stream_handle
         ptrs = [a.addr for a in args if isinstance(a, Operand)]
         # Triton specializes pointers on 16-byte alignment: part of the key
         full = (id(fn), key, tuple(p % 16 == 0 for p in ptrs))

@@ -6,10 +6,26 @@ for the result shape and dtype, so errors match.
 """
 from __future__ import annotations
 
+import importlib
+
 from ember import _dtype as D
 from ember._tensor import Tensor
 
 from . import _runtime as rt
+from ._blas import matmul
+from ._launch import FastLauncher
+from ._pointwise import Operand, Unsupported
+
+_LAZY: dict = {}
+
+
+def _lazy(name):
+    """A kernel module (imports triton) on first use; a dict lookup after (an import statement
+    in a function costs ~1-2 us a call)."""
+    m = _LAZY.get(name)
+    if m is None:
+        m = _LAZY[name] = importlib.import_module("ember.cuda." + name)
+    return m
 
 _RBLOCK = 1024
 
@@ -37,7 +53,6 @@ def _dev_index(args) -> int:
 
 
 def _matmul(be, op, x, y):
-    from ._blas import matmul
     if rt.FAKE or not (isinstance(y, Tensor) and y.device == x.device):
         return NotImplemented
     r = matmul(x, y)
@@ -49,7 +64,6 @@ def _clone(be, op, x, memory_format=None):
 
 
 def _fill(be, op, x, value):
-    from ._pointwise import Unsupported
     try:
         return be.fill_(x, value)
     except Unsupported:
@@ -74,8 +88,6 @@ def _meta_of(op, args, tensor_idx=None):
 def _factory(fill, like=False):
     def f(be, op, *args):
         from ember._device import device as Device
-
-        from ._pointwise import Unsupported
         d = args[op.device_idx]
         if like:
             dev = args[0].device if d is None else Device(d)
@@ -115,7 +127,7 @@ def _arange(be, op, *args):
     t = be._new(tuple(m.shape), m.dtype, dev)
     n = t.numel()
     if n:
-        from . import _kernels as K
+        K = _lazy("_kernels")
         _launch(be, K.arange_fill, (-(-n // 1024),), [t, n, s, st], (),
                 {"HALF": m.dtype in (D.float16, D.bfloat16), "BLOCK": 1024})
     if m.requires_grad:
@@ -141,8 +153,6 @@ def _rows(be, x, dims):
 
 
 def _launch_rows(be, kern, x, out, R, C, constexprs, extra=(), grid=None):
-    from ._launch import FastLauncher
-    from ._pointwise import Operand
     if not hasattr(be, "_rowlaunch"):
         be._rowlaunch = FastLauncher()
     a = Operand(None, x.data_ptr(), (), (), x.dtype)
@@ -174,7 +184,7 @@ def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
     out = be._new(shape, out_dtype, x.device)
     if R == 0:
         return out
-    from . import _kernels as K
+    K = _lazy("_kernels")
     acc = _ACC[out_dtype] if kind == 0 else _ACC[x.dtype]
     P = 1
     if kind <= 2 and R < 256 and C >= 16384:  # long rows: split each over P programs first
@@ -199,7 +209,7 @@ def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
 def _col_sum(be, x, out, R, C, mean, BR=32, BC=128):
     """out[c] = sum (or mean) over r of x[r, c], x contiguous (R, C): one launch when small,
     else per-chunk partials (about four programs per SM) then one launch over them."""
-    from . import _kernels as K
+    K = _lazy("_kernels")
     ncb = -(-C // BC)
     P = 1 if R * C <= (1 << 20) else max(1, min(-(-R // BR), 528 // ncb))
     per = -(-R // P)
@@ -276,7 +286,7 @@ def _softmax_any(log):
         moved = x.movedim(d, -1) if d != x.ndim - 1 else x
         rows, R, C = _rows(be, moved, (moved.ndim - 1,))
         out = be._new(tuple(rows.shape), od, x.device)
-        from . import _kernels as K
+        K = _lazy("_kernels")
         block = max(16, 1 << (C - 1).bit_length()) if C <= 4096 else _RBLOCK
         _launch_rows(be, K.row_softmax, rows, out, R, C,
                      {"LOG": log, "BLOCK": block, "ONE": C <= 4096})
@@ -287,8 +297,6 @@ def _softmax_any(log):
 # ---- nn ----------------------------------------------------------------------------------------
 def _launch(be, kern, grid, args, key, constexprs):
     """Launch a hand-written kernel: tensors become pointer operands."""
-    from ._launch import FastLauncher
-    from ._pointwise import Operand
     if not hasattr(be, "_rowlaunch"):
         be._rowlaunch = FastLauncher()
     call, k = [], [kern.__name__]
@@ -310,7 +318,7 @@ def _cont(be, x):
 def _embedding(be, op, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     if w.ndim != 2 or idx.dtype not in (D.int64, D.int32) or w.dtype not in _ACC:
         return NotImplemented
-    from . import _kernels_nn as K
+    K = _lazy("_kernels_nn")
     w, flat = _cont(be, w), _cont(be, idx).reshape(-1)
     D_ = w.shape[1]
     out = be._new((flat.numel(), D_), w.dtype, w.device)
@@ -323,7 +331,7 @@ def _embedding(be, op, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=
 def _embedding_backward(be, op, g, idx, num_weights, padding_idx, scale_grad_by_freq):
     if scale_grad_by_freq or idx.dtype not in (D.int64, D.int32) or g.dtype not in _ACC:
         return NotImplemented
-    from . import _kernels_nn as K
+    K = _lazy("_kernels_nn")
     flat = _cont(be, idx).reshape(-1)
     D_ = g.shape[-1]
     g2 = _cont(be, g).reshape(flat.numel(), D_)
@@ -338,7 +346,7 @@ def _embedding_backward(be, op, g, idx, num_weights, padding_idx, scale_grad_by_
 def _nll_forward(be, op, x, t, w, reduction, ignore_index):
     if x.ndim != 2 or t.ndim != 1 or x.dtype not in _ACC or x.dtype._cat < 2:
         return NotImplemented
-    from . import _kernels_nn as K
+    K = _lazy("_kernels_nn")
     N, C = x.shape
     x, t = _cont(be, x), _cont(be, t)
     loss = be._new((N,), D.float32, x.device)
@@ -360,7 +368,7 @@ def _nll_forward(be, op, x, t, w, reduction, ignore_index):
 def _nll_backward(be, op, g, x, t, w, reduction, ignore_index, total_weight):
     if x.ndim != 2 or t.ndim != 1 or x.dtype not in _ACC or x.dtype._cat < 2:
         return NotImplemented
-    from . import _kernels_nn as K
+    K = _lazy("_kernels_nn")
     N, C = x.shape
     t, g = _cont(be, t), _cont(be, g)
     gx = be._new((N, C), x.dtype, x.device)
@@ -375,7 +383,7 @@ def _nll_backward(be, op, g, x, t, w, reduction, ignore_index, total_weight):
 def _layer_norm(be, op, x, normalized_shape, w, b, eps):
     if x.dtype not in _ACC or x.dtype._cat < 2 or not len(normalized_shape):
         return NotImplemented
-    from . import _kernels_nn as K
+    K = _lazy("_kernels_nn")
     metas = op.meta(x, normalized_shape, w, b, eps)  # PyTorch's shape checks and dtypes
     N = 1
     for s in normalized_shape:
@@ -404,7 +412,7 @@ def _layer_norm_backward(be, op, g, x, normalized_shape, mean, rstd, w, b, mask)
         N *= s
     if N == 0 or N > 8192 or x.numel() == 0:
         return NotImplemented
-    from . import _kernels_nn as K
+    K = _lazy("_kernels_nn")
     op.meta(g, x, normalized_shape, mean, rstd, w, b, mask)  # PyTorch's checks
     x, g, mean, rstd = _cont(be, x), _cont(be, g), _cont(be, mean), _cont(be, rstd)
     M = x.numel() // N
@@ -455,7 +463,7 @@ def _tri(upper):
     def f(be, op, x, diagonal=0):
         if x.ndim < 2 or x.dtype not in be_dtypes():
             return NotImplemented
-        from . import _kernels_nn as K
+        K = _lazy("_kernels_nn")
         x = _cont(be, x)
         R, C = x.shape[-2], x.shape[-1]
         out = be._new(tuple(x.shape), x.dtype, x.device)
@@ -473,7 +481,7 @@ def _max_pool2d(be, op, x, kernel_size, stride=(), padding=0, dilation=1, ceil_m
     y_meta, i_meta = op.meta(x, kernel_size, stride, padding, dilation, ceil_mode)  # checks
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _norm_args(2, kernel_size, stride, padding,
                                                         dilation)
-    from . import _kernels_nn as K
+    K = _lazy("_kernels_nn")
     x = _cont(be, x)
     H, W = x.shape[-2], x.shape[-1]
     Ho, Wo = y_meta.shape[-2], y_meta.shape[-1]
@@ -490,7 +498,7 @@ def _max_pool2d(be, op, x, kernel_size, stride=(), padding=0, dilation=1, ceil_m
 def _pool_scatter(be, op, g, x, idx, n):
     if g.dtype not in _ACC or g.dtype._cat < 2 or tuple(g.shape) != tuple(idx.shape):
         return NotImplemented
-    from . import _kernels_nn as K
+    K = _lazy("_kernels_nn")
     per = 1
     for s in tuple(x.shape)[x.ndim - n:]:
         per *= s
@@ -507,7 +515,7 @@ def _pool_scatter(be, op, g, x, idx, n):
 
 
 def _conv():
-    from . import _conv as C
+    C = _lazy("_conv")
     return C
 
 
