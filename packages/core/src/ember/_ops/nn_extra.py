@@ -143,9 +143,19 @@ for _n in (1, 2, 3):
 def _multi_margin(x, t, p, margin, w, r):
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
-    x2 = x.unsqueeze(0) if x.ndim == 1 else x
+    nd = x.ndim
+    if not (nd == 0 or (nd in (1, 2) and x.shape[-1] != 0)):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, "
+                           f"but got: {list(x.shape)}")
+    N, C = (x.shape[0] if nd == 2 else 1), (x.shape[-1] if nd else 1)
+    if t.ndim > 1 or t.numel() != N:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to "
+                           f"the number of input samples (batch size). Expected target size "
+                           f"[{N}], but got {list(t.shape)}. Input has shape {list(x.shape)}.")
+    if w is not None and (w.ndim > 1 or w.numel() != C):
+        raise RuntimeError(f"inconsistent weight size, expected {C} but got {list(w.shape)}")
+    x2 = x.reshape(N, C)
     t1 = t.reshape(-1)
-    C = x2.shape[1]
     # a value check: meta tensors have no values to check (PyTorch's meta skips it too)
     if t1.device.type != "meta" and t1.numel() and (bool((t1 < 0).any())
                                                     or bool((t1 >= C).any())):
@@ -159,7 +169,7 @@ def _multi_margin(x, t, p, margin, w, r):
     own = OPS["one_hot"](t1, C).bool()
     z = _e().where(own, 0.0, z)
     loss = z.sum(1) / C
-    loss = loss.reshape(()) if x.ndim == 1 else loss
+    loss = loss.reshape(t.shape) if nd <= 1 else loss     # unbatched: the target's shape
     return reduce(loss, r)
 
 

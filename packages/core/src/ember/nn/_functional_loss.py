@@ -214,6 +214,8 @@ def affine_grid(theta, size, align_corners=None):
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,  # noqa
                       reduce=None, reduction="mean"):
+    if weight is not None and weight.dim() != 1:
+        raise ValueError("weight must be one-dimensional")
     return _OPS["multi_margin_loss"](input, target, p, margin, weight,
                                      _reduction(size_average, reduce, reduction))
 
