@@ -99,18 +99,18 @@ def info(t: Tensor) -> TensorInfo:
 class Node:
     """A backward function (a tensor's `grad_fn`)."""
 
-    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_hooks", "_tensor_hooks", "_retain",
-                 "_trace", "_metadata", "__weakref__")
+    __slots__ = ("next_functions", "_seq", "__dict__", "__weakref__")
+    # Rarely set per node: class-level defaults keep node creation (one per recorded op) cheap.
+    _pre_hooks = None     # fn(grad_outputs) -> new grad_outputs | None
+    _hooks = None         # fn(grad_inputs, grad_outputs) -> new grad_inputs | None
+    _tensor_hooks = None  # {output_nr: _HookDict} from Tensor.register_hook
+    _retain = None        # {output_nr: fn}: retain_grad, run after the tensor hooks
+    _trace = None         # forward traceback (anomaly mode)
+    _metadata = None
 
     def __init__(self, next_functions=()):
         self.next_functions = next_functions  # ((node | None, input_nr), ...)
         self._seq = next(_seq)
-        self._pre_hooks = None     # fn(grad_outputs) -> new grad_outputs | None
-        self._hooks = None         # fn(grad_inputs, grad_outputs) -> new grad_inputs | None
-        self._tensor_hooks = None  # {output_nr: _HookDict} from Tensor.register_hook
-        self._retain = None        # {output_nr: fn}: retain_grad, run after the tensor hooks
-        self._trace = None         # forward traceback (anomaly mode)
-        self._metadata = None
         if state.__dict__.get("anomaly"):
             import traceback
             self._trace = traceback.format_stack()[:-3]
