@@ -366,16 +366,47 @@ _ctc = defop(
                                                    2 * max(tl) + 1), lp.dtype)), supports="fc")
 
 
+def _ctc_check(log_probs, targets, il, tl, blank):
+    """PyTorch's argument checks (ctc_loss_allocate_outputs), with its messages."""
+    T, N, C = log_probs.shape
+    where = " (while checking arguments for ctc_loss_allocate_outputs)"
+    if not 0 <= blank < C:
+        raise RuntimeError("blank must be in label range")
+    if len(il) != N:
+        raise RuntimeError("input_lengths must be of size batch_size")
+    if len(tl) != N:
+        raise RuntimeError("target_lengths must be of size batch_size")
+    for v in tl:
+        if v < 0:
+            raise RuntimeError(f"Expected target_lengths to have value at least 0, but got value "
+                               f"{v}{where}")
+    # 1-D targets are the concatenation (exactly sum(tl) long); 2-D ones are padded rows
+    dims = [(0, sum(tl), "")] if targets.ndim == 1 else \
+        [(0, N, ""), (1, max(tl, default=0), "at least ")]
+    for d, want, least in dims:
+        got = targets.shape[d]
+        if (got < want) if least else (got != want):
+            raise RuntimeError(f"Expected tensor to have size {least}{want} at dimension {d}, but "
+                               f"got size {got} for argument #2 'targets'{where}")
+    for v in il:
+        if v < 0:
+            raise RuntimeError(f"Expected input_lengths to have value at least 0, but got value "
+                               f"{v}{where}")
+        if v > T:
+            raise RuntimeError(f"Expected input_lengths to have value at most {T}, but got value "
+                               f"{v}{where}")
+
+
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity):
     """F.ctc_loss: lengths as tensors or lists; 'mean' divides each loss by its target length."""
     def as_list(v):      # a list, a tensor (0-d for one sample), or an int
         v = v.tolist() if hasattr(v, "tolist") else v
         return [int(a) for a in v] if isinstance(v, (list, tuple)) else [int(v)]
     unb = log_probs.ndim == 2
-    if unb:
+    if unb:     # one sample; 1-D targets stay the concatenated form (exactly its length long)
         log_probs = log_probs.unsqueeze(1)
-        targets = targets.unsqueeze(0) if targets.ndim == 1 else targets
     il, tl = as_list(input_lengths), as_list(target_lengths)
+    _ctc_check(log_probs, targets, il, tl, blank)
     nll = _ctc(log_probs, targets, il, tl, blank, zero_infinity)[0]
     if reduction == "mean":
         lens = _e().tensor(tl, dtype=nll.dtype, device=nll.device).clamp_min(1)
