@@ -217,6 +217,8 @@ defop("multilabel_margin_loss(Tensor self, Tensor target, int reduction=1) -> Te
 # ---- rrelu ---------------------------------------------------------------------------------
 def _rrelu(x, lower, upper, training):
     # x > 0, not >= 0: PyTorch puts x == 0 on the slope side, so its gradient there is the slope
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     e = _e()
     if not training:
         a = (lower + upper) / 2
