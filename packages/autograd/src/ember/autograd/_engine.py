@@ -20,7 +20,9 @@ from ._graph import (
     Node,
     OpNode,
     TensorInfo,
+    ANOMALY,
     _Saved,
+    _seq,
     accumulate_grad_node,
     add_hook,
     edge_of,
@@ -31,7 +33,9 @@ from ._graph import (
 __all__ = ["record", "run_backward", "Engine", "ENGINE"]
 
 _execute = _dispatch.execute
-_fast = getattr(_dispatch, "_fast_pointwise", None) if hasattr(_dispatch, "special") else None
+_fast_core = getattr(_dispatch, "_fast_core", None) if hasattr(_dispatch, "special") else None
+_F32, _F64 = D.float32, D.float64
+_new_node = object.__new__
 _CPU = _dispatch._CPU
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being used in an in-place "
@@ -59,8 +63,12 @@ def record(op, args: tuple, out=None):
     if inf.inplace:
         return _record_inplace(op, inf, args)
     result = None
-    if op.pointwise is not None and _fast is not None and not _dispatch.special[0]:
-        d = None  # core's fast path: CPU float tensors of one dtype
+    if op.pointwise is not None and _fast_core is not None and not _dispatch.special[0]:
+        # core's fast path: CPU float tensors of one dtype (Python scalars pass as they are);
+        # the numpy views are collected in the same pass
+        d = None
+        arrs = list(args)
+        n = 0
         for i in op.tensor_idx:
             a = args[i]
             if a.__class__ is not Tensor or a.device is not _CPU or (d is not None
@@ -68,8 +76,14 @@ def record(op, args: tuple, out=None):
                 d = None
                 break
             d = a.dtype
-        if d is D.float32 or d is D.float64:
-            result = _fast(op, args, d)
+            x = a._npc
+            if x is None:
+                x = a._np
+            arrs[i] = x
+            if x.size > n:
+                n = x.size
+        if d is _F32 or d is _F64:
+            result = _fast_core(op, args, arrs, n, d)
         elif d is None and _dispatch.accel_pointwise is not None:
             # a device backend's cached launch plan (ember-devices), recorded like any result
             result = _dispatch.accel_pointwise(op, args, True)
@@ -83,20 +97,32 @@ def record(op, args: tuple, out=None):
     edges = []
     metas = []
     any_edge = False
-    if True not in inf.list_diff:  # the common case: single tensors, most with a plain grad_fn
+    if inf.no_list:  # the common case: single tensors, most with a plain grad_fn
         for i in inf.diff_idx:
             t = args[i]
-            if t.__class__ is Tensor and t._ag is None and t._grad_fn is not None:
-                e = (t._grad_fn, 0)  # what edge_of returns for them
+            if t.__class__ is Tensor:
+                # what edge_of returns, inlined for a plain non-leaf and a leaf that has its
+                # AccumulateGrad already
+                e = t._grad_fn
+                if e is not None:
+                    e = (e, 0) if t._ag is None else edge_of(t)
+                elif t._requires_grad:
+                    ag = t._ag
+                    e = (ag.acc, 0) if (ag is not None and ag.acc is not None
+                                        and t._base is None) else edge_of(t)
+                else:
+                    edges.append(_NO_EDGE)
+                    metas.append(None)
+                    continue
             else:
                 e = edge_of(t) if t is not None else None
-            if e is None:
-                edges.append(_NO_EDGE)
-                metas.append(None)
-            else:
-                any_edge = True
-                edges.append(e)
-                metas.append((t._shape, t.dtype, t.device))
+                if e is None:
+                    edges.append(_NO_EDGE)
+                    metas.append(None)
+                    continue
+            any_edge = True
+            edges.append(e)
+            metas.append((t._shape, t.dtype, t.device))
     else:
         for i, is_list in zip(inf.diff_idx, inf.list_diff):
             a = args[i]
@@ -109,21 +135,34 @@ def record(op, args: tuple, out=None):
                     any_edge = True
                     edges.append(e)
                     metas.append((t._shape, t.dtype, t.device))
-    if not any_edge or (result.__class__ is Tensor and result.dtype._cat < 2):
-        if inf.detach and result._base is not None:
-            result._base = None  # detach() aliases storage but is no autograd view
-            result._requires_grad = False
-        return result
-    node = _make_node(op, inf, args, edges, metas)
-    _attach(node, inf, result)
+    if result.__class__ is Tensor:
+        if not any_edge or result.dtype._cat < 2:
+            if inf.detach and result._base is not None:
+                result._base = None  # detach() aliases storage but is no autograd view
+                result._requires_grad = False
+            return result
+        node = _make_node(op, inf, args, edges, metas)
+        result._grad_fn = node  # what _attach does for one floating output
+        result._requires_grad = True
+        if inf.use_out:
+            node.out = _Saved(result, True)
+    else:
+        if not any_edge:
+            return result
+        node = _make_node(op, inf, args, edges, metas)
+        _attach(node, inf, result)
     if inf.view:
         info(result).view_version = result._storage.version
     return result
 
 
 def _make_node(op, inf, args, edges, metas, snapshot=None):
-    node = OpNode.__new__(OpNode)
-    Node.__init__(node, tuple(edges))
+    node = _new_node(OpNode)  # Node.__init__, inlined
+    node.next_functions = tuple(edges)
+    node._seq = next(_seq)
+    if ANOMALY[0] and state.__dict__.get("anomaly"):
+        import traceback
+        node._trace = traceback.format_stack()[:-2]
     node.op = op
     node._info = inf
     node.in_meta = metas
@@ -133,17 +172,22 @@ def _make_node(op, inf, args, edges, metas, snapshot=None):
     use = inf.use_args
     saved = []
     a = list(args)
-    for i, t in enumerate(args):
+    i = -1
+    for t in args:
+        i += 1
+        c = t.__class__
+        if c is float or c is int or c is bool or t is None:
+            continue  # kept as is, whatever the vjp reads
         u = use[i]
         if u != FULL:
-            if t.__class__ is Tensor or isinstance(t, Tensor):
+            if c is Tensor or isinstance(t, Tensor):
                 a[i] = MetaOnly(t) if u == META else None
             elif u == NONE and isinstance(t, (list, tuple)):
                 a[i] = None
             continue
         if i == 0 and snapshot is not None:
             t = snapshot
-        if isinstance(t, Tensor):
+        if c is Tensor or isinstance(t, Tensor):
             saved.append((i, _Saved(t)))
         elif isinstance(t, (list, tuple)) and any(isinstance(x, Tensor) for x in t):
             # Tensor?[] (index's indices) may hold None between tensors

@@ -20,6 +20,9 @@ __all__ = ["Node", "OpNode", "AccumulateGrad", "CopySlices", "TensorInfo", "Remo
            "info", "edge_of", "accumulate_grad_node"]
 
 _seq = itertools.count()
+# How many threads have anomaly mode on (anomaly_mode keeps it): node creation reads the
+# thread-local flag only while this is nonzero
+ANOMALY = [0]
 
 FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
          "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -111,7 +114,7 @@ class Node:
     def __init__(self, next_functions=()):
         self.next_functions = next_functions  # ((node | None, input_nr), ...)
         self._seq = next(_seq)
-        if state.__dict__.get("anomaly"):
+        if ANOMALY[0] and state.__dict__.get("anomaly"):
             import traceback
             self._trace = traceback.format_stack()[:-3]
 
@@ -274,7 +277,7 @@ class _OpInfo:
     """What recording needs about an op, computed once per op."""
 
     __slots__ = ("name", "vjp", "diff_idx", "list_diff", "use_out", "use_args", "composite",
-                 "inplace", "view", "detach", "cwrap")
+                 "inplace", "view", "detach", "cwrap", "no_list")
 
     def __init__(self, op):
         fop = op.inplace_of or op
@@ -282,6 +285,7 @@ class _OpInfo:
         self.vjp = fop.vjp if op.inplace_of is not None else op.vjp
         self.diff_idx = fop.diff_idx
         self.list_diff = tuple(i in op.list_idx for i in self.diff_idx)
+        self.no_list = True not in self.list_diff
         self.composite = self.vjp is None and op.decomp is not None and op.inplace_of is None
         self.inplace = op.inplace_of is not None or bool(op.mutated_idx)
         self.view = op.view is not None

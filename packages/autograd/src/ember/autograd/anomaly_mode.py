@@ -6,6 +6,8 @@ import warnings
 
 from ember._state import state
 
+from ._graph import ANOMALY
+
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "is_anomaly_check_nan_enabled"]
 
@@ -19,9 +21,15 @@ def is_anomaly_check_nan_enabled() -> bool:
     return bool(a and a[1])
 
 
+def _store(value) -> None:
+    """Set this thread's anomaly state, keeping the count of threads that have it on."""
+    ANOMALY[0] += bool(value) - bool(state.__dict__.get("anomaly"))
+    state.anomaly = value
+
+
 def _set(mode: bool, check_nan: bool):
     prev = state.__dict__.get("anomaly")
-    state.anomaly = (True, bool(check_nan)) if mode else None
+    _store((True, bool(check_nan)) if mode else None)
     return prev
 
 
@@ -39,7 +47,7 @@ class detect_anomaly:
         self.prev = _set(True, self.check_nan)
 
     def __exit__(self, *exc):
-        state.anomaly = self.prev
+        _store(self.prev)
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -59,4 +67,4 @@ class set_detect_anomaly:
         pass
 
     def __exit__(self, *exc):
-        state.anomaly = self.prev
+        _store(self.prev)
