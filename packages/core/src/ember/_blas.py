@@ -2,11 +2,11 @@
 
 OpenBLAS splits every GEMM over all cores and its threads spin-wait for each other: on a busy
 machine (more runnable processes than cores) a descheduled worker stalls the whole call, and a
-1 ms GEMM of an MLP layer was seen taking 40 ms. Small GEMMs gain little from a second thread even
-on an idle machine, so the kernels ask `gemm_threads(flops)` first: one thread per ~1 GFLOP of
-work (measured here: a 2-thread split of GEMMs below that is slower under load and gains little
-idle), capped by `ember.set_num_threads` (default: all cores). Without an OpenBLAS we can reach
-through ctypes this is a no-op.
+1 ms GEMM of an MLP layer was seen taking 40 ms. Tiny GEMMs gain nothing from a second thread, so
+the kernels ask `gemm_threads(flops)` first: one thread per 64 MFLOP of work (measured on an idle
+2-core machine: gpt_train 373 -> 293 ms, mlp_train 14.9 -> 11.9 ms against 1 GFLOP), capped by
+`ember.set_num_threads` (default: all cores). Without an OpenBLAS we can reach through ctypes
+this is a no-op.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 
 __all__ = ["gemm_threads", "set_max_threads", "max_threads"]
 
-FLOPS_PER_THREAD = 1 << 30
+FLOPS_PER_THREAD = 1 << 26  # 64 MFLOP: idle, the GPT/MLP GEMMs gain from a second thread
 _SYMBOLS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
             "openblas_set_num_threads")
 _set = None      # the library's set_num_threads, or None
