@@ -69,8 +69,17 @@ def call(op, args: tuple, out=None):
                 c = a.__class__
                 if c is float or c is int or c is bool or a is None:
                     continue
+                if (getattr(a, "_requires_grad", False) and autograd_hook is not None
+                        and state.grad_enabled):
+                    return autograd_hook(op, args, None)  # an nn.Parameter: as below
                 break
-            if a.device is not _CPU or a._requires_grad:
+            if a._requires_grad:
+                # straight to autograd: special[0] == 0 means no mode and no autocast, and a
+                # device backend's cached launch never takes a tensor that requires grad
+                if autograd_hook is not None and state.grad_enabled:
+                    return autograd_hook(op, args, None)
+                break
+            if a.device is not _CPU:
                 break
             if d is None:
                 d = a.dtype
