@@ -141,7 +141,9 @@ def record(op, args: tuple, out=None):
                 result._base = None  # detach() aliases storage but is no autograd view
                 result._requires_grad = False
             return result
-        node = _make_node(op, inf, args, edges, metas)
+        make = inf.make or _node_maker(op, inf)
+        node = make(op, inf, args, edges, metas) if len(args) == inf.nargs else \
+            _make_node(op, inf, args, edges, metas)
         result._grad_fn = node  # what _attach does for one floating output
         result._requires_grad = True
         if inf.use_out:
@@ -166,9 +168,6 @@ def _make_node(op, inf, args, edges, metas, snapshot=None):
     node.op = op
     node._info = inf
     node.in_meta = metas
-    node.out = None
-    node.out_meta = None
-    node.freed = False
     use = inf.use_args
     saved = []
     a = list(args)
@@ -195,6 +194,49 @@ def _make_node(op, inf, args, edges, metas, snapshot=None):
     node.args = a
     node.saved = saved
     return node
+
+
+_PACK = {
+    NONE: ("    if {a}.__class__ is Tensor or isinstance({a}, _NONE_KINDS):\n"
+           "        {a} = None\n"),
+    META: ("    if {a}.__class__ is Tensor or isinstance({a}, Tensor):\n"
+           "        {a} = MetaOnly({a})\n"),
+    FULL: ("    c = {a}.__class__\n"
+           "    if c is Tensor or isinstance({a}, Tensor):\n"
+           "        saved.append(({i}, _Saved({a})))\n"
+           "    elif (c is list or c is tuple or isinstance({a}, (list, tuple))) and any(\n"
+           "            isinstance(x, Tensor) for x in {a}):\n"
+           "        saved.append(({i}, [_Saved(x) if x is not None else None for x in {a}]))\n"),
+}
+
+
+def _node_maker(op, inf):
+    """_make_node for one op with all its arguments given and no snapshot, unrolled over its
+    arguments (generated once per op: recording runs once per op call)."""
+    names = [f"a{i}" for i in range(len(inf.use_args))]
+    body = ["def make(op, inf, args, edges, metas):",
+            "    node = _new_node(OpNode)",
+            "    node.next_functions = tuple(edges)",
+            "    node._seq = next(_seq)",
+            "    if ANOMALY[0] and state.__dict__.get('anomaly'):",
+            "        import traceback",
+            "        node._trace = traceback.format_stack()[:-2]",
+            "    node.op = op",
+            "    node._info = inf",
+            "    node.in_meta = metas"]
+    if names:
+        body.append(f"    {', '.join(names)}, = args")
+    body.append("    saved = []")
+    code = "\n".join(body) + "\n"
+    for i, (a, u) in enumerate(zip(names, inf.use_args)):
+        code += _PACK[u].format(a=a, i=i)
+    code += f"    node.args = [{', '.join(names)}]\n    node.saved = saved\n    return node\n"
+    ns = {"_new_node": _new_node, "OpNode": OpNode, "_seq": _seq, "ANOMALY": ANOMALY,
+          "state": state, "Tensor": Tensor, "MetaOnly": MetaOnly, "_Saved": _Saved,
+          "_NONE_KINDS": (Tensor, list, tuple)}
+    exec(compile(code, f"<record {op.name}>", "exec"), ns)
+    inf.make = ns["make"]
+    return inf.make
 
 
 def _attach(node, inf, result):

@@ -277,7 +277,8 @@ class _OpInfo:
     """What recording needs about an op, computed once per op."""
 
     __slots__ = ("name", "vjp", "diff_idx", "list_diff", "use_out", "use_args", "composite",
-                 "inplace", "view", "detach", "cwrap", "no_list")
+                 "inplace", "view", "detach", "cwrap", "no_list", "make",
+                 "nargs")
 
     def __init__(self, op):
         fop = op.inplace_of or op
@@ -286,6 +287,8 @@ class _OpInfo:
         self.diff_idx = fop.diff_idx
         self.list_diff = tuple(i in op.list_idx for i in self.diff_idx)
         self.no_list = True not in self.list_diff
+        self.make = None  # the engine's node maker for this op, generated on first use
+        self.nargs = len(op.arg_names)
         self.composite = self.vjp is None and op.decomp is not None and op.inplace_of is None
         self.inplace = op.inplace_of is not None or bool(op.mutated_idx)
         self.view = op.view is not None
@@ -462,7 +465,11 @@ def _modified_message(t, saved, node) -> str:
 class OpNode(Node):
     """The backward of one op call: runs `op.vjp(grad, result, *args)`."""
 
-    __slots__ = ("op", "_info", "args", "saved", "out", "in_meta", "out_meta", "freed")
+    __slots__ = ("op", "_info", "args", "saved", "in_meta")
+    # set on few nodes: class-level defaults keep recording cheap
+    out = None       # the saved output(s) when the vjp reads them
+    out_meta = None  # multi-output ops: each output's (shape, dtype, device)
+    freed = False    # saved tensors released by a backward without retain_graph
 
     def name(self) -> str:
         return self._info.name
