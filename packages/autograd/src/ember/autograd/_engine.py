@@ -94,36 +94,17 @@ def record(op, args: tuple, out=None):
             result = _execute(op, args)
         finally:
             st.grad_enabled = True
-    edges = []
-    metas = []
-    any_edge = False
-    if inf.no_list:  # the common case: single tensors, most with a plain grad_fn
-        for i in inf.diff_idx:
-            t = args[i]
-            if t.__class__ is Tensor:
-                # what edge_of returns, inlined for a plain non-leaf and a leaf that has its
-                # AccumulateGrad already
-                e = t._grad_fn
-                if e is not None:
-                    e = (e, 0) if t._ag is None else edge_of(t)
-                elif t._requires_grad:
-                    ag = t._ag
-                    e = (ag.acc, 0) if (ag is not None and ag.acc is not None
-                                        and t._base is None) else edge_of(t)
-                else:
-                    edges.append(_NO_EDGE)
-                    metas.append(None)
-                    continue
-            else:
-                e = edge_of(t) if t is not None else None
-                if e is None:
-                    edges.append(_NO_EDGE)
-                    metas.append(None)
-                    continue
-            any_edge = True
-            edges.append(e)
-            metas.append((t._shape, t.dtype, t.device))
+    if inf.no_list and len(args) == inf.nargs:  # the common case: single tensors
+        node = (inf.track or _tracker(op, inf))(op, inf, args, result)
+        if node is None:
+            if inf.detach and result._base is not None:
+                result._base = None  # detach() aliases storage but is no autograd view
+                result._requires_grad = False
+            return result
     else:
+        edges = []
+        metas = []
+        any_edge = False
         for i, is_list in zip(inf.diff_idx, inf.list_diff):
             a = args[i]
             for t in (a if is_list else (a,)):
@@ -135,23 +116,18 @@ def record(op, args: tuple, out=None):
                     any_edge = True
                     edges.append(e)
                     metas.append((t._shape, t.dtype, t.device))
-    if result.__class__ is Tensor:
-        if not any_edge or result.dtype._cat < 2:
+        if not any_edge or (result.__class__ is Tensor and result.dtype._cat < 2):
             if inf.detach and result._base is not None:
-                result._base = None  # detach() aliases storage but is no autograd view
+                result._base = None
                 result._requires_grad = False
             return result
-        make = inf.make or _node_maker(op, inf)
-        node = make(op, inf, args, edges, metas) if len(args) == inf.nargs else \
-            _make_node(op, inf, args, edges, metas)
+        node = _make_node(op, inf, args, edges, metas)
+    if result.__class__ is Tensor:
         result._grad_fn = node  # what _attach does for one floating output
         result._requires_grad = True
         if inf.use_out:
             node.out = _Saved(result, True)
     else:
-        if not any_edge:
-            return result
-        node = _make_node(op, inf, args, edges, metas)
         _attach(node, inf, result)
     if inf.view:
         info(result).view_version = result._storage.version
@@ -210,33 +186,60 @@ _PACK = {
 }
 
 
-def _node_maker(op, inf):
-    """_make_node for one op with all its arguments given and no snapshot, unrolled over its
-    arguments (generated once per op: recording runs once per op call)."""
-    names = [f"a{i}" for i in range(len(inf.use_args))]
-    body = ["def make(op, inf, args, edges, metas):",
-            "    node = _new_node(OpNode)",
-            "    node.next_functions = tuple(edges)",
-            "    node._seq = next(_seq)",
-            "    if ANOMALY[0] and state.__dict__.get('anomaly'):",
-            "        import traceback",
-            "        node._trace = traceback.format_stack()[:-2]",
-            "    node.op = op",
-            "    node._info = inf",
-            "    node.in_meta = metas"]
+_EDGE = """\
+    t = {a}
+    if t.__class__ is Tensor:  # edge_of, inlined for a plain non-leaf and a leaf with its
+        e{k} = t._grad_fn       # AccumulateGrad made already
+        if e{k} is not None:
+            e{k} = (e{k}, 0) if t._ag is None else edge_of(t)
+        elif t._requires_grad:
+            ag = t._ag
+            e{k} = (ag.acc, 0) if (ag is not None and ag.acc is not None
+                                 and t._base is None) else edge_of(t)
+    else:
+        e{k} = edge_of(t) if t is not None else None
+    if e{k} is None:
+        e{k} = _NO_EDGE
+        m{k} = None
+    else:
+        m{k} = (t._shape, t.dtype, t.device)
+        any_edge = True
+"""
+
+
+def _tracker(op, inf):
+    """The graph node for one call of an op that takes single tensors, called with all its
+    arguments, or None when nothing needs a gradient: record's and _make_node's work unrolled
+    over the op's schema (generated once per op: recording runs once per op call)."""
+    names = [f"a{i}" for i in range(inf.nargs)]
+    ks = range(len(inf.diff_idx))
+    code = "def track(op, inf, args, result):\n"
     if names:
-        body.append(f"    {', '.join(names)}, = args")
-    body.append("    saved = []")
-    code = "\n".join(body) + "\n"
+        code += f"    {', '.join(names)}, = args\n"
+    code += "    any_edge = False\n"
+    for k, i in enumerate(inf.diff_idx):
+        code += _EDGE.format(a=names[i], k=k)
+    code += ("    if not any_edge or (result.__class__ is Tensor and result.dtype._cat < 2):\n"
+             "        return None\n"
+             "    node = _new_node(OpNode)\n"
+             f"    node.next_functions = ({''.join(f'e{k}, ' for k in ks)})\n"
+             "    node._seq = next(_seq)\n"
+             "    if ANOMALY[0] and state.__dict__.get('anomaly'):\n"
+             "        import traceback\n"
+             "        node._trace = traceback.format_stack()[:-2]\n"
+             "    node.op = op\n"
+             "    node._info = inf\n"
+             f"    node.in_meta = [{', '.join(f'm{k}' for k in ks)}]\n"
+             "    saved = []\n")
     for i, (a, u) in enumerate(zip(names, inf.use_args)):
         code += _PACK[u].format(a=a, i=i)
     code += f"    node.args = [{', '.join(names)}]\n    node.saved = saved\n    return node\n"
     ns = {"_new_node": _new_node, "OpNode": OpNode, "_seq": _seq, "ANOMALY": ANOMALY,
           "state": state, "Tensor": Tensor, "MetaOnly": MetaOnly, "_Saved": _Saved,
-          "_NONE_KINDS": (Tensor, list, tuple)}
+          "_NONE_KINDS": (Tensor, list, tuple), "edge_of": edge_of, "_NO_EDGE": _NO_EDGE}
     exec(compile(code, f"<record {op.name}>", "exec"), ns)
-    inf.make = ns["make"]
-    return inf.make
+    inf.track = ns["track"]
+    return inf.track
 
 
 def _attach(node, inf, result):

@@ -277,7 +277,7 @@ class _OpInfo:
     """What recording needs about an op, computed once per op."""
 
     __slots__ = ("name", "vjp", "diff_idx", "list_diff", "use_out", "use_args", "composite",
-                 "inplace", "view", "detach", "cwrap", "no_list", "make",
+                 "inplace", "view", "detach", "cwrap", "no_list", "track",
                  "nargs")
 
     def __init__(self, op):
@@ -287,7 +287,7 @@ class _OpInfo:
         self.diff_idx = fop.diff_idx
         self.list_diff = tuple(i in op.list_idx for i in self.diff_idx)
         self.no_list = True not in self.list_diff
-        self.make = None  # the engine's node maker for this op, generated on first use
+        self.track = None  # the engine's recorder for this op, generated on first use
         self.nargs = len(op.arg_names)
         self.composite = self.vjp is None and op.decomp is not None and op.inplace_of is None
         self.inplace = op.inplace_of is not None or bool(op.mutated_idx)
