@@ -11,16 +11,15 @@ from ember._state import state
 from ember._tensor import Tensor
 
 from ._graph import (
+    ANOMALY,
     FULL,
     META,
     NONE,
     AccumulateGrad,
     CopySlices,
     MetaOnly,
-    Node,
     OpNode,
     TensorInfo,
-    ANOMALY,
     _Saved,
     _seq,
     accumulate_grad_node,
