@@ -178,10 +178,10 @@ _PACK = {
            "        {a} = MetaOnly({a})\n"),
     FULL: ("    c = {a}.__class__\n"
            "    if c is Tensor or isinstance({a}, Tensor):\n"
-           "        saved.append(({i}, _Saved({a})))\n"
+           "        saved += (({i}, _Saved({a})),)\n"
            "    elif (c is list or c is tuple or isinstance({a}, (list, tuple))) and any(\n"
            "            isinstance(x, Tensor) for x in {a}):\n"
-           "        saved.append(({i}, [_Saved(x) if x is not None else None for x in {a}]))\n"),
+           "        saved += (({i}, [_Saved(x) if x is not None else None for x in {a}]),)\n"),
 }
 
 
@@ -229,7 +229,7 @@ def _tracker(op, inf):
              "    node.op = op\n"
              "    node._info = inf\n"
              f"    node.in_meta = [{', '.join(f'm{k}' for k in ks)}]\n"
-             "    saved = []\n")
+             "    saved = ()\n")  # (index, saved) pairs: most calls save no tensor
     for i, (a, u) in enumerate(zip(names, inf.use_args)):
         code += _PACK[u].format(a=a, i=i)
     code += f"    node.args = [{', '.join(names)}]\n    node.saved = saved\n    return node\n"

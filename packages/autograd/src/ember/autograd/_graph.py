@@ -23,6 +23,9 @@ _seq = itertools.count()
 # How many threads have anomaly mode on (anomaly_mode keeps it): node creation reads the
 # thread-local flag only while this is nonzero
 ANOMALY = [0]
+# How many saved_tensors_hooks blocks are open in any thread: saving a tensor reads the
+# thread-local hook stack only while this is nonzero
+SAVED_HOOKS = [0]
 
 FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
          "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -370,7 +373,7 @@ class _Saved:
         self.is_output = is_output
         self.output_nr = output_nr
         self.unpack_hook = None
-        hooks = state.__dict__.get("saved_hooks")
+        hooks = SAVED_HOOKS[0] and state.__dict__.get("saved_hooks")
         if hooks:
             self._pack(t, *hooks[-1])
         else:

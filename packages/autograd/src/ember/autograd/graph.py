@@ -12,7 +12,7 @@ from __future__ import annotations
 from ember._state import state
 from ember._tensor import Tensor
 
-from ._graph import Node, RemovableHandle
+from ._graph import SAVED_HOOKS, Node, RemovableHandle
 
 __all__ = ["Node", "RemovableHandle", "saved_tensors_hooks", "save_on_cpu",
            "disable_saved_tensors_hooks", "increment_version"]
@@ -34,10 +34,12 @@ class saved_tensors_hooks:  # noqa: N801 - PyTorch's name
         stack = state.__dict__.get("saved_hooks")
         state.saved_hooks = (stack or []) + [(self.pack_hook, self.unpack_hook)]
         self._prev = stack
+        SAVED_HOOKS[0] += 1
         return self
 
     def __exit__(self, *exc):
         state.saved_hooks = self._prev
+        SAVED_HOOKS[0] -= 1
 
 
 class save_on_cpu(saved_tensors_hooks):  # noqa: N801
