@@ -16,7 +16,7 @@ from ._device import device as Device
 from ._device import get_backend
 from ._size import broadcast_shapes, contiguous_strides
 from ._state import state
-from ._tensor import _STRIDES, Storage, Tensor, c_strides
+from ._tensor import _STRIDES, Tensor, c_strides
 
 __all__ = ["call", "execute", "DispatchMode", "TensorMeta", "autograd_hook"]
 
