@@ -58,3 +58,25 @@ def broadcast_shapes(*shapes) -> tuple:
                     f"The size of tensor a ({o}) must match the size of tensor b ({d}) at "
                     f"non-singleton dimension {j}")
     return tuple(out)
+
+
+def collapse_dims(out_shape, strides_list):
+    """Drop size-1 dims and merge dims that are contiguous for every operand (the loop nest a
+    generated pointwise kernel walks: C++ on CPU, Triton on CUDA). Returns (sizes, [strides per
+    operand]) visiting the elements in the same order."""
+    dims = [i for i, s in enumerate(out_shape) if s != 1]
+    sizes = [out_shape[i] for i in dims]
+    sts = [[st[i] for i in dims] for st in strides_list]
+    if not sizes:
+        return [], [[] for _ in strides_list]
+    ms, mst = [sizes[0]], [[s[0]] for s in sts]
+    for j in range(1, len(sizes)):
+        if all(s[j - 1] == s[j] * sizes[j] for s in sts):
+            ms[-1] *= sizes[j]
+            for k, s in enumerate(sts):
+                mst[k][-1] = s[j]
+        else:
+            ms.append(sizes[j])
+            for k, s in enumerate(sts):
+                mst[k].append(s[j])
+    return ms, mst

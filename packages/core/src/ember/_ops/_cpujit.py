@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import _dispatch, _flags
 from .. import _dtype as D
-from .._size import broadcast_shapes
+from .._size import broadcast_shapes, collapse_dims
 from .._tensor import Tensor
 from ._cppops import CT, PRELUDE, CppOps, NeedsConstant, Sym, Unsupported, Var, literal
 
@@ -189,26 +189,6 @@ def _prelude_compiles(extra=()) -> bool:
 
 
 # ---- layout ------------------------------------------------------------------------------------
-def _collapse(out_shape, strides_list):
-    """Drop size-1 dims, merge dims contiguous for every operand: (sizes, strides per operand)."""
-    dims = [i for i, s in enumerate(out_shape) if s != 1]
-    sizes = [out_shape[i] for i in dims]
-    sts = [[st[i] for i in dims] for st in strides_list]
-    if not sizes:
-        return [], [[] for _ in strides_list]
-    ms, mst = [sizes[0]], [[s[0]] for s in sts]
-    for j in range(1, len(sizes)):
-        if all(s[j - 1] == s[j] * sizes[j] for s in sts):
-            ms[-1] *= sizes[j]
-            for k, s in enumerate(sts):
-                mst[k][-1] = s[j]
-        else:
-            ms.append(sizes[j])
-            for k, s in enumerate(sts):
-                mst[k].append(s[j])
-    return ms, mst
-
-
 def _mode(sizes, strides) -> str:
     if all(s == 0 for s in strides):
         return "one"
@@ -290,7 +270,7 @@ def _prepare(op, args, rdt, cdt):
                 if sz != 1:
                     r[pad + j] = s // item
             st.append(r)
-        sizes, sts = _collapse(shape, st)
+        sizes, sts = collapse_dims(shape, st)
         modes = tuple(_mode(sizes, s) for s in sts)
         strided = "strided" in modes
         if strided and len(sizes) > MAX_NDIM:

@@ -18,10 +18,11 @@ import os
 import tempfile
 
 from ember import _dtype as D
+from ember._size import collapse_dims
 
 from ._tritonops import TL, NeedsConstant, TritonOps, Unsupported, Var, literal
 
-__all__ = ["Operand", "collapse", "generate", "PointwiseCache", "Unsupported", "HostPtr"]
+__all__ = ["Operand", "generate", "PointwiseCache", "Unsupported", "HostPtr"]
 
 BLOCK = 1024
 _I32 = 2**31 - 1
@@ -46,27 +47,6 @@ def broadcast_strides(shape, stride, out_shape):
         if shape[i] != 1:
             r[pad + i] = stride[i]
     return r
-
-
-def collapse(out_shape, strides_list):
-    """Merge dims that are contiguous for every operand; drop size-1 dims.
-    Returns (sizes, [strides per operand]) with the same element order."""
-    dims = [i for i, s in enumerate(out_shape) if s != 1]
-    sizes = [out_shape[i] for i in dims]
-    sts = [[st[i] for i in dims] for st in strides_list]
-    if not sizes:
-        return [], [[] for _ in strides_list]
-    ms, mst = [sizes[0]], [[s[0]] for s in sts]
-    for j in range(1, len(sizes)):
-        if all(s[j - 1] == s[j] * sizes[j] for s in sts):
-            ms[-1] *= sizes[j]
-            for k, s in enumerate(sts):
-                mst[k][-1] = s[j]
-        else:
-            ms.append(sizes[j])
-            for k, s in enumerate(sts):
-                mst[k].append(s[j])
-    return ms, mst
 
 
 def _mode(sizes, strides) -> str:
@@ -251,7 +231,7 @@ class PointwiseCache:
                 scalar_slots[i] = (f"s{i}", a)
         out_shape = out.shape
         st = [broadcast_strides(o.shape, o.stride, out_shape) for o in operands]
-        sizes, sts = collapse(out_shape, st + [list(out.stride)])
+        sizes, sts = collapse_dims(out_shape, st + [list(out.stride)])
         ndim = len(sizes)
         modes = tuple(_mode(sizes, s) for s in sts[:-1])
         out_mode = _mode(sizes, sts[-1])
