@@ -1,58 +1,16 @@
 """ember-compiler: the component registers with core, and without it core names the wheel."""
+from component_checks import component_tests
 
-import os
-import subprocess
-import sys
-
-import ember.compiler._component as component
-from ember._components import MissingComponentError, require
-
-
-class FakeRegistry:
-    def __init__(self):
-        self.added = {}
-
-    def add(self, name, *, wheel, modules=(), **hooks):
-        self.added[name] = dict(wheel=wheel, modules=list(modules), **hooks)
-
-
-def test_register_adds_the_component():
-    reg = FakeRegistry()
-    component.register(reg)
-    assert reg.added["compiler"]["wheel"] == "ember-compiler"
-    assert "ember.compiler" in reg.added["compiler"]["modules"]
-
-
-def test_core_finds_the_component():
-    info = require("compiler", "test")
-    assert info["wheel"] == "ember-compiler"
-    assert issubclass(MissingComponentError, ModuleNotFoundError)
-    assert "ember.compiler" in info["modules"]
-
-
-def test_without_the_component_core_names_the_wheel():
-    # Same interpreter and path, minus this package's source folder.
-    here = os.sep + os.path.join("packages", "compiler", "src")
-    path = [p for p in sys.path if not p.rstrip(os.sep).endswith(here)]
-    code = """
-import ember
-from ember._components import MissingComponentError, require
-try:
-    require("compiler", "ember.compile")
-except MissingComponentError as e:
-    print(e)
-else:
-    raise SystemExit("component still found")
-"""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    message = out.stdout.strip()
-    assert "pip install ember-compiler" in message, message
-    assert "\n" not in message and ". " not in message  # one sentence
+globals().update(component_tests('compiler', 'ember.compiler', 'ember.compile'))
 
 
 def test_fx_ships_in_this_wheel():
+    import os
+
+    import ember.compiler
     import ember.fx
 
-    assert ember.fx.__all__ == [] or isinstance(ember.fx.__all__, list)
+    # ember.fx comes from the same source folder (or install) as ember.compiler
+    assert os.path.dirname(os.path.dirname(ember.fx.__file__)) == \
+        os.path.dirname(os.path.dirname(ember.compiler.__file__))
+    assert isinstance(ember.fx.__all__, list)
