@@ -80,3 +80,13 @@ def collapse_dims(out_shape, strides_list):
             for k, s in enumerate(sts):
                 mst[k].append(s[j])
     return ms, mst
+
+
+def is_contiguous(shape, stride) -> bool:
+    """Whether (shape, stride) is the C-contiguous layout (size-1 dims' strides don't matter)."""
+    expected = 1
+    for size, st in zip(reversed(shape), reversed(stride)):
+        if size != 1 and st != expected:
+            return False
+        expected *= size
+    return True

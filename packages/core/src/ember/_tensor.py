@@ -11,6 +11,7 @@ from . import _state
 from ._device import device as Device
 from ._device import get_backend
 from ._size import Size, contiguous_strides
+from ._size import is_contiguous as _is_contiguous
 
 __all__ = ["Tensor", "Storage", "UntypedStorage"]
 
@@ -238,12 +239,7 @@ class Tensor:
     nelement = numel
 
     def is_contiguous(self, memory_format=None) -> bool:
-        expected = 1
-        for size, st in zip(reversed(self._shape), reversed(self._stride)):
-            if size != 1 and st != expected:
-                return False
-            expected *= size
-        return True
+        return _is_contiguous(self._shape, self._stride)
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point

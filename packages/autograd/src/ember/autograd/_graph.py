@@ -12,6 +12,7 @@ import itertools
 import sys
 import weakref
 
+from ember._size import is_contiguous as _is_contiguous
 from ember._state import state
 from ember._tensor import Tensor
 from ember._tensor import c_strides as _c_strides
@@ -223,12 +224,7 @@ class MetaOnly:
         return self._offset
 
     def is_contiguous(self, memory_format=None) -> bool:
-        expected = 1
-        for size, st in zip(reversed(self._shape), reversed(self._stride)):
-            if size != 1 and st != expected:
-                return False
-            expected *= size
-        return True
+        return _is_contiguous(self._shape, self._stride)
 
     @property
     def shape(self):
