@@ -236,3 +236,16 @@ print("COLSUM LN OK")
     out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0 and "COLSUM LN OK" in out.stdout, out.stdout + out.stderr[-3000:]
+
+
+def test_op_database_on_the_fake_device():
+    """test_cuda_opdb.py (every op of core's database, forward and backward, vs the CPU) on the
+    fake device: the GPU kernels' logic in Triton's interpreter, in CI."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    core_tests = os.path.join(here, "..", "..", "core", "tests")
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([core_tests, ENV["PYTHONPATH"]]))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                          os.path.join(here, "test_cuda_opdb.py")],
+                         env=env, capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    assert " passed" in out.stdout and "skipped" not in out.stdout.splitlines()[-1], out.stdout[-500:]

@@ -70,6 +70,8 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
     """out[i] = alpha * a[i] @ b[i] + beta * out[i]; a (B?, M, K), b (B?, K, N), out contiguous
     (B?, M, N). Batch strides: a and b may have batch stride 0 (broadcast)."""
     import ember
+    if rt.FAKE:
+        return _fake_gemm(a, b, out, alpha, beta)
     dev = out.device.index or 0
     cublas, h = _handle(dev)
     stream = current_stream_handle(dev)
@@ -100,6 +102,17 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
         a.data_ptr(), _R[dt], lda, sa,
         be.ctypes.data, out.data_ptr(), _R[dt], N, M * N, nb,
         ct, _CT["algo"])
+    return out
+
+
+def _fake_gemm(a, b, out, alpha, beta):
+    """The fake device's cuBLAS (its memory is host memory): numpy on views of the operands."""
+    va, vb, vo = rt.fake_view(a), rt.fake_view(b), rt.fake_view(out)
+    acc = np.float64 if out.dtype is D.float64 else np.float32
+    r = alpha * np.matmul(va.astype(acc), vb.astype(acc))
+    if beta != 0.0:
+        r = r + beta * vo.astype(acc)
+    vo[...] = r.astype(vo.dtype)
     return out
 
 

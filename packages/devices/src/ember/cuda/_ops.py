@@ -53,7 +53,7 @@ def _dev_index(args) -> int:
 
 
 def _matmul(be, op, x, y):
-    if rt.FAKE or not (isinstance(y, Tensor) and y.device == x.device):
+    if not (isinstance(y, Tensor) and y.device == x.device):
         return NotImplemented
     r = matmul(x, y)
     return NotImplemented if r is None else r
@@ -572,3 +572,11 @@ _TABLE = {
     "convolution_backward": lambda be, op, *a: _conv().convolution_backward(be, op, *a),
     "softmax": _softmax_any(False), "log_softmax": _softmax_any(True),
 }
+
+# the op families in their own modules (each: TABLE of kernels, HOST of ops left on host copies)
+FAMILIES = ("_ops_index", "_ops_sort", "_ops_random", "_ops_nnx", "_ops_misc")
+HOST_OPS: dict = {}   # op qualname -> why it runs its CPU kernel on host copies
+for _name in FAMILIES:
+    _m = importlib.import_module("ember.cuda." + _name)
+    _TABLE.update(_m.TABLE)
+    HOST_OPS.update(_m.HOST)

@@ -249,6 +249,30 @@ def stream_wait_event(stream: int, ev: int) -> None:
 
 
 # ---- the pretend device (EMBER_CUDA_FAKE=1) ---------------------------------------------------
+def fake_view(t):
+    """A numpy view of a fake-device tensor (its memory is host memory): for the stand-ins of
+    libraries the interpreter cannot run (cuBLAS)."""
+    import ctypes
+
+    import numpy as np
+
+    assert FAKE, "fake_view: only on the fake device"
+    it = t.dtype.itemsize
+    lo = hi = 0
+    for n, st in zip(t.shape, t.stride()):
+        if n == 0:
+            return np.empty(tuple(t.shape), t.dtype.np)
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    base = t.data_ptr() + lo * it
+    buf = (ctypes.c_char * ((hi - lo + 1) * it)).from_address(base)
+    flat = np.frombuffer(buf, dtype=t.dtype.np)
+    return np.lib.stride_tricks.as_strided(flat[-lo:], tuple(t.shape),
+                                           tuple(s * it for s in t.stride()))
+
+
 def _fake_install():
     import ctypes
 

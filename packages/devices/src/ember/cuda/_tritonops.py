@@ -28,6 +28,10 @@ class Unsupported(Exception):
     """No Triton code for this primitive/dtype (the backend falls back)."""
 
 
+class InterpreterLimit(Unsupported):
+    """Triton's interpreter (the fake device) lacks it; compiled for a GPU, the kernel has it."""
+
+
 class Var:
     """A value in the generated kernel: its code name, ember dtype, and block-or-scalar."""
 
@@ -98,7 +102,7 @@ class TritonOps:
             return f"libdevice.{name}"
         if name in _INTERP:
             return _INTERP[name]
-        raise Unsupported(f"{name} in Triton's interpreter")
+        raise InterpreterLimit(f"{name} in Triton's interpreter")
 
     # ---- helpers ------------------------------------------------------------------------------
     def emit(self, expr: str, dtype, block: bool) -> Var:
