@@ -11,7 +11,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
-export PYTHONPATH=packages/core/src:packages/autograd/src:packages/devices/src:${PYTHONPATH:-}
+export PYTHONPATH=packages/core/src:packages/autograd/src:packages/devices/src:packages/core/tests:${PYTHONPATH:-}
 export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
 rc=0

@@ -8,6 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+import ember
+
 triton = pytest.importorskip("triton")  # the interpreter tests need triton (not in CI's lock yet)
 
 ENV = dict(os.environ, EMBER_CUDA_FAKE="1", TRITON_INTERPRET="1",
@@ -238,6 +240,7 @@ print("COLSUM LN OK")
     assert out.returncode == 0 and "COLSUM LN OK" in out.stdout, out.stdout + out.stderr[-3000:]
 
 
+@pytest.mark.skipif(ember.cuda.is_available(), reason="a real GPU runs test_cuda_opdb.py itself")
 def test_op_database_on_the_fake_device():
     """test_cuda_opdb.py (every op of core's database, forward and backward, vs the CPU) on the
     fake device: the GPU kernels' logic in Triton's interpreter, in CI."""
