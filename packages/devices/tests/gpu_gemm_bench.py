@@ -33,6 +33,15 @@ def main():
     show("gemm (256x512x512 fp32)", lambda: _blas.gemm(a, b, out))
     from ember.cuda import _blaslt
     print("cuBLASLt plans", len(_blaslt._plans), "failed", _blaslt._failed[0])
+    key, plan = next(iter(_blaslt._plans.items()))
+    lt, hl = _blaslt._lt(), _blaslt._state[0]
+    desc, la, lb, lc, res = plan
+    ws = next(iter(_blaslt._ws.values()))
+    s0 = current_stream_handle(0)
+    pa, pb, pc = a.data_ptr(), b.data_ptr(), out.data_ptr()
+    show("cublasLtMatmul alone", lambda: lt.matmul(
+        hl, desc, _blas._ONE_P[_blas.np.float32], pb, la, pa, lb,
+        _blas._ZERO_P[_blas.np.float32], pc, lc, pc, lc, res.ptr, ws.ptr, _blaslt._WS, s0))
     _blas._LT = False
     show("gemm through plain cuBLAS", lambda: _blas.gemm(a, b, out))
     _blas._LT = True

@@ -22,6 +22,8 @@ _handles: dict = {}
 _R = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14}   # cudaDataType
 _ONE = {np.float32: np.ones(1, np.float32), np.float64: np.ones(1, np.float64)}
 _ZERO = {np.float32: np.zeros(1, np.float32), np.float64: np.zeros(1, np.float64)}
+_ONE_P = {k: v.ctypes.data for k, v in _ONE.items()}
+_ZERO_P = {k: v.ctypes.data for k, v in _ZERO.items()}
 
 
 # cuBLASLt with cached plans first (EMBER_CUBLASLT=0: plain cuBLAS only)
@@ -86,8 +88,12 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
         ct, st = _CT["TF32"], np.float32
     else:
         ct, st = _CT["32F"], np.float32
-    al = _ONE[st] if alpha == 1.0 else np.array([alpha], st)
-    be = _ZERO[st] if beta == 0.0 else np.array([beta], st)
+    # host scalars by address (numpy's .ctypes costs microseconds a call: the constants' are cached)
+    al = _ONE_P[st] if alpha == 1.0 else np.array([alpha], st)
+    be = _ZERO_P[st] if beta == 0.0 else np.array([beta], st)
+    keep = (al, be)  # noqa: F841 (the arrays live until the call returns)
+    al = al if al.__class__ is int else al.ctypes.data
+    be = be if be.__class__ is int else be.ctypes.data
     rt.ensure_context(dev)
     nb = 1 if batch is None else batch
     sa = a.stride(0) if a.ndim == 3 else 0
@@ -97,10 +103,10 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
         return out
     cublas.set_stream(h, stream)
     cublas.gemm_strided_batched_ex(
-        h, opb, opa, N, M, K, al.ctypes.data,
+        h, opb, opa, N, M, K, al,
         b.data_ptr(), _R[dt], ldb, sb,
         a.data_ptr(), _R[dt], lda, sa,
-        be.ctypes.data, out.data_ptr(), _R[dt], N, M * N, nb,
+        be, out.data_ptr(), _R[dt], N, M * N, nb,
         ct, _CT["algo"])
     return out
 

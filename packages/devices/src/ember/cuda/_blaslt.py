@@ -20,9 +20,14 @@ _ws: dict = {}       # (device, stream) -> buffer (kept alive)
 _failed = [False]
 
 
+_mod: list = []
+
+
 def _lt():
-    from nvmath.bindings import cublasLt
-    return cublasLt
+    if not _mod:
+        from nvmath.bindings import cublasLt
+        _mod.append(cublasLt)
+    return _mod[0]
 
 
 def _set(fn, obj, attr, value, dt):
@@ -72,7 +77,8 @@ def _plan(lt, h, key):
 
 
 def gemm(a, b, out, opa, lda, opb, ldb, M, N, K, nb, sa, sb, ct, al, be, stream, dev) -> bool:
-    """out = al * a @ b + be * out via a cached Lt plan; False: not served (use cuBLAS)."""
+    """out = al * a @ b + be * out via a cached Lt plan; False: not served (use cuBLAS).
+    al, be: host addresses of the scalars."""
     if _failed[0]:
         return False
     dt = out.dtype
@@ -99,8 +105,8 @@ def gemm(a, b, out, opa, lda, opb, ldb, M, N, K, nb, sa, sb, ct, al, be, stream,
             from ember._device import get_backend
             ws = _ws[(dev, stream)] = get_backend("cuda").empty(_WS, Device("cuda", dev))
         desc, la, lb, lc, res = plan
-        lt.matmul(h, desc, al.ctypes.data, pb, la, pa, lb, be.ctypes.data, pc, lc, pc, lc,
-                  res.ptr, ws.ptr, _WS, stream)
+        lt.matmul(h, desc, al, pb, la, pa, lb, be, pc, lc, pc, lc, res.ptr, ws.ptr, _WS,
+                  stream)
         return True
     except Exception:  # an older library or binding: plain cuBLAS from now on
         _failed[0] = True
