@@ -127,6 +127,15 @@ class DeviceBackend:
         """This device's kernel for a non-pointwise op, or None."""
         return None
 
+    def pinned_host_empty(self, nbytes: int):
+        """A flat uint8 numpy array in page-locked host memory (Tensor.pin_memory), freed when
+        the last view of it dies."""
+        raise RuntimeError(f"{self.type} cannot pin host memory")
+
+    def host_is_pinned(self, ptr: int) -> bool:
+        """Whether the host address lies in memory from pinned_host_empty."""
+        return False
+
     def storage_to_host(self, storage):
         """A flat uint8 numpy array with the storage's bytes (saving checkpoints)."""
         raise NotImplementedError

@@ -62,6 +62,39 @@ def cuda(self, device=None, non_blocking=False, memory_format=None):
     return self.to(dev, non_blocking=non_blocking)
 
 
+def _pinning_backend(what):
+    from ._device import _BACKENDS
+    for b in _BACKENDS.values():
+        if b.is_accelerator and b.is_available():
+            return b
+    raise RuntimeError(f"{what}: cannot access accelerator device when none is available "
+                       f"(page-locked host memory needs an accelerator backend, such as "
+                       f"ember-devices' cuda, and its device)")
+
+
+def pin_memory(self, device=None):
+    """A copy of this CPU tensor in page-locked host memory (self if it already is there):
+    copies from it to the accelerator can be asynchronous (`.to("cuda", non_blocking=True)`)."""
+    if self.device.type != "cpu":
+        raise RuntimeError(f"cannot pin '{self.device.type}' memory: only dense CPU tensors can "
+                           f"be pinned")
+    if is_pinned(self):
+        return self
+    buf = _pinning_backend("pin_memory").pinned_host_empty(self.numel() * self.dtype.itemsize)
+    arr = buf.view(self.dtype.np).reshape(tuple(self.shape))
+    arr[...] = self._np
+    return Tensor._from_np(arr, self.dtype)
+
+
+def is_pinned(self, device=None) -> bool:
+    """Whether this CPU tensor's memory is page-locked (see pin_memory)."""
+    if self.device.type != "cpu":
+        return False
+    from ._device import _BACKENDS
+    ptr = self.data_ptr()
+    return any(b.is_accelerator and b.host_is_pinned(ptr) for b in _BACKENDS.values())
+
+
 def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     from ._creation_api import tensor
     return tensor(data, dtype=dtype or self.dtype, device=device or self.device,
@@ -135,6 +168,8 @@ def bind_methods(methods: dict) -> None:
     Tensor.to = to
     Tensor.cpu = cpu
     Tensor.cuda = cuda
+    Tensor.pin_memory = pin_memory
+    Tensor.is_pinned = is_pinned
     for d, names in ((D.float32, ("float",)), (D.float64, ("double",)), (D.float16, ("half",)),
                      (D.bfloat16, ("bfloat16",)), (D.int64, ("long",)), (D.int32, ("int",)),
                      (D.int16, ("short",)), (D.int8, ("char",)), (D.uint8, ("byte",)),

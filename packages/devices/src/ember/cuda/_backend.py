@@ -107,6 +107,8 @@ class CudaBackend(DeviceBackend):
         self.fallback_ops: dict = {}    # op qualname -> calls that ran on the host
         self.kernels: dict = {}
         self._plans: dict = {}
+        self._pinned: dict = {}             # page-locked host blocks: address -> bytes
+        self._pinned_inflight: list = []    # (event, host array) of async copies from them
 
     # ---- runtime ------------------------------------------------------------------------------
     def is_available(self) -> bool:
@@ -152,9 +154,47 @@ class CudaBackend(DeviceBackend):
         a = _c(src._np)
         t = self._new(tuple(a.shape), src.dtype, dev)
         rt.ensure_context(t.device.index)
-        # pageable host memory: the driver stages it before returning, so `a` may die after
-        rt.memcpy_htod(t.data_ptr(), a.ctypes.data, a.nbytes, _stream(t.device.index))
+        s = _stream(t.device.index)
+        # pageable host memory: the driver stages it before returning, so `a` may die after;
+        # page-locked memory is read by the copy engine later, asynchronously
+        rt.memcpy_htod(t.data_ptr(), a.ctypes.data, a.nbytes, s)
+        if a.nbytes and self.host_is_pinned(a.ctypes.data):
+            if non_blocking:  # `a` lives until the copy is done (PyTorch's host allocator too)
+                self._reap_pinned()
+                self._pinned_inflight.append((_StreamEvent(s), a))
+            else:
+                rt.stream_sync(s)
         return t
+
+    # ---- page-locked host memory (Tensor.pin_memory) ---------------------------------------
+    def pinned_host_empty(self, nbytes):
+        import ctypes
+        import weakref
+        rt.ensure_context()
+        self._reap_pinned()
+        ptr = rt.host_alloc_pinned(nbytes)
+        buf = (ctypes.c_char * max(nbytes, 1)).from_address(ptr)
+        self._pinned[ptr] = max(nbytes, 1)
+        weakref.finalize(buf, self._free_pinned, ptr)
+        return np.frombuffer(buf, np.uint8)[:nbytes]
+
+    def _free_pinned(self, ptr):
+        self._pinned.pop(ptr, None)
+        try:
+            rt.host_free_pinned(ptr)
+        except Exception:  # interpreter shutdown
+            pass
+
+    def host_is_pinned(self, ptr):
+        for p, n in self._pinned.items():
+            if p <= ptr < p + n:
+                return True
+        return False
+
+    def _reap_pinned(self):
+        """Drop the keep-alive references of asynchronous copies from pinned memory that are
+        done."""
+        self._pinned_inflight = [(e, a) for e, a in self._pinned_inflight if not e.query()]
 
     def to_host(self, t):
         if not t.is_contiguous():
