@@ -24,8 +24,6 @@ HOST: dict[str, str] = {
     "col2im": "no GPU kernel yet",
     "im2col": "no GPU kernel yet",
     "constant_pad_nd": "no GPU kernel yet",
-    "convolution": "no GPU kernel yet",
-    "convolution_backward": "no GPU kernel yet",
     "grid_sampler": "no GPU kernel yet",
     "grid_sampler_2d_backward": "no GPU kernel yet",
     "max_pool1d_with_indices": "no GPU kernel yet",
