@@ -20,6 +20,10 @@ _MASK64 = (1 << 64) - 1
 _MASK128 = (1 << 128) - 1
 _STATE = struct.Struct("<QQQQQQQ")  # pcg state (2 words), increment (2), has_uint32, uint, seed
 _STATE_SIZE = _STATE.size
+# device packages plug in here (core never imports them): their Generator subclass by device
+# type, and callbacks that manual_seed()/seed() call with the seed (ember.cuda fills both)
+DEVICE_GENERATORS: dict = {}
+SEED_HOOKS: list = []
 
 
 class Generator:
@@ -32,6 +36,10 @@ class Generator:
     >>> bool((ember.rand(3, generator=g) == a).all())
     True
     """
+
+    def __new__(cls, device="cpu"):
+        sub = DEVICE_GENERATORS.get(Device(device).type) if cls is Generator else None
+        return object.__new__(sub or cls)
 
     def __init__(self, device="cpu"):
         self.device = Device(device)
@@ -115,12 +123,18 @@ def manual_seed(seed) -> Generator:
     >>> _ = ember.manual_seed(0); bool((ember.randn(2) == a).all())
     True
     """
-    return default_generator.manual_seed(seed)
+    g = default_generator.manual_seed(seed)
+    for hook in SEED_HOOKS:  # device generators too, as torch.manual_seed does
+        hook(int(seed))
+    return g
 
 
 def seed() -> int:
     """Seed the default generator nondeterministically; returns the seed."""
-    return default_generator.seed()
+    s = default_generator.seed()
+    for hook in SEED_HOOKS:
+        hook(s)
+    return s
 
 
 def initial_seed() -> int:

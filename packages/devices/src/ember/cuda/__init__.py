@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ember._device import register_device
 
+from . import _random
 from . import _runtime as _rt
 from ._allocator import OutOfMemoryError
 from ._backend import CudaBackend
@@ -35,7 +36,9 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "default_stream", "set_stream", "empty_cache", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "memory_stats", "memory_summary", "mem_get_info",
-           "OutOfMemoryError", "manual_seed", "manual_seed_all", "seed", "is_initialized",
+           "OutOfMemoryError", "manual_seed", "manual_seed_all", "seed", "seed_all",
+           "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
+           "set_rng_state_all", "default_generators", "is_initialized",
            "init", "host_memory_fallbacks"]
 
 _backend = CudaBackend()
@@ -235,20 +238,55 @@ def record_stream(tensor, stream) -> None:
     buf.alloc.record_stream(buf.block, stream.cuda_stream)
 
 
-# ---- random ---------------------------------------------------------------------------------
+# ---- random: Philox generators per GPU (_random); ember.manual_seed seeds them too ----------
+_random.install()
+
+
 def manual_seed(seed: int) -> None:
-    """Seed ember's generator (GPU random ops draw from it, so seeds reproduce)."""
-    import ember
-    ember.manual_seed(seed)
+    """Seed the current GPU's generator (ember.manual_seed seeds every GPU's)."""
+    _random.default_generator().manual_seed(seed)
 
 
 def manual_seed_all(seed: int) -> None:
-    manual_seed(seed)
+    _random.manual_seed_all(seed)
 
 
 def seed() -> None:
-    import ember
-    ember.seed()
+    """Seed the current GPU's generator from the operating system's entropy."""
+    _random.default_generator().seed()
+
+
+def seed_all() -> None:
+    s = _random.default_generator().seed()
+    manual_seed_all(s)
+
+
+def initial_seed() -> int:
+    return _random.default_generator().initial_seed()
+
+
+def get_rng_state(device="cuda"):
+    """The generator state of a GPU: a uint8 tensor of 16 bytes (seed, offset)."""
+    return _random.default_generator(_idx(device)).get_state()
+
+
+def set_rng_state(new_state, device="cuda") -> None:
+    _random.default_generator(_idx(device)).set_state(new_state)
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in _random.device_indices()]
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, s in enumerate(new_states):
+        set_rng_state(s, i)
+
+
+def __getattr__(name):  # torch.cuda.default_generators: one per GPU, made on first use
+    if name == "default_generators":
+        return tuple(_random.default_generator(i) for i in _random.device_indices())
+    raise AttributeError(f"module 'ember.cuda' has no attribute {name!r}")
 
 
 def host_memory_fallbacks() -> dict:

@@ -1,39 +1,331 @@
-"""GPU kernels: random ops from a counter-based (Philox) generator.
+"""GPU kernels: random ops from a counter-based (Philox4x32-10) generator.
+
+Every op is one launch of `_kernels_random.sample` (or `.randint`) writing a contiguous result;
+seed and counter offset come from the generator (`_random`), which advances by the element count.
+Argument errors are core's own checks, so they match the CPU. Values differ from PyTorch's CUDA
+stream; the distributions are the same.
 
 TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
 NotImplemented to fall back); HOST lists the ops of this family that still run their CPU kernel on
 host copies, with the reason (test_cuda_opdb.py holds the backend to it)."""
 from __future__ import annotations
 
-TABLE: dict = {}
+import math
+import struct
+
+from ember import _dtype as D
+from ember._dispatch import torch_name
+from ember._tensor import Tensor
+
+from ._random import generator_for
+
+_BLOCK = 1024
+_BITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53}
+_FLOATS = tuple(_BITS)
+_INTS = (D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64)
+
+
+def _ops():
+    from . import _ops
+    return _ops
+
+
+def _bits(v: float) -> int:
+    """A float64 parameter as its int64 bit pattern (Triton passes Python floats as fp32)."""
+    return struct.unpack("<q", struct.pack("<d", float(v)))[0]
+
+
+def _sample(be, out, gen, dist, a=0.0, b=0.0, pa=None, pb=None, f64=None):
+    """Fill contiguous `out` with DIST samples drawn from gen; pa/pb: per-element parameters
+    (contiguous, out's shape)."""
+    n = out.numel()
+    if n == 0:
+        return out
+    seed, off = generator_for(gen, out.device).take(n)
+    K = _ops()._lazy("_kernels_random")
+    if f64 is None:
+        f64 = out.dtype is D.float64
+    bits = _BITS.get(out.dtype, 24)
+    _ops()._launch(be, K.sample, (-(-n // _BLOCK),),
+                   [out, out if pa is None else pa, out if pb is None else pb, n, seed, off,
+                    _bits(a), _bits(b)], (),
+                   {"DIST": dist, "F64": f64, "BITS": bits, "HAS_A": pa is not None,
+                    "HAS_B": pb is not None, "BLOCK": _BLOCK})
+    return out
+
+
+def _fill_inplace(be, x, fill):
+    """Run fill(contiguous target) on x: in place when contiguous, else through a temporary."""
+    if x.is_contiguous():
+        fill(x)
+    else:
+        tmp = be._new(tuple(x.shape), x.dtype, x.device)
+        fill(tmp)
+        be._copy_into(x, tmp)
+    return x
+
+
+def _float_only(dt, kernel):
+    if dt.is_complex:
+        return False  # complex: the CPU kernel on host copies
+    if dt not in _FLOATS:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{torch_name(dt)}'")
+    return True
+
+
+def _new_like_meta(be, op, args, like):
+    """The output of a factory (like: a *_like op) on cuda from the op's meta, or None."""
+    from ember._device import device as Device
+    d = args[op.device_idx]
+    if like:
+        dev = args[0].device if d is None else Device(d)
+    else:
+        dev = Device(d) if d is not None else None
+    if dev is None or dev.type != "cuda":
+        return None
+    m = _ops()._meta_of(op, args, 0 if like else None)
+    return be._new(tuple(m.shape), m.dtype, dev), m.requires_grad
+
+
+def _finish(t, rg):
+    if rg:
+        t.requires_grad_(True)
+    return t
+
+
+# ---- factories ---------------------------------------------------------------------------------
+def _rand_factory(dist, kernel, like):
+    def f(be, op, *args):
+        r = _new_like_meta(be, op, args, like)
+        if r is None:
+            return NotImplemented
+        t, rg = r
+        gen = args[1]
+        if not _float_only(t.dtype, kernel):
+            return NotImplemented
+        _sample(be, t, gen, dist, 0.0, 1.0)
+        return _finish(t, rg)
+    return f
+
+
+def _check_randint(low, high, dt):
+    from ember._ops.random import _int_range
+    low, high = int(low), int(high)
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
+                           f"to={high}")
+    lo, hi = _int_range(dt)
+    if high - 1 > hi or low < lo:
+        c = {D.uint8: "unsigned char", D.int8: "signed char", D.int16: "short", D.int32: "int",
+             D.int64: "long", D.bool: "bool"}.get(dt, dt.name)
+        raise RuntimeError(f"{'to - 1' if high - 1 > hi else 'from'} is out of bounds for {c}")
+    return low, high
+
+
+def _randint_into(be, out, low, high, gen):
+    """out = integers uniform in [low, high) (checked), in out's dtype; contiguous out."""
+    low, high = _check_randint(low, high, out.dtype)
+    n = out.numel()
+    if n == 0:
+        return out
+    rng = high - low
+    full = rng >= 1 << 64
+    rng &= (1 << 64) - 1
+    seed, off = generator_for(gen, out.device).take(n)
+    K = _ops()._lazy("_kernels_random")
+    _ops()._launch(be, K.randint, (-(-n // _BLOCK),),
+                   [out, n, seed, off, low, rng - (1 << 64) if rng >= 1 << 63 else rng], (),
+                   {"WIDE": rng > 1 << 32 or full, "FULL": full, "BLOCK": _BLOCK})
+    return out
+
+
+def _randint_ok(dt):
+    return dt in _FLOATS or dt in _INTS
+
+
+def _randint(be, op, high, size, gen, *rest):
+    return _randint_low(be, op, 0, high, size, gen, *rest, _args=(high, size, gen, *rest))
+
+
+def _randint_low(be, op, low, high, size, gen, *rest, _args=None):
+    r = _new_like_meta(be, op, _args or (low, high, size, gen, *rest), False)
+    if r is None:
+        return NotImplemented
+    t, rg = r
+    if not _randint_ok(t.dtype):
+        return NotImplemented
+    return _finish(_randint_into(be, t, low, high, gen), rg)
+
+
+def _randint_like(be, op, x, high, gen, *rest):
+    return _randint_like_low(be, op, x, 0, high, gen, *rest, _args=(x, high, gen, *rest))
+
+
+def _randint_like_low(be, op, x, low, high, gen, *rest, _args=None):
+    r = _new_like_meta(be, op, _args or (x, low, high, gen, *rest), True)
+    if r is None:
+        return NotImplemented
+    t, rg = r
+    if not _randint_ok(t.dtype):
+        return NotImplemented
+    return _finish(_randint_into(be, t, low, high, gen), rg)
+
+
+# ---- in-place samplers -------------------------------------------------------------------------
+def _sampler(dist, kernel, check=None, params=lambda *p: p):
+    """x.<name>_(*params, generator=): core's argument check, then one launch."""
+    def f(be, op, x, *args):
+        *ps, gen = args
+        if not _float_only(x.dtype, kernel):
+            return NotImplemented
+        if check is not None:
+            check(*ps)
+        a, b = (list(params(*ps)) + [0.0, 0.0])[:2]
+        return _fill_inplace(be, x, lambda t: _sample(be, t, gen, dist, a, b))
+    return f
+
+
+def _core_check(name):
+    def check(*ps):
+        from ember._ops import random as R
+        getattr(R, name)(*ps)
+    return check
+
+
+def _random_(be, op, x, *args):
+    """random_(), random_.to(to), random_.from(from, to): [from, to) with the dtype's own
+    bounds when omitted (floats: [0, 2**mantissa])."""
+    from ember._ops.random import _int_range
+    if not _randint_ok(x.dtype):
+        return NotImplemented
+    *bounds, gen = args
+    lo, hi = ([None, None] + bounds)[-2:]
+    lo = 0 if lo is None else lo
+    hi = _int_range(x.dtype)[1] + 1 if hi is None else hi
+    _check_randint(lo, hi, x.dtype)
+    return _fill_inplace(be, x, lambda t: _randint_into(be, t, lo, hi, gen))
+
+
+# ---- bernoulli -----------------------------------------------------------------------------------
+def _expand_to(be, p, shape, dt):
+    """p broadcast to shape, contiguous, in dtype dt (one copy launch unless it already is)."""
+    if tuple(p.shape) == tuple(shape) and p.dtype is dt and p.is_contiguous():
+        return p
+    out = be._new(tuple(shape), dt, p.device)
+    be._copy_into(out, p.expand(tuple(shape)) if tuple(p.shape) != tuple(shape) else p)
+    return out
+
+
+def _p_dtype(p):
+    return D.float64 if p.dtype is D.float64 else D.float32
+
+
+def _bernoulli(be, op, p, gen):
+    """bernoulli(p): out ~ Bernoulli(p) elementwise, p's dtype. p outside [0, 1] is not
+    checked (PyTorch's CUDA kernel asserts on the device; a host check would sync)."""
+    if not (p.dtype in _FLOATS or p.dtype in _INTS):
+        return NotImplemented
+    out = be._new(tuple(p.shape), p.dtype, p.device)
+    pc = _expand_to(be, p, tuple(p.shape), _p_dtype(p))
+    return _sample(be, out, gen, 6, pa=pc, f64=p.dtype is D.float64)
+
+
+def _bernoulli_p(be, op, x, p, gen):
+    from ember._ops.random import _check_p
+    if not (x.dtype in _FLOATS or x.dtype in _INTS):
+        return NotImplemented
+    _check_p(p)
+    out = be._new(tuple(x.shape), x.dtype, x.device)
+    return _sample(be, out, gen, 6, float(p), f64=True)
+
+
+def _bernoulli_tensor_(be, op, x, p, gen):
+    if not (x.dtype in _FLOATS or x.dtype in _INTS) or not isinstance(p, Tensor) or \
+            p.device != x.device:
+        return NotImplemented
+    if not (p.dtype in _FLOATS or p.dtype in _INTS):
+        return NotImplemented
+    pc = _expand_to(be, p, tuple(x.shape), _p_dtype(p))  # errors on unbroadcastable p
+    return _fill_inplace(be, x, lambda t: _sample(be, t, gen, 6, pa=pc,
+                                                   f64=p.dtype is D.float64))
+
+
+def _bernoulli_float_(be, op, x, p, gen):
+    from ember._ops.random import _check_p
+    if not (x.dtype in _FLOATS or x.dtype in _INTS):
+        return NotImplemented
+    _check_p(p)
+    return _fill_inplace(be, x, lambda t: _sample(be, t, gen, 6, float(p), f64=True))
+
+
+# ---- normal(mean, std) ---------------------------------------------------------------------------
+def _normal_out(be, op, args, mean, std, gen, dev):
+    """normal with tensor or float mean/std: shape and dtype from core's meta. Tensor std < 0
+    is not checked (PyTorch checks only CPU std: a check here would sync)."""
+    from ember._ops.random import _check_std
+    m = op.meta(*args)
+    if not _float_only(m.dtype, "normal_kernel_cpu"):
+        return NotImplemented
+    if not isinstance(std, Tensor):
+        _check_std(std)
+    out = be._new(tuple(m.shape), m.dtype, dev)
+    pa = _expand_to(be, mean, tuple(m.shape), m.dtype) if isinstance(mean, Tensor) else None
+    pb = _expand_to(be, std, tuple(m.shape), m.dtype) if isinstance(std, Tensor) else None
+    return _sample(be, out, gen, 1, 0.0 if pa is not None else mean,
+                   1.0 if pb is not None else std, pa, pb)
+
+
+def _normal_tt(be, op, mean, std, gen):
+    if mean.device != std.device:
+        return NotImplemented
+    return _normal_out(be, op, (mean, std, gen), mean, std, gen, mean.device)
+
+
+def _normal_tf(be, op, mean, std, gen):
+    return _normal_out(be, op, (mean, std, gen), mean, float(std), gen, mean.device)
+
+
+def _normal_ft(be, op, mean, std, gen):
+    return _normal_out(be, op, (mean, std, gen), float(mean), std, gen, std.device)
+
+
+def _normal_ff(be, op, mean, std, size, gen, *rest):
+    from ember._ops.random import _check_std
+    r = _new_like_meta(be, op, (mean, std, size, gen, *rest), False)
+    if r is None:
+        return NotImplemented
+    t, rg = r
+    if not _float_only(t.dtype, "normal_kernel_cpu"):
+        return NotImplemented
+    _check_std(std)
+    return _finish(_sample(be, t, gen, 1, mean, std), rg)
+
+
+# ---- the table -----------------------------------------------------------------------------------
+TABLE: dict = {
+    "rand": _rand_factory(0, "check_uniform_bounds", False),
+    "randn": _rand_factory(1, "normal_kernel_cpu", False),
+    "rand_like": _rand_factory(0, "check_uniform_bounds", True),
+    "randn_like": _rand_factory(1, "normal_kernel_cpu", True),
+    "randint": _randint, "randint.low": _randint_low,
+    "randint_like": _randint_like, "randint_like.low_dtype": _randint_like_low,
+    "uniform_": _sampler(0, "check_uniform_bounds", _core_check("_check_uniform")),
+    "normal_": _sampler(1, "normal_kernel_cpu", lambda m, s: _core_check("_check_std")(s)),
+    "exponential_": _sampler(2, "exponential_cpu", _core_check("_check_exponential"),
+                             lambda lam: (lam,)),
+    "cauchy_": _sampler(3, "cauchy_cpu", _core_check("_check_cauchy")),
+    "log_normal_": _sampler(4, "log_normal_cpu", _core_check("_check_log_normal")),
+    "geometric_": _sampler(5, "geometric_cpu", _core_check("_check_geometric"),
+                           lambda p: (math.log1p(-p),)),
+    "random_": _random_, "random_.from": _random_, "random_.to": _random_,
+    "bernoulli": _bernoulli, "bernoulli.p": _bernoulli_p,
+    "bernoulli_.Tensor": _bernoulli_tensor_, "bernoulli_.float": _bernoulli_float_,
+    "normal.Tensor_Tensor": _normal_tt, "normal.Tensor_float": _normal_tf,
+    "normal.float_Tensor": _normal_ft, "normal.float_float": _normal_ff,
+}
 
 HOST: dict[str, str] = {
-    "bernoulli": "no GPU kernel yet",
-    "bernoulli.p": "no GPU kernel yet",
-    "bernoulli_.Tensor": "no GPU kernel yet",
-    "bernoulli_.float": "no GPU kernel yet",
-    "cauchy_": "no GPU kernel yet",
-    "exponential_": "no GPU kernel yet",
-    "geometric_": "no GPU kernel yet",
-    "log_normal_": "no GPU kernel yet",
     "multinomial": "no GPU kernel yet",
-    "normal.Tensor_Tensor": "no GPU kernel yet",
-    "normal.Tensor_float": "no GPU kernel yet",
-    "normal.float_Tensor": "no GPU kernel yet",
-    "normal.float_float": "no GPU kernel yet",
-    "normal_": "no GPU kernel yet",
     "poisson": "no GPU kernel yet",
-    "rand": "no GPU kernel yet",
-    "rand_like": "no GPU kernel yet",
-    "randint": "no GPU kernel yet",
-    "randint.low": "no GPU kernel yet",
-    "randint_like": "no GPU kernel yet",
-    "randint_like.low_dtype": "no GPU kernel yet",
-    "randn": "no GPU kernel yet",
-    "randn_like": "no GPU kernel yet",
-    "random_": "no GPU kernel yet",
-    "random_.from": "no GPU kernel yet",
-    "random_.to": "no GPU kernel yet",
     "randperm": "no GPU kernel yet",
-    "uniform_": "no GPU kernel yet",
 }
