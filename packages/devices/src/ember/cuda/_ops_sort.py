@@ -2,40 +2,392 @@
 
 TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
 NotImplemented to fall back); HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it)."""
+host copies, with the reason (test_cuda_opdb.py holds the backend to it).
+
+Layout: the reduced (or sorted) dims are moved last and made contiguous by _ops._rows, so every
+kernel in _kernels_sort sees (R, C) rows, one program a row (looping over blocks for long rows).
+Scans along a non-last dim walk the dim with coalesced loads across the trailing dims instead.
+
+Sorting (sort, argsort, topk and, through sort, kthvalue/median/nanmedian):
+- values of <= 32 bits, rows up to SORT_BLOCK_MAX (4096): one tl.sort of a padded power-of-two
+  block of int64 keys (order-preserving 32-bit key << 32 | index: stable, with indices).
+- 64-bit values, or rows up to RANK_MAX (32768): a rank sort (each element counts the elements
+  ordered before it; O(C^2) compares a row, spread over C / 64 programs).
+- longer rows: host copies (NotImplemented), the documented fallback.
+"""
 from __future__ import annotations
 
-TABLE: dict = {}
+import math
+import warnings
+
+from ember import _dtype as D
+
+from ._ops import _ACC, _cont, _launch, _launch_rows, _lazy, _rows
+
+SORT_BLOCK_MAX = 4096
+RANK_MAX = 32768
+_RB = 1024           # block of the row loops
+_SMALL32 = None      # dtypes whose values fit the packed 32-bit sort key (filled lazily)
+
+
+def _k():
+    return _lazy("_kernels_sort")
+
+
+def _small32():
+    global _SMALL32
+    if _SMALL32 is None:
+        _SMALL32 = {D.float32, D.float16, D.bfloat16, D.int32, D.int16, D.int8, D.uint8, D.bool}
+    return _SMALL32
+
+
+def _ok(*dts):
+    return all(d in _ACC for d in dts)
+
+
+def _rblock(C):
+    return max(16, min(_RB, 1 << max(C - 1, 0).bit_length()))
+
+
+# ---- row reductions ----------------------------------------------------------------------------
+def _row_reduce(be, x, dims, shape, out_dtype, kind, divisor=1.0, p=0.0, sqrt=False,
+                acc_dtype=None, empty=None):
+    """out[shape] = reduction `kind` (see row_reduce2) of x over dims."""
+    out = be._new(tuple(shape), out_dtype, x.device)
+    if out.numel() == 0:
+        return out
+    if x.numel() == 0:  # empty reductions: their identity (or NaN)
+        if empty is None:
+            return NotImplemented
+        be.fill_(out, empty)
+        return out
+    rows, R, C = _rows(be, x, dims)
+    acc = _ACC[acc_dtype or x.dtype]
+    _launch_rows(be, _k().row_reduce2, rows, out, R, C,
+                 {"KIND": kind, "ACC": acc, "SQRT": sqrt, "BLOCK": _rblock(C)},
+                 (float(divisor), float(p)))
+    return out
+
+
+def _dims(dim, ndim):
+    from ember._ops.reduction import reduce_dims
+    return reduce_dims(dim, ndim) if ndim else ()
+
+
+def _var_any(sqrt):
+    def f(be, op, x, dim=None, unbiased=None, keepdim=False, correction=None):
+        from ember._ops.reduction import _var_args
+        m = op.meta(x, dim, unbiased, keepdim, correction)    # PyTorch's checks and dtype
+        if not _ok(x.dtype, m.dtype):
+            return NotImplemented
+        dims, c = _var_args(x, dim, unbiased, correction)
+        n = 1
+        for d in dims:
+            n *= x.shape[d]
+        if n - c <= 0:
+            warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less "
+                          "than the reduction factor (input numel divided by output numel).",
+                          UserWarning, stacklevel=4)
+        return _row_reduce(be, x, dims if x.ndim else (), m.shape, m.dtype, 0,
+                           divisor=float(max(n - c, 0)), sqrt=sqrt, empty=math.nan)
+    return f
+
+
+def _prod(be, op, x, dim=None, keepdim=False, dtype=None):
+    m = op.meta(x, dim, keepdim, dtype)
+    if not _ok(x.dtype, m.dtype):
+        return NotImplemented
+    if x.dtype is not m.dtype:
+        x = be._copy_new(x, m.dtype)
+    return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, m.dtype, 1, empty=1)
+
+
+def _nansum(be, op, x, dim=None, keepdim=False, dtype=None):
+    m = op.meta(x, dim, keepdim, dtype)
+    if not _ok(x.dtype, m.dtype):
+        return NotImplemented
+    if x.dtype is not m.dtype:
+        x = be._copy_new(x, m.dtype)
+    return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, m.dtype, 2, empty=0)
+
+
+def _bool_red(kind):
+    def f(be, op, x, dim=None, keepdim=False):
+        m = op.meta(x, dim, keepdim)
+        if not _ok(x.dtype, m.dtype):
+            return NotImplemented
+        return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, m.dtype, kind,
+                           empty=1 if kind == 3 else 0, acc_dtype=D.int64)
+    return f
+
+
+def _count_nonzero(be, op, x, dim=None):
+    m = op.meta(x, dim)
+    if not _ok(x.dtype):
+        return NotImplemented
+    return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, D.int64, 5, empty=0,
+                       acc_dtype=D.int64)
+
+
+def _logsumexp(be, op, x, dim, keepdim=False):
+    m = op.meta(x, dim, keepdim)
+    if not _ok(x.dtype, m.dtype):
+        return NotImplemented
+    if x.dtype is not m.dtype:
+        x = be._copy_new(x, m.dtype)
+    return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, m.dtype, 6, empty=-math.inf)
+
+
+def _norm(be, op, x, p="fro", dim=None, keepdim=False, dtype=None):
+    from ember._ops.reduction import _norm_p
+    m = op.meta(x, p, dim, keepdim, dtype)
+    if not _ok(x.dtype, m.dtype):
+        return NotImplemented
+    pv = _norm_p(p)
+    if dtype is not None and x.dtype is not m.dtype:
+        x = be._copy_new(x, m.dtype)
+    kind = {2.0: 10, 1.0: 11, math.inf: 12, -math.inf: 13, 0.0: 14}.get(pv, 15)
+    if x.numel() == 0 and kind in (12, 13):
+        return NotImplemented  # the CPU kernel raises PyTorch's IndexError
+    return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, m.dtype, kind, p=pv, empty=0,
+                       acc_dtype=m.dtype)
+
+
+def _trace(be, op, x):
+    m = op.meta(x)
+    if not _ok(x.dtype, m.dtype):
+        return NotImplemented
+    out = be._new((), m.dtype, x.device)
+    n = min(x.shape)
+    if n == 0:
+        be.fill_(out, 0)
+        return out
+    x = _cont(be, x)
+    _launch(be, _k().diag_sum, (1,), [x, out, n, x.shape[1]], (),
+            {"ACC": _ACC[m.dtype], "BLOCK": _rblock(n)})
+    return out
+
+
+def _extreme_dim(is_max):
+    def f(be, op, x, dim, keepdim=False):
+        from ember._size import normalize_dim
+        mv, mi = op.meta(x, dim, keepdim)
+        if not _ok(x.dtype):
+            return NotImplemented
+        vals = be._new(tuple(mv.shape), x.dtype, x.device)
+        idx = be._new(tuple(mi.shape), D.int64, x.device)
+        if x.ndim == 0:
+            be._copy_into(vals, x)
+            be.fill_(idx, 0)
+            return vals, idx
+        d = normalize_dim(dim, x.ndim)
+        if x.shape[d] == 0:
+            return NotImplemented  # the CPU kernel raises PyTorch's IndexError
+        if vals.numel() == 0:
+            return vals, idx
+        rows, R, C = _rows(be, x, (d,))
+        _launch(be, _k().row_extreme, (R,), [rows, vals, idx, C], (),
+                {"MAX": is_max, "ACC": _ACC[x.dtype], "BLOCK": _rblock(C)})
+        return vals, idx
+    return f
+
+
+# ---- scans -------------------------------------------------------------------------------------
+def _scan(be, x, dim, kind, out_dtype):
+    """(out, indices or None) of scan `kind` (0 cumsum, 1 cumprod, 2 logcumsumexp, 3 cummax,
+    4 cummin) along dim, in out_dtype."""
+    from ember._size import normalize_dim
+    if x.dtype is not out_dtype:
+        x = be._copy_new(x, out_dtype)
+    x = _cont(be, x)
+    out = be._new(tuple(x.shape), out_dtype, x.device)
+    idx = be._new(tuple(x.shape), D.int64, x.device) if kind >= 3 else None
+    if x.numel() == 0:
+        return out, idx
+    if x.ndim == 0:
+        be._copy_into(out, x)
+        if idx is not None:
+            be.fill_(idx, 0)
+        return out, idx
+    d = normalize_dim(dim, x.ndim)
+    n = x.shape[d]
+    inner = 1
+    for s in tuple(x.shape)[d + 1:]:
+        inner *= s
+    outer = x.numel() // (n * inner)
+    K, acc = _k(), _ACC[out_dtype]
+    ip = idx if idx is not None else out
+    if inner == 1:
+        B = max(16, min(1024, 1 << (n - 1).bit_length()))
+        _launch(be, K.row_scan, (outer,), [x, out, ip, n], (),
+                {"KIND": kind, "ACC": acc, "BLOCK": B})
+    else:
+        B = max(16, min(256, 1 << (inner - 1).bit_length()))
+        _launch(be, K.strided_scan, (outer, -(-inner // B)), [x, out, ip, n, inner], (),
+                {"KIND": kind, "ACC": acc, "BLOCK": B})
+    return out, idx
+
+
+def _cum(kind):
+    def f(be, op, x, dim, dtype=None):
+        m = op.meta(x, dim, dtype)
+        if not _ok(x.dtype, m.dtype):
+            return NotImplemented
+        return _scan(be, x, dim, kind, m.dtype)[0]
+    return f
+
+
+def _logcumsumexp(be, op, x, dim):
+    m = op.meta(x, dim)
+    if not _ok(x.dtype, m.dtype):
+        return NotImplemented
+    return _scan(be, x, dim, 2, m.dtype)[0]
+
+
+def _cumext(kind):
+    def f(be, op, x, dim):
+        op.meta(x, dim)
+        if not _ok(x.dtype):
+            return NotImplemented
+        return _scan(be, x, dim, kind, x.dtype)
+    return f
+
+
+# ---- sorting and selection ---------------------------------------------------------------------
+def _sort_rows(be, rows, R, C, desc, outn):
+    """(values, indices) (R, outn): the first outn of each row of the contiguous (R, C) rows
+    sorted stably; None when the row is too long for the GPU paths."""
+    vals = be._new((R, outn), rows.dtype, rows.device)
+    idx = be._new((R, outn), D.int64, rows.device)
+    if R == 0 or outn == 0:
+        return vals, idx
+    K = _k()
+    if rows.dtype in _small32() and C <= SORT_BLOCK_MAX:
+        _launch(be, K.row_sort_packed, (R,), [rows, vals, idx, C, outn], (),
+                {"DESC": bool(desc), "FLOAT": rows.dtype.is_floating_point,
+                 "BLOCK": max(16, 1 << (C - 1).bit_length())})
+    elif C <= RANK_MAX:
+        BI = 64
+        _launch(be, K.row_sort_rank, (R, -(-C // BI)), [rows, vals, idx, C, outn], (),
+                {"DESC": bool(desc), "ACC": _ACC[rows.dtype], "BI": BI, "BJ": 64})
+    else:
+        return None
+    return vals, idx
+
+
+def _back(be, t, shape, d, nd):
+    """(R, k) rows -> the op's layout: the sorted dim back at d (contiguous)."""
+    t = t.reshape(shape[:d] + shape[d + 1:] + (shape[d],))
+    if d != nd - 1:
+        t = be._copy_new(t.movedim(-1, d), t.dtype)
+    return t
+
+
+def _sort_along(be, x, d, desc, outn):
+    """(values, indices) of x sorted along d, first outn kept, in x's layout; or None."""
+    moved = x.movedim(d, -1) if d != x.ndim - 1 else x
+    rows, R, C = _rows(be, moved, (moved.ndim - 1,))
+    r = _sort_rows(be, rows, R, C, desc, outn)
+    if r is None:
+        return None
+    shape = tuple(x.shape[:d]) + (outn,) + tuple(x.shape[d + 1:])
+    return _back(be, r[0], shape, d, x.ndim), _back(be, r[1], shape, d, x.ndim)
+
+
+def _sort(be, op, x, dim=-1, descending=False, stable=False):
+    from ember._size import normalize_dim
+    op.meta(x, dim, descending, stable)
+    if not _ok(x.dtype):
+        return NotImplemented
+    if x.ndim == 0:
+        vals = be._copy_new(x, x.dtype)
+        idx = be._new((), D.int64, x.device)
+        be.fill_(idx, 0)
+        return vals, idx
+    d = normalize_dim(dim, x.ndim)
+    r = _sort_along(be, x, d, descending, x.shape[d])
+    return NotImplemented if r is None else r
+
+
+def _topk(be, op, x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    from ember._size import normalize_dim
+    op.meta(x, k, dim, largest, sorted)   # PyTorch's k check
+    if not _ok(x.dtype) or x.ndim == 0:
+        return NotImplemented
+    d = normalize_dim(dim, x.ndim)
+    r = _sort_along(be, x, d, largest, k)
+    return NotImplemented if r is None else r
+
+
+def _select(be, x, dim, keepdim, mode, pos=0):
+    """(values, indices) at a sorted position along dim: pos (mode 0), median (1), nanmedian
+    (2)."""
+    from ember._size import normalize_dim
+    d = normalize_dim(dim, x.ndim)
+    C = x.shape[d]
+    moved = x.movedim(d, -1) if d != x.ndim - 1 else x
+    rows, R, _ = _rows(be, moved, (moved.ndim - 1,))
+    r = _sort_rows(be, rows, R, C, False, C)
+    if r is None:
+        return None
+    shape = tuple(1 if i == d else s for i, s in enumerate(x.shape)) if keepdim else \
+        tuple(s for i, s in enumerate(x.shape) if i != d)
+    vals = be._new(shape, x.dtype, x.device)
+    idx = be._new(shape, D.int64, x.device)
+    if R:
+        _launch(be, _k().row_pick, (R,), [r[0], r[1], vals, idx, C, pos], (),
+                {"MODE": mode, "ACC": _ACC[x.dtype], "BLOCK": _rblock(C)})
+    return vals, idx
+
+
+def _kthvalue(be, op, x, k, dim=-1, keepdim=False):
+    from ember._size import normalize_dim
+    op.meta(x, k, dim, keepdim)
+    if not _ok(x.dtype) or x.ndim == 0:
+        return NotImplemented
+    if not 1 <= k <= x.shape[normalize_dim(dim, x.ndim)]:
+        return NotImplemented  # the CPU kernel raises PyTorch's error
+    r = _select(be, x, dim, keepdim, 0, k - 1)
+    return NotImplemented if r is None else r
+
+
+def _median_dim(mode):
+    def f(be, op, x, dim, keepdim=False):
+        from ember._size import normalize_dim
+        op.meta(x, dim, keepdim)
+        if not _ok(x.dtype) or x.ndim == 0 or x.shape[normalize_dim(dim, x.ndim)] == 0:
+            return NotImplemented  # 0-d: a copy; empty dim: the CPU kernel raises
+        r = _select(be, x, dim, keepdim, mode)
+        return NotImplemented if r is None else r
+    return f
+
+
+def _median_all(mode):
+    def f(be, op, x):
+        if not _ok(x.dtype) or x.numel() == 0:
+            return NotImplemented
+        r = _select(be, x.reshape(-1), 0, False, mode)
+        return NotImplemented if r is None else r[0]
+    return f
+
+
+TABLE: dict = {
+    "var": _var_any(False), "std": _var_any(True), "prod": _prod, "nansum": _nansum,
+    "all": _bool_red(3), "any": _bool_red(4), "count_nonzero": _count_nonzero,
+    "logsumexp": _logsumexp, "norm": _norm, "trace": _trace,
+    "max.dim": _extreme_dim(True), "min.dim": _extreme_dim(False),
+    "cumsum": _cum(0), "cumprod": _cum(1), "logcumsumexp": _logcumsumexp,
+    "cummax": _cumext(3), "cummin": _cumext(4),
+    "sort": _sort, "topk": _topk, "kthvalue": _kthvalue,
+    "median.dim": _median_dim(1), "nanmedian.dim": _median_dim(2),
+    "median": _median_all(1), "nanmedian": _median_all(2),
+}
 
 HOST: dict[str, str] = {
-    "_unique2": "no GPU kernel yet",
-    "all": "no GPU kernel yet",
-    "any": "no GPU kernel yet",
-    "count_nonzero": "no GPU kernel yet",
-    "cummax": "no GPU kernel yet",
-    "cummin": "no GPU kernel yet",
-    "cumprod": "no GPU kernel yet",
-    "cumsum": "no GPU kernel yet",
-    "kthvalue": "no GPU kernel yet",
-    "logcumsumexp": "no GPU kernel yet",
-    "logsumexp": "no GPU kernel yet",
-    "max.dim": "no GPU kernel yet",
-    "median": "no GPU kernel yet",
-    "median.dim": "no GPU kernel yet",
-    "min.dim": "no GPU kernel yet",
+    "_unique2": "no GPU kernel yet (output size depends on the values)",
     "mode": "no GPU kernel yet",
-    "nanmedian": "no GPU kernel yet",
-    "nanmedian.dim": "no GPU kernel yet",
     "nanquantile": "no GPU kernel yet",
-    "nansum": "no GPU kernel yet",
-    "norm": "no GPU kernel yet",
-    "prod": "no GPU kernel yet",
     "quantile": "no GPU kernel yet",
-    "sort": "no GPU kernel yet",
-    "std": "no GPU kernel yet",
-    "topk": "no GPU kernel yet",
-    "unique_consecutive": "no GPU kernel yet",
-    "unique_dim": "no GPU kernel yet",
-    "var": "no GPU kernel yet",
-    "trace": "no GPU kernel yet",
+    "unique_consecutive": "no GPU kernel yet (output size depends on the values)",
+    "unique_dim": "no GPU kernel yet (output size depends on the values)",
 }
