@@ -2,10 +2,663 @@
 
 TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
 NotImplemented to fall back); HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it)."""
+host copies, with the reason (test_cuda_opdb.py holds the backend to it).
+
+Every op here is one strided Triton kernel (_kernels_index: gather_nd / scatter_nd over up to 6
+collapsed dims) plus, where indices come from the user, one bounds check: the indices' min and
+max (atomics into 16 bytes per index tensor) read back in one 16*k-byte copy. When they are out
+of range the op's CPU kernel runs on host copies to raise PyTorch's exact error (nothing on the
+device was written yet). Ops whose output size depends on values (nonzero, masked_select, boolean
+masks in x[mask]) read their count back, as PyTorch's CUDA ops do.
+"""
 from __future__ import annotations
 
-TABLE: dict = {}
+import numpy as np
+
+from ember import _dtype as D
+from ember._size import broadcast_shapes, normalize_dim
+from ember._tensor import Tensor
+
+from . import _runtime as rt
+from ._ops import _cont, _launch, _lazy, be_dtypes
+from ._pointwise import Unsupported
+
+_BLOCK = 1024
+_INTS = (D.int64, D.int32, D.int16, D.int8, D.uint8)
+_I64 = np.iinfo(np.int64)
+# dtypes tl.atomic_add takes natively; the others accumulate in a float32 / int64 copy
+_ATOMIC = (D.float32, D.float64, D.int32, D.int64)
+
+
+def _K():
+    return _lazy("_kernels_index")
+
+
+def _raise(be, op, args):
+    """A call the CPU kernel rejects (bad index, shape, dtype): run it on host copies for
+    PyTorch's exact exception. Not a GPU gap, so not counted as a fallback."""
+    return be._host_call(op, args, False)
+
+
+def _span(t) -> int:
+    """Elements of t's storage from t's first element on: the bound for any computed address."""
+    return t._storage.nbytes // t.dtype.itemsize - t._offset
+
+
+def _layout(shape, *strides):
+    """(n, 5 sizes, 6 strides per operand) of an iteration shape: size-1 dims dropped,
+    neighbours every operand walks contiguously merged, padded in front to 6 dims; None when
+    more than 6 dims remain."""
+    dims = []
+    for i, s in enumerate(shape):
+        if s == 1:
+            continue
+        sts = [st[i] for st in strides]
+        if dims and all(p == q * s for p, q in zip(dims[-1][1], sts)):
+            dims[-1] = (dims[-1][0] * s, sts)
+        else:
+            dims.append((s, sts))
+    if len(dims) > 6:
+        return None
+    dims = [(1, [0] * len(strides))] * (6 - len(dims)) + dims
+    n = 1
+    for s in shape:
+        n *= s
+    return n, [d[0] for d in dims[1:]], [[d[1][k] for d in dims] for k in range(len(strides))]
+
+
+def _gather(be, out, src, idx, shape, a, b, scale, nsize, wrap=True):
+    """out (contiguous, shape)[c] = src[c . a + idx[c . b] * scale] (negatives wrap by nsize)."""
+    lay = _layout(shape, a, b)
+    if lay is None:
+        return False
+    n, sizes, (A, B) = lay
+    if n:
+        _launch(be, _K().gather_nd, (-(-n // _BLOCK),),
+                [out, src, idx, n, *sizes, *A, *B, scale, nsize, _span(src)], (),
+                {"WRAP": wrap, "BLOCK": _BLOCK})
+    return True
+
+
+def _scatter(be, dst, src, idx, shape, a, b, c, scale, nsize, accum, wrap=True):
+    """dst[c . a + idx[c . b] * scale] = (or += when accum) src[c . c] over shape."""
+    lay = _layout(shape, a, b, c)
+    if lay is None:
+        return False
+    n, sizes, (A, B, C) = lay
+    if n:
+        _launch(be, _K().scatter_nd, (-(-n // _BLOCK),),
+                [dst, src, idx, n, *sizes, *A, *B, *C, scale, nsize, _span(dst)], (),
+                {"ACCUM": accum, "WRAP": wrap, "BLOCK": _BLOCK})
+    return True
+
+
+def _minmax(be, idxs):
+    """[(min, max)] of each integer tensor, one kernel each and one read for all."""
+    mm = _mm_buffer(be, len(idxs), idxs[0].device)
+    K = _K()
+    for k, t in enumerate(idxs):
+        t = _cont(be, t)
+        n = t.numel()
+        if n:
+            _launch(be, K.minmax, (-(-n // _BLOCK),), [t, mm[2 * k:], n], (), {"BLOCK": _BLOCK})
+    r = be.to_host(mm)
+    return [(int(r[2 * k]), int(r[2 * k + 1])) for k in range(len(idxs))]
+
+
+def _mm_buffer(be, k, dev):
+    """2k int64 on the device: (int64 max, int64 min) k times, for min/max atomics."""
+    mm = be._new((2 * k,), D.int64, dev)
+    init = np.array([_I64.max, _I64.min] * k, np.int64)
+    from ._streams import current_stream_handle
+    # pageable host memory: the driver has staged it when the call returns
+    rt.memcpy_htod(mm.data_ptr(), init.ctypes.data, init.nbytes, current_stream_handle(dev.index))
+    return mm
+
+
+def _in_range(mm, lo, hi) -> bool:
+    return mm[0] > mm[1] or (mm[0] >= lo and mm[1] < hi)   # (empty: min > max)
+
+
+def _ok_dtype(*ts) -> bool:
+    ok = be_dtypes()
+    return all(t.dtype in ok for t in ts)
+
+
+def _zeroed(strides, d):
+    s = list(strides)
+    s[d] = 0
+    return s
+
+
+def _along(ndim, d, stride):
+    s = [0] * ndim
+    s[d] = stride
+    return s
+
+
+def _scalar(be, value, dtype, dev):
+    """A 0-dim tensor of dtype holding value (a Python scalar or a 0-dim tensor)."""
+    t = be._new((), dtype, dev)
+    if isinstance(value, Tensor):
+        if value.device != dev:
+            value = value.to(dev)
+        be._copy_into(t, value)
+    else:
+        be.fill_(t, value)
+    return t
+
+
+def _acc_target(be, x, accum):
+    """Where an accumulating scatter adds: x itself, or a float32/int64 copy (dtypes without
+    atomics), copied back by finish(out)."""
+    if not accum or x.dtype in _ATOMIC:
+        return x
+    wide = D.float32 if x.dtype.is_floating_point else D.int64
+    return be._copy_new(x, wide)
+
+
+# ---- gather / index_select / take --------------------------------------------------------------
+def _gather_op(be, op, x, dim, index, sparse_grad=False):
+    if not _ok_dtype(x) or index.dtype not in _INTS:
+        return _raise(be, op, (x, dim, index, sparse_grad)) if index.dtype not in _INTS \
+            else NotImplemented
+    d = normalize_dim(dim, x.ndim)
+    if index.numel() == 0 and x.ndim == index.ndim:
+        return be._new(tuple(index.shape), x.dtype, x.device)
+    xs = tuple(x.shape) if x.ndim else (1,)
+    ish = tuple(index.shape) if index.ndim else (1,)
+    if len(xs) != len(ish) or any(i != d and ish[i] > xs[i] for i in range(len(ish))):
+        return _raise(be, op, (x, dim, index, sparse_grad))
+    xv, iv = x.reshape(xs), index.reshape(ish)
+    (mm,) = _minmax(be, [iv])
+    if not _in_range(mm, -xs[d], xs[d]):
+        return _raise(be, op, (x, dim, index, sparse_grad))
+    out = be._new(ish, x.dtype, x.device)
+    if not _gather(be, out, xv, iv, ish, _zeroed(xv.stride(), d), iv.stride(), xv.stride()[d],
+                   xs[d]):
+        return NotImplemented
+    return out.reshape(tuple(index.shape))
+
+
+def _index_select(be, op, x, dim, index):
+    args = (x, dim, index)
+    if index.ndim > 1 or index.dtype not in _INTS:
+        return _raise(be, op, args)
+    if not _ok_dtype(x) or x.ndim == 0:
+        return NotImplemented
+    d = normalize_dim(dim, x.ndim)
+    n = x.shape[d]
+    (mm,) = _minmax(be, [index])
+    if not _in_range(mm, 0, n):
+        return _raise(be, op, args)
+    shape = tuple(x.shape[:d]) + (index.numel(),) + tuple(x.shape[d + 1:])
+    out = be._new(shape, x.dtype, x.device)
+    ist = index.stride()[0] if index.ndim else 0
+    if not _gather(be, out, x, index, shape, _zeroed(x.stride(), d), _along(x.ndim, d, ist),
+                   x.stride()[d], n, wrap=False):
+        return NotImplemented
+    return out
+
+
+def _take(be, op, x, index):
+    if index.dtype not in _INTS:
+        return _raise(be, op, (x, index))
+    if not _ok_dtype(x):
+        return NotImplemented
+    n = x.numel()
+    (mm,) = _minmax(be, [index])
+    if not _in_range(mm, -n, n):
+        return _raise(be, op, (x, index))
+    flat = _cont(be, x)
+    out = be._new(tuple(index.shape), x.dtype, x.device)
+    if not _gather(be, out, flat, index, tuple(index.shape), [0] * index.ndim, index.stride(),
+                   1, n):
+        return NotImplemented
+    return out
+
+
+# ---- scatter / scatter_add / index_add / index_copy / index_fill / put -------------------------
+def _scatter_any(be, op, args, x, d, index, src, accum):
+    """out = copy of x; out[index along d] = (+=) src over index's shape (scatter, scatter_add);
+    src None: args' value."""
+    out = be._copy_new(x, x.dtype)
+    tgt = _acc_target(be, out, accum)
+    xs = tuple(x.shape) if x.ndim else (1,)
+    ish = tuple(index.shape) if index.ndim else (1,)
+    iv, tv = index.reshape(ish), tgt.reshape(xs)
+    sst = list(src.stride()[:len(ish)]) if src.ndim else [0] * len(ish)
+    if not _scatter(be, tv, src, iv, ish, _zeroed(tv.stride(), d), iv.stride(), sst,
+                    tv.stride()[d], xs[d], accum):
+        return NotImplemented
+    if tgt is not out:
+        be._copy_into(out, tgt)
+    return out
+
+
+def _scatter_checks(be, op, args, x, dim, index, src):
+    """None when the fast path applies, else the op's result (its error) or NotImplemented."""
+    if index.dtype is not D.int64 or (src is not None and src.dtype is not x.dtype):
+        return _raise(be, op, args)
+    if not _ok_dtype(x):
+        return NotImplemented
+    d = normalize_dim(dim, x.ndim)
+    if index.numel() == 0:
+        return None
+    xs = tuple(x.shape) if x.ndim else (1,)
+    ish = tuple(index.shape) if index.ndim else (1,)
+    if len(xs) != len(ish) or any(i != d and ish[i] > xs[i] for i in range(len(ish))):
+        return _raise(be, op, args)
+    if src is not None and any(i >= src.ndim or ish[i] > src.shape[i]
+                               for i in range(index.ndim)):
+        return _raise(be, op, args)
+    (mm,) = _minmax(be, [index])
+    if not _in_range(mm, -xs[d], xs[d]):
+        return _raise(be, op, args)
+    return None
+
+
+def _scatter_op(be, op, x, dim, index, src=None, value=None, reduce=None):
+    args = (x, dim, index, src, value, reduce)
+    if reduce not in (None, "add"):
+        return NotImplemented  # multiply: no atomic multiply (the CPU kernel raises for others)
+    r = _scatter_checks(be, op, args, x, dim, index, src)
+    if r is not None:
+        return r
+    if index.numel() == 0:
+        return be._copy_new(x, x.dtype)
+    if src is None:
+        src = _scalar(be, value, x.dtype, x.device)
+    return _scatter_any(be, op, args, x, normalize_dim(dim, x.ndim), index, src,
+                        reduce == "add")
+
+
+def _scatter_add(be, op, x, dim, index, src):
+    args = (x, dim, index, src)
+    r = _scatter_checks(be, op, args, x, dim, index, src)
+    if r is not None:
+        return r
+    if index.numel() == 0:
+        return be._copy_new(x, x.dtype)
+    return _scatter_any(be, op, args, x, normalize_dim(dim, x.ndim), index, src, True)
+
+
+def _index_dim(be, op, args, x, dim, index, source, accum, ndim_err=IndexError):
+    """index_add / index_copy / index_fill: out = copy of x with out[..., index[k], ...] =
+    (+=) source[..., k, ...] along dim (source None: args[-1] is the fill value)."""
+    if index.ndim > 1 or index.dtype not in _INTS:
+        return _raise(be, op, args)
+    if source is not None and source.dtype is not x.dtype:
+        return _raise(be, op, args)
+    if not _ok_dtype(x) or x.ndim == 0:
+        return NotImplemented
+    d = normalize_dim(dim, x.ndim)
+    k = index.numel()
+    if source is not None:
+        if source.ndim != x.ndim:
+            return NotImplemented
+        if source.shape[d] != k:
+            return _raise(be, op, args)
+        if any(source.shape[i] != x.shape[i] for i in range(x.ndim) if i != d):
+            return NotImplemented
+    n = x.shape[d]
+    (mm,) = _minmax(be, [index])
+    if not _in_range(mm, -n, n):
+        return _raise(be, op, args)
+    out = be._copy_new(x, x.dtype)
+    shape = tuple(x.shape[:d]) + (k,) + tuple(x.shape[d + 1:])
+    if source is None:
+        source = _scalar(be, args[-1], x.dtype, x.device)
+        sst = [0] * x.ndim
+    else:
+        sst = source.stride()
+    tgt = _acc_target(be, out, accum)
+    ist = index.stride()[0] if index.ndim else 0
+    if not _scatter(be, tgt, source, index, shape, _zeroed(tgt.stride(), d),
+                    _along(x.ndim, d, ist), sst, tgt.stride()[d], n, accum):
+        return NotImplemented
+    if tgt is not out:
+        be._copy_into(out, tgt)
+    return out
+
+
+def _index_add(be, op, x, dim, index, source, alpha=1):
+    args = (x, dim, index, source, alpha)
+    if alpha != 1 and source.dtype is x.dtype and x.dtype in be_dtypes():
+        if isinstance(alpha, float) and not x.dtype.is_floating_point:
+            return NotImplemented
+        source = source * alpha
+    return _index_dim(be, op, args, x, dim, index, source, True)
+
+
+def _index_copy(be, op, x, dim, index, source):
+    return _index_dim(be, op, (x, dim, index, source), x, dim, index, source, False)
+
+
+def _index_fill(be, op, x, dim, index, value):
+    if isinstance(value, Tensor) and value.ndim != 0:
+        return _raise(be, op, (x, dim, index, value))
+    if isinstance(value, complex):
+        return NotImplemented
+    return _index_dim(be, op, (x, dim, index, value), x, dim, index, None, False)
+
+
+def _put(be, op, x, index, source, accumulate=False):
+    args = (x, index, source, accumulate)
+    n = x.numel()
+    if index.dtype not in _INTS or index.numel() != source.numel() or source.dtype is not x.dtype:
+        return _raise(be, op, args)
+    if not _ok_dtype(x):
+        return NotImplemented
+    (mm,) = _minmax(be, [index])
+    if not _in_range(mm, -n, n):
+        return _raise(be, op, args)
+    out = be._copy_new(x, x.dtype)
+    tgt = _acc_target(be, out, accumulate)
+    idx, src = _cont(be, index).reshape(-1), _cont(be, source).reshape(-1)
+    if not _scatter(be, tgt.reshape(-1), src, idx, (idx.numel(),), [0], [1], [1], 1, n,
+                    accumulate):
+        return NotImplemented
+    if tgt is not out:
+        be._copy_into(out, tgt)
+    return out
+
+
+# ---- advanced indexing: x[i0, :, i2], x[mask], x[idx] = v ------------------------------------
+def _adv_plan(be, op, args, x, indices):
+    """indices (Tensor?[]) -> (offsets, out shape, x strides over it, offset strides over it)
+    or an op result (error / NotImplemented). Boolean masks become their nonzero() columns
+    (one sync, as PyTorch); the integer ones are bounds-checked with one read."""
+    idx, dims, d = [], [], 0
+    for i in indices:
+        if i is None:
+            d += 1
+            continue
+        if not isinstance(i, Tensor) or i.device != x.device:
+            return NotImplemented
+        if i.dtype is D.bool:
+            k = i.ndim
+            if d + k > x.ndim or tuple(i.shape) != tuple(x.shape[d:d + k]):
+                return _raise(be, op, args)
+            nz = _nonzero(be, None, i) if k else None
+            if nz is None or nz is NotImplemented:
+                return NotImplemented
+            for j in range(k):
+                idx.append(nz[:, j])
+                dims.append(d + j)
+            d += k
+            continue
+        if i.dtype not in _INTS or i.dtype is D.uint8 or d >= x.ndim:
+            return _raise(be, op, args) if i.dtype not in _INTS or d >= x.ndim \
+                else NotImplemented   # uint8 masks: deprecated, the host warns as PyTorch
+        idx.append(i)
+        dims.append(d)
+        d += 1
+    if d > x.ndim:
+        return _raise(be, op, args)
+    if not idx:
+        return NotImplemented
+    try:
+        B = tuple(broadcast_shapes(*[tuple(i.shape) for i in idx]))
+    except RuntimeError:
+        return _raise(be, op, args)
+    # the linear offsets of the indexed dims (one contiguous int64 tensor over B), each index
+    # tensor's min/max on the way: one read checks them all
+    off = be._new(B, D.int64, x.device)
+    mm = _mm_buffer(be, len(idx), x.device)
+    n = off.numel()
+    if n:
+        K = _K()
+        for k, (i, dd) in enumerate(zip(idx, dims)):
+            e = i.expand(B)
+            lay = _layout(B, e.stride())
+            if lay is None:
+                return NotImplemented
+            _, sizes, (S,) = lay
+            _launch(be, K.linear_offsets, (-(-n // _BLOCK),),
+                    [off, e, mm[2 * k:], n, *sizes, *S, x.stride()[dd], x.shape[dd]], (),
+                    {"FIRST": k == 0, "BLOCK": _BLOCK})
+        r = be.to_host(mm)
+        for k, dd in enumerate(dims):
+            if not _in_range((r[2 * k], r[2 * k + 1]), -x.shape[dd], x.shape[dd]):
+                return _raise(be, op, args)
+    rest = [j for j in range(x.ndim) if j not in dims]
+    xst, xsh = x.stride(), tuple(x.shape)
+    ob = list(off.stride())
+    if dims == list(range(dims[0], dims[0] + len(dims))):   # adjacent: they stay in place
+        pre, post = [j for j in rest if j < dims[0]], [j for j in rest if j > dims[0]]
+    else:                                                     # separated: they go first
+        pre, post = [], rest
+    shape = tuple(xsh[j] for j in pre) + B + tuple(xsh[j] for j in post)
+    a = [xst[j] for j in pre] + [0] * len(B) + [xst[j] for j in post]
+    b = [0] * len(pre) + ob + [0] * len(post)
+    return off, shape, a, b
+
+
+def _index(be, op, x, indices):
+    if not _ok_dtype(x):
+        return NotImplemented
+    plan = _adv_plan(be, op, (x, indices), x, indices)
+    if not isinstance(plan, tuple):
+        return plan
+    off, shape, a, b = plan
+    out = be._new(shape, x.dtype, x.device)
+    if not _gather(be, out, x, off, shape, a, b, 1, 0, wrap=False):
+        return NotImplemented
+    return out
+
+
+def _index_put_into(be, op, args, x, indices, values, accumulate):
+    if values.dtype is not x.dtype:
+        return _raise(be, op, args)
+    if not _ok_dtype(x):
+        return NotImplemented
+    plan = _adv_plan(be, op, args, x, indices)
+    if not isinstance(plan, tuple):
+        return plan
+    off, shape, a, b = plan
+    vs = tuple(values.shape)
+    if len(vs) > len(shape) or any(v not in (1, s) for v, s in zip(vs[::-1], shape[::-1])):
+        return _raise(be, op, args)
+    if values.device != x.device:
+        values = values.to(x.device)
+    v = values.expand(shape)
+    tgt = _acc_target(be, x, accumulate)
+    if tgt is not x:
+        a = _retarget(x, tgt, shape, a, b)
+    if a is None or not _scatter(be, tgt, v, off, shape, a, b, v.stride(), 1, 0, accumulate,
+                                 wrap=False):
+        return NotImplemented
+    if tgt is not x:
+        be._copy_into(x, tgt)
+    return x
+
+
+def _retarget(x, tgt, shape, a, b):
+    """The strides over the iteration shape of tgt (contiguous) for those of x: only when the
+    offsets were computed for x's strides, which tgt shares when x is contiguous."""
+    return a if tuple(tgt.stride()) == tuple(x.stride()) else None
+
+
+def _index_put(be, op, x, indices, values, accumulate=False):
+    out = be._copy_new(x, x.dtype) if _ok_dtype(x) else None
+    if out is None:
+        return NotImplemented
+    r = _index_put_into(be, op, (x, indices, values, accumulate), out, indices, values,
+                        accumulate)
+    return r
+
+
+def _index_put_(be, op, x, indices, values, accumulate=False):
+    args = (x, indices, values, accumulate)
+    if _ok_dtype(x) and accumulate and x.dtype not in _ATOMIC and not x.is_contiguous():
+        # the wide copy is contiguous: compute on a contiguous copy, then write back
+        c = be._copy_new(x, x.dtype)
+        r = _index_put_into(be, op, args, c, indices, values, accumulate)
+        if r is c:
+            be._copy_into(x, c)
+            return x
+        return r
+    return _index_put_into(be, op, args, x, indices, values, accumulate)
+
+
+# ---- masks: nonzero, masked_select, masked_scatter --------------------------------------------
+def _compact(be, x, xst, shape, mode, out_fn, val=None, vst=None, limit=0):
+    """Positions c of shape with x[c . xst] != 0, in order: count per block, scan, read the
+    total (one sync), then out = out_fn(total) written by one compact kernel. None: >6 dims."""
+    lay = _layout(shape, xst, vst or [0] * len(shape))
+    if lay is None or (mode == 0 and len(shape) > 6):
+        return None
+    if mode == 0:   # nonzero needs every coordinate: no merging
+        pad = 6 - len(shape)
+        n = 1
+        for s in shape:
+            n *= s
+        sizes = ([1] * pad + list(shape))[1:]
+        A = [0] * pad + list(xst)
+        B = [0] * 6
+    else:
+        n, sizes, (A, B) = lay
+    K = _K()
+    nb = max(1, -(-n // _BLOCK))
+    cnt = be._new((nb,), D.int64, x.device)
+    total = be._new((1,), D.int64, x.device)
+    if n:
+        _launch(be, K.count_nonzero_blocks, (nb,), [x, cnt, n, *sizes, *A], (),
+                {"BLOCK": _BLOCK})
+        _launch(be, K.exclusive_scan, (1,), [cnt, nb, total], (), {"BLOCK": _BLOCK})
+        k = int(be.to_host(total)[0])
+    else:
+        k = 0
+    out = out_fn(k)
+    if isinstance(out, tuple):   # (result, error): masked_scatter's check on the count
+        return out
+    if n and k:
+        _launch(be, K.compact, (nb,),
+                [out, x, val if val is not None else x, cnt, n, *sizes, *A, *B, limit], (),
+                {"MODE": mode, "NDIM": len(shape), "BLOCK": _BLOCK})
+    return out
+
+
+def _nonzero(be, op, x):
+    if not _ok_dtype(x):
+        return NotImplemented
+    shape = tuple(x.shape)
+    r = _compact(be, x, list(x.stride()), shape, 0,
+                 lambda k: be._new((k, len(shape)), D.int64, x.device))
+    return NotImplemented if r is None else r
+
+
+def _masked_select(be, op, x, mask):
+    if mask.dtype not in (D.bool, D.uint8):
+        return _raise(be, op, (x, mask))
+    if not _ok_dtype(x):
+        return NotImplemented
+    try:
+        shape = tuple(broadcast_shapes(tuple(x.shape), tuple(mask.shape)))
+    except RuntimeError:
+        return _raise(be, op, (x, mask))
+    xe, me = x.expand(shape), mask.expand(shape)
+    r = _compact(be, me, list(me.stride()), shape, 1,
+                 lambda k: be._new((k,), x.dtype, x.device), xe, list(xe.stride()))
+    return NotImplemented if r is None else r
+
+
+def _masked_scatter(be, op, x, mask, source):
+    args = (x, mask, source)
+    if mask.dtype not in (D.bool, D.uint8) or source.dtype is not x.dtype:
+        return _raise(be, op, args)
+    if not _ok_dtype(x):
+        return NotImplemented
+    shape = tuple(x.shape)
+    try:
+        if tuple(broadcast_shapes(shape, tuple(mask.shape))) != shape:
+            return NotImplemented
+    except RuntimeError:
+        return NotImplemented
+    me = mask.expand(shape)
+    out = be._copy_new(x, x.dtype)
+    src = _cont(be, source)
+
+    def make(k):
+        return (_raise(be, op, args), None) if k > src.numel() else out
+    r = _compact(be, me, list(me.stride()), shape, 2, make, src, list(out.stride()),
+                 src.numel())
+    if r is None:
+        return NotImplemented
+    return r[0] if isinstance(r, tuple) else r
+
+
+# ---- one_hot -----------------------------------------------------------------------------------
+def _one_hot(be, op, x, num_classes=-1):
+    args = (x, num_classes)
+    if x.dtype is not D.int64:
+        return _raise(be, op, args)
+    (mm,) = _minmax(be, [x]) if x.numel() else [(0, -1)]
+    if x.numel() and mm[0] < 0:
+        return _raise(be, op, args)
+    if num_classes == -1:
+        if x.numel() == 0:
+            return _raise(be, op, args)
+        num_classes = mm[1] + 1
+    elif x.numel() and mm[1] >= num_classes:
+        return _raise(be, op, args)
+    xc = _cont(be, x)
+    n = x.numel()
+    out = be._new(tuple(x.shape) + (num_classes,), D.int64, x.device)
+    if n * num_classes:
+        _launch(be, _K().one_hot, (-(-(n * num_classes) // _BLOCK),),
+                [xc, out, n, num_classes], (), {"BLOCK": _BLOCK})
+    return out
+
+
+# ---- select/diagonal/as_strided_scatter: a copy, then src copied into the view ----------------
+def _into_view(rule):
+    def f(be, op, x, src, *args):
+        if not _ok_dtype(x, src):
+            return NotImplemented
+        out = be._copy_new(x, x.dtype)
+        shape, stride, off = rule(out, *args)[:3]
+        if tuple(shape) != tuple(src.shape):
+            raise RuntimeError(f"expected src to have a size equal to the slice of self. src "
+                               f"size = {list(src.shape)}, slice size = {list(shape)}")
+        last = off + sum((s - 1) * st for s, st in zip(shape, stride))
+        if off < 0 or (all(shape) and last >= out.numel()):
+            return _raise(be, op, (x, src, *args))
+        if src.device != x.device:
+            src = src.to(x.device)
+        try:
+            be._copy_into(out._alias(tuple(shape), tuple(stride), off), src)
+        except Unsupported:
+            return NotImplemented
+        return out
+    return f
+
+
+def _view_rules():
+    from ember._ops import movement as M
+    return {"select_scatter": M._select, "diagonal_scatter": M._diagonal,
+            "as_strided_scatter": M._as_strided}
+
+
+def _lazy_rule(name):
+    def rule(*a):
+        return _view_rules()[name](*a)
+    return rule
+
+
+TABLE: dict = {
+    "gather": _gather_op, "index_select": _index_select, "take": _take,
+    "scatter": _scatter_op, "scatter_add": _scatter_add,
+    "index_add": _index_add, "index_copy": _index_copy, "index_fill.int_Scalar": _index_fill,
+    "put": _put,
+    "index.Tensor": _index, "index_put": _index_put, "index_put_": _index_put_,
+    "nonzero": _nonzero, "masked_select": _masked_select, "masked_scatter": _masked_scatter,
+    "one_hot": _one_hot,
+    "select_scatter": _into_view(_lazy_rule("select_scatter")),
+    "diagonal_scatter": _into_view(_lazy_rule("diagonal_scatter")),
+    "as_strided_scatter": _into_view(_lazy_rule("as_strided_scatter")),
+}
 
 HOST: dict[str, str] = {
     "_embedding_bag": "no GPU kernel yet",
@@ -14,30 +667,11 @@ HOST: dict[str, str] = {
     "_pad_index": "no GPU kernel yet",
     "_pad_index_backward": "no GPU kernel yet",
     "_pool_gather": "no GPU kernel yet",
-    "as_strided_scatter": "no GPU kernel yet",
     "bincount": "no GPU kernel yet",
     "bucketize.Tensor": "no GPU kernel yet",
-    "diagonal_scatter": "no GPU kernel yet",
     "embedding_renorm_": "no GPU kernel yet",
-    "gather": "no GPU kernel yet",
     "histc": "no GPU kernel yet",
-    "index.Tensor": "no GPU kernel yet",
-    "index_add": "no GPU kernel yet",
-    "index_copy": "no GPU kernel yet",
-    "index_fill.int_Scalar": "no GPU kernel yet",
-    "index_put": "no GPU kernel yet",
-    "index_put_": "no GPU kernel yet",
-    "index_select": "no GPU kernel yet",
-    "masked_scatter": "no GPU kernel yet",
-    "masked_select": "no GPU kernel yet",
-    "nonzero": "no GPU kernel yet",
-    "one_hot": "no GPU kernel yet",
-    "put": "no GPU kernel yet",
     "repeat_interleave.self_Tensor": "no GPU kernel yet",
-    "scatter": "no GPU kernel yet",
-    "scatter_add": "no GPU kernel yet",
     "scatter_reduce.two": "no GPU kernel yet",
     "searchsorted.Tensor": "no GPU kernel yet",
-    "select_scatter": "no GPU kernel yet",
-    "take": "no GPU kernel yet",
 }
