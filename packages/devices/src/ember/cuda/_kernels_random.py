@@ -102,7 +102,7 @@ def sample(out_ptr, pa_ptr, pb_ptr, n, seed, offset, a, b, DIST: tl.constexpr,
 
 @triton.jit(do_not_specialize=["n", "seed", "offset", "low", "rng"])
 def randint(out_ptr, n, seed, offset, low, rng, WIDE: tl.constexpr, FULL: tl.constexpr,
-            BLOCK: tl.constexpr):
+            HALF: tl.constexpr, BLOCK: tl.constexpr):
     """out[i] = low + r mod rng, r a 32-bit (or 64-bit when WIDE) Philox word; FULL: the raw
     64-bit word (random_ over all of int64). rng is the range as a two's-complement int64."""
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -116,4 +116,6 @@ def randint(out_ptr, n, seed, offset, low, rng, WIDE: tl.constexpr, FULL: tl.con
         v = r.to(tl.int64, bitcast=True)
     else:
         v = (r % rng.to(tl.int64).to(tl.uint64, bitcast=True)).to(tl.int64) + low.to(tl.int64)
+    if HALF:  # float16/bfloat16 through float32 (exact: the values are below 2**mantissa)
+        v = v.to(tl.float32)
     tl.store(out_ptr + i, v.to(out_ptr.dtype.element_ty), mask=m)

@@ -135,7 +135,8 @@ def _randint_into(be, out, low, high, gen):
     K = _ops()._lazy("_kernels_random")
     _ops()._launch(be, K.randint, (-(-n // _BLOCK),),
                    [out, n, seed, off, low, rng - (1 << 64) if rng >= 1 << 63 else rng], (),
-                   {"WIDE": rng > 1 << 32 or full, "FULL": full, "BLOCK": _BLOCK})
+                   {"WIDE": rng > 1 << 32 or full, "FULL": full,
+                    "HALF": out.dtype in (D.float16, D.bfloat16), "BLOCK": _BLOCK})
     return out
 
 
