@@ -580,3 +580,4 @@ for _name in FAMILIES:
     _m = importlib.import_module("ember.cuda." + _name)
     _TABLE.update(_m.TABLE)
     HOST_OPS.update(_m.HOST)
+    OVER_DECOMP += tuple(getattr(_m, "OVER_DECOMP", ()))

@@ -1,0 +1,450 @@
+"""Triton kernels for ember.cuda._ops_nnx: batch/group norm, pooling, resampling.
+
+Inputs are contiguous; statistics and sums accumulate in ACC (float32, float64 for float64).
+Imported only when first needed (triton is optional at import)."""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+# ---- batch norm: x (N, C, S) contiguous, one program per channel ---------------------------------
+@triton.jit(do_not_specialize=["N", "C", "S", "momentum", "eps"])
+def bn_fwd(x_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, y_ptr, sm_ptr, si_ptr, nrm_ptr, nrv_ptr,
+           N, C, S, momentum, eps, TRAIN: tl.constexpr, HAS_W: tl.constexpr,
+           HAS_B: tl.constexpr, HAS_RM: tl.constexpr, HAS_RV: tl.constexpr,
+           ACC: tl.constexpr, BLOCK: tl.constexpr):
+    c = tl.program_id(0).to(tl.int64)
+    M = N.to(tl.int64) * S
+    lanes = tl.arange(0, BLOCK).to(tl.int64)
+    if TRAIN:
+        acc = tl.zeros([BLOCK], ACC)
+        for start in range(0, M, BLOCK):
+            i = start + lanes
+            m = i < M
+            off = (i // S) * C * S + c * S + i % S
+            acc += tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+        mean = tl.sum(acc, axis=0) / M
+        acc2 = tl.zeros([BLOCK], ACC)
+        for start in range(0, M, BLOCK):
+            i = start + lanes
+            m = i < M
+            off = (i // S) * C * S + c * S + i % S
+            d = tl.load(x_ptr + off, mask=m, other=0).to(ACC) - mean
+            acc2 += tl.where(m, d * d, 0.0)
+        ss = tl.sum(acc2, axis=0)
+        invstd = 1.0 / tl.sqrt_rn(ss / M + eps)
+        if HAS_RM:
+            rm = tl.load(rm_ptr + c).to(ACC)
+            tl.store(nrm_ptr + c, ((1 - momentum) * rm + momentum * mean).to(
+                nrm_ptr.dtype.element_ty))
+        if HAS_RV:
+            rv = tl.load(rv_ptr + c).to(ACC)
+            tl.store(nrv_ptr + c, ((1 - momentum) * rv + momentum * (ss / (M - 1))).to(
+                nrv_ptr.dtype.element_ty))
+    else:
+        mean = tl.load(rm_ptr + c).to(ACC)
+        invstd = 1.0 / tl.sqrt_rn(tl.load(rv_ptr + c).to(ACC) + eps)
+    scale = invstd
+    shift = -mean * invstd
+    if HAS_W:
+        wv = tl.load(w_ptr + c).to(ACC)
+        scale = scale * wv
+        shift = shift * wv
+    if HAS_B:
+        shift = shift + tl.load(b_ptr + c).to(ACC)
+    for start in range(0, M, BLOCK):
+        i = start + lanes
+        m = i < M
+        off = (i // S) * C * S + c * S + i % S
+        xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+        tl.store(y_ptr + off, (xv * scale + shift).to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(sm_ptr + c, mean.to(sm_ptr.dtype.element_ty))
+    tl.store(si_ptr + c, invstd.to(si_ptr.dtype.element_ty))
+
+
+@triton.jit(do_not_specialize=["N", "C", "S"])
+def bn_bwd(g_ptr, x_ptr, w_ptr, sm_ptr, si_ptr, dx_ptr, dw_ptr, db_ptr, N, C, S,
+           TRAIN: tl.constexpr, HAS_W: tl.constexpr, NEED_DX: tl.constexpr,
+           NEED_DW: tl.constexpr, NEED_DB: tl.constexpr, ACC: tl.constexpr,
+           BLOCK: tl.constexpr):
+    c = tl.program_id(0).to(tl.int64)
+    M = N.to(tl.int64) * S
+    lanes = tl.arange(0, BLOCK).to(tl.int64)
+    mean = tl.load(sm_ptr + c).to(ACC)
+    invstd = tl.load(si_ptr + c).to(ACC)
+    sg = tl.zeros([BLOCK], ACC)
+    sgx = tl.zeros([BLOCK], ACC)
+    for start in range(0, M, BLOCK):
+        i = start + lanes
+        m = i < M
+        off = (i // S) * C * S + c * S + i % S
+        gv = tl.load(g_ptr + off, mask=m, other=0).to(ACC)
+        xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+        sg += gv
+        sgx += tl.where(m, gv * (xv - mean), 0.0)
+    sum_g = tl.sum(sg, axis=0)
+    sum_gxhat = tl.sum(sgx, axis=0) * invstd
+    if NEED_DW:
+        tl.store(dw_ptr + c, sum_gxhat.to(dw_ptr.dtype.element_ty))
+    if NEED_DB:
+        tl.store(db_ptr + c, sum_g.to(db_ptr.dtype.element_ty))
+    if NEED_DX:
+        wv = invstd
+        if HAS_W:
+            wv = wv * tl.load(w_ptr + c).to(ACC)
+        for start in range(0, M, BLOCK):
+            i = start + lanes
+            m = i < M
+            off = (i // S) * C * S + c * S + i % S
+            gv = tl.load(g_ptr + off, mask=m, other=0).to(ACC)
+            if TRAIN:
+                xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+                xhat = (xv - mean) * invstd
+                gv = gv - sum_g / M - xhat * (sum_gxhat / M)
+            tl.store(dx_ptr + off, (gv * wv).to(dx_ptr.dtype.element_ty), mask=m)
+
+
+# ---- group norm: x (N, C, S) contiguous, one program per (n, group) row of Cg*S values --------
+@triton.jit(do_not_specialize=["C", "S", "Cg", "G", "eps"])
+def gn_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, C, S, Cg, G, eps,
+           HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    L = Cg.to(tl.int64) * S
+    base = row * L
+    grp = row % G
+    lanes = tl.arange(0, BLOCK).to(tl.int64)
+    acc = tl.zeros([BLOCK], ACC)
+    for start in range(0, L, BLOCK):
+        i = start + lanes
+        acc += tl.load(x_ptr + base + i, mask=i < L, other=0).to(ACC)
+    mean = tl.sum(acc, axis=0) / L
+    acc2 = tl.zeros([BLOCK], ACC)
+    for start in range(0, L, BLOCK):
+        i = start + lanes
+        m = i < L
+        d = tl.load(x_ptr + base + i, mask=m, other=0).to(ACC) - mean
+        acc2 += tl.where(m, d * d, 0.0)
+    rstd = 1.0 / tl.sqrt_rn(tl.sum(acc2, axis=0) / L + eps)
+    for start in range(0, L, BLOCK):
+        i = start + lanes
+        m = i < L
+        y = (tl.load(x_ptr + base + i, mask=m, other=0).to(ACC) - mean) * rstd
+        ch = grp * Cg + i // S
+        if HAS_W:
+            y = y * tl.load(w_ptr + ch, mask=m, other=0).to(ACC)
+        if HAS_B:
+            y = y + tl.load(b_ptr + ch, mask=m, other=0).to(ACC)
+        tl.store(y_ptr + base + i, y.to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
+    tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+
+
+@triton.jit(do_not_specialize=["C", "S", "Cg", "G"])
+def gn_bwd_dx(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, C, S, Cg, G,
+              HAS_W: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    L = Cg.to(tl.int64) * S
+    base = row * L
+    grp = row % G
+    mean = tl.load(mean_ptr + row).to(ACC)
+    rstd = tl.load(rstd_ptr + row).to(ACC)
+    lanes = tl.arange(0, BLOCK).to(tl.int64)
+    s1 = tl.zeros([BLOCK], ACC)
+    s2 = tl.zeros([BLOCK], ACC)
+    for start in range(0, L, BLOCK):
+        i = start + lanes
+        m = i < L
+        gv = tl.load(g_ptr + base + i, mask=m, other=0).to(ACC)
+        if HAS_W:
+            gv = gv * tl.load(w_ptr + grp * Cg + i // S, mask=m, other=0).to(ACC)
+        xhat = (tl.load(x_ptr + base + i, mask=m, other=0).to(ACC) - mean) * rstd
+        s1 += gv
+        s2 += tl.where(m, gv * xhat, 0.0)
+    m1 = tl.sum(s1, axis=0) / L
+    m2 = tl.sum(s2, axis=0) / L
+    for start in range(0, L, BLOCK):
+        i = start + lanes
+        m = i < L
+        gv = tl.load(g_ptr + base + i, mask=m, other=0).to(ACC)
+        if HAS_W:
+            gv = gv * tl.load(w_ptr + grp * Cg + i // S, mask=m, other=0).to(ACC)
+        xhat = (tl.load(x_ptr + base + i, mask=m, other=0).to(ACC) - mean) * rstd
+        tl.store(dx_ptr + base + i, (rstd * (gv - m1 - xhat * m2)).to(
+            dx_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["N", "C", "S", "Cg", "G"])
+def gn_bwd_dwb(g_ptr, x_ptr, mean_ptr, rstd_ptr, dw_ptr, db_ptr, N, C, S, Cg, G,
+               NEED_DW: tl.constexpr, NEED_DB: tl.constexpr, ACC: tl.constexpr,
+               BLOCK: tl.constexpr):
+    # one program per channel: sums over (n, s) of g * xhat and g
+    c = tl.program_id(0).to(tl.int64)
+    M = N.to(tl.int64) * S
+    grp = c // Cg
+    lanes = tl.arange(0, BLOCK).to(tl.int64)
+    sw = tl.zeros([BLOCK], ACC)
+    sb = tl.zeros([BLOCK], ACC)
+    for start in range(0, M, BLOCK):
+        i = start + lanes
+        m = i < M
+        n = i // S
+        off = n * C * S + c * S + i % S
+        gv = tl.load(g_ptr + off, mask=m, other=0).to(ACC)
+        xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+        mu = tl.load(mean_ptr + n * G + grp, mask=m, other=0).to(ACC)
+        rs = tl.load(rstd_ptr + n * G + grp, mask=m, other=0).to(ACC)
+        sw += tl.where(m, gv * (xv - mu) * rs, 0.0)
+        sb += gv
+    if NEED_DW:
+        tl.store(dw_ptr + c, tl.sum(sw, axis=0).to(dw_ptr.dtype.element_ty))
+    if NEED_DB:
+        tl.store(db_ptr + c, tl.sum(sb, axis=0).to(db_ptr.dtype.element_ty))
+
+
+# ---- pooling over (planes, D, H, W) contiguous (1-D and 2-D pools have D = H = 1 / D = 1) -------
+@triton.jit(do_not_specialize=["D", "H", "W", "Do", "Ho", "Wo", "total", "sd", "sh", "sw", "pd",
+                               "ph", "pw", "dd", "dh", "dw", "divisor"])
+def pool_fwd(x_ptr, y_ptr, i_ptr, D, H, W, Do, Ho, Wo, total, sd, sh, sw, pd, ph, pw, dd, dh, dw,
+             divisor, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, MAX: tl.constexpr,
+             COUNT_PAD: tl.constexpr, HAS_DIV: tl.constexpr, ACC: tl.constexpr,
+             BLOCK: tl.constexpr):
+    # one output per lane. MAX: PyTorch's rule (the first max, the last NaN wins) and the flat
+    # spatial index; else the average with PyTorch's divisor (avg_pool's count_include_pad rules)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    ow = offs % Wo
+    t = offs // Wo
+    oh = t % Ho
+    t = t // Ho
+    od = t % Do
+    plane = t // Do
+    base = plane * D * H * W
+    best = tl.full([BLOCK], float("-inf"), ACC)
+    bidx = tl.full([BLOCK], -1, tl.int64)
+    acc = tl.zeros([BLOCK], ACC)
+    for a in tl.static_range(KD):
+        d = od * sd - pd + a * dd
+        for i in tl.static_range(KH):
+            h = oh * sh - ph + i * dh
+            for j in tl.static_range(KW):
+                w = ow * sw - pw + j * dw
+                ok = m & (d >= 0) & (d < D) & (h >= 0) & (h < H) & (w >= 0) & (w < W)
+                v = tl.load(x_ptr + base + (d * H + h) * W + w, mask=ok, other=0).to(ACC)
+                if MAX:
+                    take = ok & ((bidx < 0) | (v > best) | (v != v))
+                    best = tl.where(take, v, best)
+                    bidx = tl.where(take, (d * H + h) * W + w, bidx)
+                else:
+                    acc += v
+    if MAX:
+        tl.store(y_ptr + offs, best.to(y_ptr.dtype.element_ty), mask=m)
+        tl.store(i_ptr + offs, bidx, mask=m)
+    else:
+        if HAS_DIV:
+            div = tl.zeros([BLOCK], ACC) + divisor
+        else:
+            div = (_count(od, sd, pd, KD, D, COUNT_PAD) * _count(oh, sh, ph, KH, H, COUNT_PAD)
+                   * _count(ow, sw, pw, KW, W, COUNT_PAD)).to(ACC)
+        tl.store(y_ptr + offs, (acc / div).to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _count(o, s, p, K: tl.constexpr, size, COUNT_PAD: tl.constexpr):
+    start = o * s - p
+    end = tl.minimum(start + K, size + p)
+    if COUNT_PAD:
+        return end - start
+    return tl.minimum(end, size) - tl.maximum(start, 0)
+
+
+@triton.jit(do_not_specialize=["D", "H", "W", "Do", "Ho", "Wo", "total", "sd", "sh", "sw", "pd",
+                               "ph", "pw", "divisor"])
+def avg_pool_bwd(g_ptr, acc_ptr, D, H, W, Do, Ho, Wo, total, sd, sh, sw, pd, ph, pw, divisor,
+                 KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, COUNT_PAD: tl.constexpr,
+                 HAS_DIV: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # acc (ACC) [window of output j] += g[j] / divisor[j]
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    ow = offs % Wo
+    t = offs // Wo
+    oh = t % Ho
+    t = t // Ho
+    od = t % Do
+    plane = t // Do
+    base = plane * D * H * W
+    if HAS_DIV:
+        div = tl.zeros([BLOCK], ACC) + divisor
+    else:
+        div = (_count(od, sd, pd, KD, D, COUNT_PAD) * _count(oh, sh, ph, KH, H, COUNT_PAD)
+               * _count(ow, sw, pw, KW, W, COUNT_PAD)).to(ACC)
+    gv = tl.load(g_ptr + offs, mask=m, other=0).to(ACC) / div
+    for a in tl.static_range(KD):
+        d = od * sd - pd + a
+        for i in tl.static_range(KH):
+            h = oh * sh - ph + i
+            for j in tl.static_range(KW):
+                w = ow * sw - pw + j
+                ok = m & (d >= 0) & (d < D) & (h >= 0) & (h < H) & (w >= 0) & (w < W)
+                tl.atomic_add(acc_ptr + base + (d * H + h) * W + w, gv, mask=ok)
+
+
+@triton.jit
+def _arange_win(o, size, out):
+    return (o * size) // out, ((o + 1) * size + out - 1) // out
+
+
+@triton.jit(do_not_specialize=["D", "H", "W", "Do", "Ho", "Wo", "total", "KMD", "KMH", "KMW"])
+def adaptive_fwd(x_ptr, y_ptr, i_ptr, D, H, W, Do, Ho, Wo, total, KMD, KMH, KMW,
+                 MAX: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # adaptive windows [floor(o*in/out), ceil((o+1)*in/out)); MAX: the first max (the first NaN)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    ow = offs % Wo
+    t = offs // Wo
+    oh = t % Ho
+    t = t // Ho
+    od = t % Do
+    plane = t // Do
+    base = plane * D * H * W
+    d0, d1 = _arange_win(od, D, Do)
+    h0, h1 = _arange_win(oh, H, Ho)
+    w0, w1 = _arange_win(ow, W, Wo)
+    best = tl.full([BLOCK], float("-inf"), ACC)
+    bidx = tl.full([BLOCK], -1, tl.int64)
+    acc = tl.zeros([BLOCK], ACC)
+    for a in range(0, KMD):
+        d = d0 + a
+        for i in range(0, KMH):
+            h = h0 + i
+            for j in range(0, KMW):
+                w = w0 + j
+                ok = m & (d < d1) & (h < h1) & (w < w1)
+                v = tl.load(x_ptr + base + (d * H + h) * W + w, mask=ok, other=0).to(ACC)
+                if MAX:
+                    take = ok & ((bidx < 0) | (v > best) | ((v != v) & (best == best)))
+                    best = tl.where(take, v, best)
+                    bidx = tl.where(take, (d * H + h) * W + w, bidx)
+                else:
+                    acc += v
+    if MAX:
+        tl.store(y_ptr + offs, best.to(y_ptr.dtype.element_ty), mask=m)
+        tl.store(i_ptr + offs, bidx, mask=m)
+    else:
+        cnt = ((d1 - d0) * (h1 - h0) * (w1 - w0)).to(ACC)
+        tl.store(y_ptr + offs, (acc / cnt).to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["D", "H", "W", "Do", "Ho", "Wo", "total", "KMD", "KMH", "KMW"])
+def adaptive_avg_bwd(g_ptr, acc_ptr, D, H, W, Do, Ho, Wo, total, KMD, KMH, KMW,
+                     ACC: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    ow = offs % Wo
+    t = offs // Wo
+    oh = t % Ho
+    t = t // Ho
+    od = t % Do
+    plane = t // Do
+    base = plane * D * H * W
+    d0, d1 = _arange_win(od, D, Do)
+    h0, h1 = _arange_win(oh, H, Ho)
+    w0, w1 = _arange_win(ow, W, Wo)
+    gv = tl.load(g_ptr + offs, mask=m, other=0).to(ACC) / ((d1 - d0) * (h1 - h0) * (w1 - w0)).to(ACC)
+    for a in range(0, KMD):
+        d = d0 + a
+        for i in range(0, KMH):
+            h = h0 + i
+            for j in range(0, KMW):
+                w = w0 + j
+                ok = m & (d < d1) & (h < h1) & (w < w1)
+                tl.atomic_add(acc_ptr + base + (d * H + h) * W + w, gv, mask=ok)
+
+
+# ---- separable resampling: one dim at a time, x (A, In, B) -> y (A, Out, B) ---------------------
+@triton.jit
+def _taps(o, In, s_hi, s_lo, MODE: tl.constexpr, ALIGN: tl.constexpr, ACC: tl.constexpr):
+    # source indices and weights of output position o (up to 4 taps; unused ones weigh 0)
+    # MODE: 0 nearest, 1 nearest-exact, 2 linear, 3 cubic
+    zero = tl.zeros(o.shape, ACC)
+    scale = (zero + s_hi) + s_lo  # a float64 scale as two float32 halves
+    if MODE <= 1:
+        of = o.to(tl.float32)
+        if MODE == 1:
+            of = of + 0.5
+        src = tl.floor(of * s_hi).to(tl.int64)
+        i0 = tl.minimum(src, In - 1)
+        return i0, i0, i0, i0, zero + 1.0, zero, zero, zero
+    elif MODE == 2:
+        of = o.to(ACC)
+        if ALIGN:
+            src = of * scale
+        else:
+            src = tl.maximum(scale * (of + 0.5) - 0.5, 0.0)
+        i0 = tl.minimum(tl.floor(src).to(tl.int64), In - 1)
+        i1 = tl.minimum(i0 + 1, In - 1)
+        l1 = src - i0.to(ACC)
+        return i0, i1, i0, i0, 1.0 - l1, l1, zero, zero
+    else:
+        of = o.to(ACC)
+        if ALIGN:
+            src = of * scale
+        else:
+            src = scale * (of + 0.5) - 0.5
+        fl = tl.floor(src)
+        i = fl.to(tl.int64)
+        t = src - fl
+        A = -0.75
+        x0 = t + 1.0
+        w0 = ((A * x0 - 5 * A) * x0 + 8 * A) * x0 - 4 * A
+        w1 = ((A + 2) * t - (A + 3)) * t * t + 1
+        x2 = 1.0 - t
+        w2 = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1
+        x3 = 2.0 - t
+        w3 = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A
+        i0 = tl.minimum(tl.maximum(i - 1, 0), In - 1)
+        i1 = tl.minimum(tl.maximum(i, 0), In - 1)
+        i2 = tl.minimum(tl.maximum(i + 1, 0), In - 1)
+        i3 = tl.minimum(tl.maximum(i + 2, 0), In - 1)
+        return i0, i1, i2, i3, w0, w1, w2, w3
+
+
+@triton.jit(do_not_specialize=["In", "Out", "B", "total", "s_hi", "s_lo"])
+def resample_fwd(x_ptr, y_ptr, In, Out, B, total, s_hi, s_lo, MODE: tl.constexpr,
+                 ALIGN: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    b = offs % B
+    t = offs // B
+    o = t % Out
+    a = t // Out
+    i0, i1, i2, i3, w0, w1, w2, w3 = _taps(o, In, s_hi, s_lo, MODE, ALIGN, ACC)
+    row = a * In * B + b
+    v = w0 * tl.load(x_ptr + row + i0 * B, mask=m, other=0).to(ACC)
+    if MODE >= 2:
+        v += w1 * tl.load(x_ptr + row + i1 * B, mask=m, other=0).to(ACC)
+    if MODE == 3:
+        v += w2 * tl.load(x_ptr + row + i2 * B, mask=m, other=0).to(ACC)
+        v += w3 * tl.load(x_ptr + row + i3 * B, mask=m, other=0).to(ACC)
+    tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["In", "Out", "B", "total", "s_hi", "s_lo"])
+def resample_bwd(g_ptr, acc_ptr, In, Out, B, total, s_hi, s_lo, MODE: tl.constexpr,
+                 ALIGN: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # acc (A, In, B) [taps of o] += w * g (A, Out, B): the transpose of resample_fwd
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    b = offs % B
+    t = offs // B
+    o = t % Out
+    a = t // Out
+    i0, i1, i2, i3, w0, w1, w2, w3 = _taps(o, In, s_hi, s_lo, MODE, ALIGN, ACC)
+    row = a * In * B + b
+    gv = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
+    tl.atomic_add(acc_ptr + row + i0 * B, w0 * gv, mask=m)
+    if MODE >= 2:
+        tl.atomic_add(acc_ptr + row + i1 * B, w1 * gv, mask=m)
+    if MODE == 3:
+        tl.atomic_add(acc_ptr + row + i2 * B, w2 * gv, mask=m)
+        tl.atomic_add(acc_ptr + row + i3 * B, w3 * gv, mask=m)
