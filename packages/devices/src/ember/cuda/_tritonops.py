@@ -435,11 +435,122 @@ class TritonOps:
     def trunc(self, x):
         return x if _is_int(_dt(x)) else self._f1("trunc", x)
 
-    def polygamma(self, x, n):
-        raise Unsupported("polygamma")
+    def _real_float(self, x) -> Var:
+        """x as a float32/float64 block Var (half types and integers compute in float32)."""
+        x = self._float(x)
+        if not isinstance(x, Var):
+            x = self.emit(f"tl.full([], {literal(x)}, tl.float32)", D.float32, False)
+        if x.dtype in (D.float16, D.bfloat16):
+            x = self.emit(f"{x.code}.to(tl.float32)", D.float32, x.block)
+        return x
+
+    def _line(self, code: str) -> None:
+        self.lines.append(code)
+
+    def _name(self) -> str:
+        name = f"t{self.n}"
+        self.n += 1
+        return name
 
     def digamma(self, x):
-        raise Unsupported("digamma")
+        """psi(x) as PyTorch's CUDA calc_digamma: reflection for x < 0, the recurrence
+        psi(x) = psi(x + 1) - 1/x (ten masked steps) up to x >= 10, then the asymptotic series;
+        -inf at +0, +inf at -0, nan at negative integers and -inf."""
+        x = self._real_float(x)
+        T, xc = TL[x.dtype], x.code
+        fl, ce, sn, cs, lg = (self._fn(f) for f in ("floor", "ceil", "sin", "cos", "log"))
+        v, r, tr, pr = self._name(), self._name(), self._name(), self._name()
+        L = self._line
+        L(f"{tr} = tl.where({xc} < 0, {ce}({xc}), {fl}({xc}))")
+        # psi(1 - x) - psi(x) = pi / tan(pi x), with pi x reduced to pi frac(x), in float64
+        # (as PyTorch's CUDA kernel does for every dtype)
+        L(f"{pr} = (({xc}) - {tr}).to(tl.float64) * 3.141592653589793")
+        L(f"{r} = tl.where({xc} < 0, -3.141592653589793 * {cs}({pr}) / {sn}({pr}), "
+          f"0.0).to({T})")
+        L(f"{v} = tl.where({xc} < 0, 1.0 - {xc}, {xc}).to({T})")
+        for _ in range(10):
+            L(f"{r} = tl.where({v} < 10.0, {r} - 1.0 / {v}, {r})")
+            L(f"{v} = tl.where({v} < 10.0, {v} + 1.0, {v})")
+        z, p = self._name(), self._name()
+        L(f"{z} = 1.0 / ({v} * {v})")
+        coef = (8.33333333333333333333E-2, -2.10927960927960927961E-2,
+                7.57575757575757575758E-3, -4.16666666666666666667E-3,
+                3.96825396825396825397E-3, -8.33333333333333333333E-3,
+                8.33333333333333333333E-2)
+        L(f"{p} = tl.zeros_like({z}) + {coef[0]!r}")
+        for c in coef[1:]:
+            L(f"{p} = {p} * {z} + {c!r}")
+        L(f"{p} = tl.where({v} < 1.0e17, {z} * {p}, 0.0)")
+        out = self.emit(f"({lg}({v}) - 0.5 / {v} - {p} + {r})", x.dtype, x.block)
+        out = self.emit(f"tl.where({xc} == 0, -1.0 / {xc}, {out.code})", x.dtype, x.block)
+        return self.emit(f"tl.where(({xc} < 0) & ({xc} == {tr}), float(\"nan\"), {out.code})"
+                         f".to({T})", x.dtype, x.block)
+
+    def polygamma(self, x, n):
+        """The n-th derivative of digamma, (-1)^(n+1) n! zeta(n + 1, x) for n >= 1: the
+        Hurwitz zeta series summed directly until x >= 16, then its Euler-Maclaurin tail
+        (ember's CPU kernel; PyTorch's CUDA zeta sums to 9 and adds the same tail)."""
+        n = int(_py(n))
+        if n == 0:
+            return self.digamma(x)
+        if n < 0:
+            raise Unsupported("polygamma of negative order")
+        x = self._real_float(x)
+        if not x.block:
+            raise Unsupported("polygamma of a scalar")
+        T, xc, s = TL[x.dtype], x.code, n + 1
+        L = self._line
+        q, r, st, i = self._name(), self._name(), self._name(), self._name()
+
+        def ipow(base, k):  # base ** k for a Python int k >= 1, by squaring (emitted)
+            acc, b = None, base
+            while True:
+                if k & 1:
+                    if acc is None:
+                        acc = b
+                    else:
+                        nm = self._name()
+                        L(f"{nm} = {acc} * {b}")
+                        acc = nm
+                k >>= 1
+                if not k:
+                    return acc
+                nb = self._name()
+                L(f"{nb} = {b} * {b}")
+                b = nb
+
+        # far below zero the direct sum would take ~|x| steps: nan there (as the CPU kernel)
+        L(f"{q} = tl.where({xc} < -1.0e4, 16.0, {xc}).to({T})")
+        L(f"{r} = tl.where({xc} < -1.0e4, float(\"nan\"), 0.0).to({T})")
+        L(f"{st} = tl.max(tl.where(mask & ({q} < 16.0), 16.0 - {q}, 0.0), axis=0)"
+          f".to(tl.int32) + 1")
+        L(f"for {i} in range(0, {st}):")
+        iq = self._name()
+        body_start = len(self.lines)
+        L(f"{iq} = 1.0 / {q}")
+        pw = ipow(iq, s)
+        L(f"{r} = tl.where({q} < 16.0, {r} + {pw}, {r})")
+        L(f"{q} = tl.where({q} < 16.0, {q} + 1.0, {q})")
+        self.lines[body_start:] = ["    " + ln for ln in self.lines[body_start:]]
+        iq2 = self._name()
+        L(f"{iq2} = 1.0 / {q}")
+        ps = ipow(iq2, s)                     # q^-s
+        ps1 = ipow(iq2, s - 1)                # q^(1-s)
+        t, p, inv2 = self._name(), self._name(), self._name()
+        L(f"{t} = {ps1} * {1.0 / (s - 1)!r} + 0.5 * {ps}")
+        L(f"{p} = {ps} * {iq2}")              # q^(-s-1)
+        L(f"{inv2} = {iq2} * {iq2}")
+        fac = float(s)
+        for k, b in enumerate((1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6,
+                               -3617 / 510), start=1):
+            c = b / math.factorial(2 * k) * fac
+            L(f"{t} = {t} + {c!r} * {p}")
+            fac *= (s + 2 * k - 1) * (s + 2 * k)
+            if k < 8:
+                L(f"{p} = {p} * {inv2}")
+        scale = (-1.0 if n % 2 == 0 else 1.0) * float(math.factorial(n))
+        # +inf: every derivative is 0 (q^-s is 0 there, the sum is 0 too)
+        return self.emit(f"(({r} + {t}) * {scale!r}).to({T})", x.dtype, x.block)
 
 
 _INTERP = {"exp": "tl.exp", "log": "tl.log", "sqrt": "tl.sqrt_rn", "floor": "tl.floor",
