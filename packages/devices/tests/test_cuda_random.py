@@ -243,3 +243,20 @@ def test_on_the_fake_device():
                          text=True, timeout=1200)
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
     assert " passed" in out.stdout and "skipped" in out.stdout, out.stdout[-500:]
+
+
+@needs_cuda
+def test_host_ops_follow_the_cuda_seed():
+    """multinomial, poisson and randperm (still on host copies) draw from the cuda generator."""
+    def draw():
+        return (_np(ember.randperm(20, device="cuda")),
+                _np(ember.poisson(ember.full((30,), 3.0, device="cuda"))),
+                _np(ember.multinomial(ember.ones(2, 6, device="cuda"), 4)))
+    ember.cuda.manual_seed(11)
+    a = draw()
+    ember.cuda.manual_seed(11)
+    b = draw()
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert sorted(a[0]) == list(range(20)) and a[2].max() < 6
+    with pytest.raises(RuntimeError, match="device type for generator"):
+        ember.randperm(5, device="cuda", generator=ember.Generator())

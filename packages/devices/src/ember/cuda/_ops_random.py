@@ -302,6 +302,25 @@ def _normal_ff(be, op, mean, std, size, gen, *rest):
     return _finish(_sample(be, t, gen, 1, mean, std), rg)
 
 
+# ---- ops still on host copies: their CPU kernel, drawing from the cuda generator ---------------
+def _on_host(gen_idx):
+    """Run the CPU kernel on host copies with this GPU's generator (a numpy Philox seeded from
+    its state), so manual_seed reproduces these ops too."""
+    def f(be, op, *args):
+        from ember._device import device as Device
+        if op.device_idx is not None:
+            d = args[op.device_idx]
+            dev = Device(d) if d is not None else None
+            if dev is None or dev.type != "cuda":
+                return NotImplemented
+        else:
+            dev = args[0].device
+        a = list(args)
+        a[gen_idx] = generator_for(a[gen_idx], dev)
+        return be._host_call(op, tuple(a))
+    return f
+
+
 # ---- the table -----------------------------------------------------------------------------------
 TABLE: dict = {
     "rand": _rand_factory(0, "check_uniform_bounds", False),
@@ -323,10 +342,11 @@ TABLE: dict = {
     "bernoulli_.Tensor": _bernoulli_tensor_, "bernoulli_.float": _bernoulli_float_,
     "normal.Tensor_Tensor": _normal_tt, "normal.Tensor_float": _normal_tf,
     "normal.float_Tensor": _normal_ft, "normal.float_float": _normal_ff,
+    "multinomial": _on_host(3), "poisson": _on_host(1), "randperm": _on_host(1),
 }
 
-HOST: dict[str, str] = {
-    "multinomial": "no GPU kernel yet",
-    "poisson": "no GPU kernel yet",
-    "randperm": "no GPU kernel yet",
+HOST: dict[str, str] = {  # these draw from the cuda generator through a host Philox stream
+    "multinomial": "no GPU kernel yet (needs a row scan / top-k; values-dependent errors sync)",
+    "poisson": "no GPU kernel yet (needs a rejection sampler for large rates)",
+    "randperm": "no GPU kernel yet (random keys + a GPU sort: the sort family has none yet)",
 }
