@@ -7,7 +7,7 @@ import ember
 from ember import _dispatch
 from ember._device import get_backend
 
-from .optimizer import Optimizer, _get_value, _step_tensor, _use_grad
+from .optimizer import Optimizer, _get_value, _inc_step, _step_tensor, _use_grad
 
 __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
 
@@ -119,7 +119,7 @@ class Adam(Optimizer):
                     if group["amsgrad"]:
                         state["max_exp_avg_sq"] = ember.zeros_like(p)
                 step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
-                step_t.add_(1)
+                _inc_step(step_t)
                 if not group["amsgrad"] and _fusable(group, p, p.grad, exp_avg, exp_avg_sq):
                     _adam_fused(p, p.grad, exp_avg, exp_avg_sq, _get_value(step_t), lr, beta1,
                                 beta2, eps, wd, group["decoupled_weight_decay"],
@@ -190,7 +190,7 @@ class Adamax(Optimizer):
                     state["exp_avg"] = ember.zeros_like(p)
                     state["exp_inf"] = ember.zeros_like(p)
                 step_t, exp_avg, exp_inf = state["step"], state["exp_avg"], state["exp_inf"]
-                step_t.add_(1)
+                _inc_step(step_t)
                 if wd != 0:
                     grad = grad.add(p, alpha=wd)
                 _lerp_(exp_avg, grad, 1 - beta1)
@@ -234,7 +234,7 @@ class NAdam(Optimizer):
                     state["exp_avg_sq"] = ember.zeros_like(p)
                 step_t, mu_product = state["step"], state["mu_product"]
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                step_t.add_(1)
+                _inc_step(step_t)
                 step = _get_value(step_t)
                 bias_correction2 = 1 - beta2 ** step
                 if wd != 0:
@@ -284,7 +284,7 @@ class RAdam(Optimizer):
                     state["exp_avg"] = ember.zeros_like(p)
                     state["exp_avg_sq"] = ember.zeros_like(p)
                 step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
-                step_t.add_(1)
+                _inc_step(step_t)
                 step = _get_value(step_t)
                 if wd != 0:
                     if group["decoupled_weight_decay"]:

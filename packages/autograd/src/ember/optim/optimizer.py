@@ -9,6 +9,7 @@ import itertools
 from collections import OrderedDict, defaultdict
 
 import ember
+from ember import _dispatch
 from ember._tensor import Tensor
 
 __all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook",
@@ -288,7 +289,21 @@ class Optimizer:
 
 
 def _get_value(x) -> float:
+    if x.__class__ is Tensor and x.device.type == "cpu" and x.numel() == 1:
+        return x._np.item()  # the step counter: no dispatch for a host scalar
     return x.item() if isinstance(x, Tensor) else x
+
+
+def _inc_step(t) -> None:
+    """step_t += 1 on a state step counter: on a plain CPU scalar (the usual case) straight on
+    its memory with the version bump an in-place op makes; through the op otherwise (a dispatch
+    mode watching, a capturable device step, a tensor that requires grad)."""
+    if (t.__class__ is Tensor and t.device.type == "cpu" and not t._requires_grad
+            and not _dispatch.special[0]):
+        t._np[...] += 1
+        t._bump()
+    else:
+        t.add_(1)
 
 
 def _step_tensor():

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from ember import _dtype as D
+from ember._tensor import Tensor
 
 from . import _blaslt
 from . import _runtime as rt
@@ -113,6 +114,8 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
 
 def _fake_gemm(a, b, out, alpha, beta):
     """The fake device's cuBLAS (its memory is host memory): numpy on views of the operands."""
+    if rt.NOLAUNCH:
+        return out
     va, vb, vo = rt.fake_view(a), rt.fake_view(b), rt.fake_view(out)
     acc = np.float64 if out.dtype is D.float64 else np.float32
     r = alpha * np.matmul(va.astype(acc), vb.astype(acc))
@@ -122,52 +125,79 @@ def _fake_gemm(a, b, out, alpha, beta):
     return out
 
 
+def _as(t, shape, stride):
+    """A view of t's memory with other sizes/strides, made without dispatch: operands handed to
+    cuBLAS inside this kernel, never returned (so no view bookkeeping)."""
+    return Tensor._make(t._storage, shape, stride, t._offset, t.dtype, t.device)
+
+
+def _batched(t, bshape, nb):
+    """t (..., r, c) broadcast to bshape + (r, c), as an (nb, r, c) operand with one batch stride
+    (0 for a broadcast operand); a contiguous copy where the batch dims do not collapse (as
+    PyTorch's expand().reshape())."""
+    r, c = t._shape[-2], t._shape[-1]
+    sr, sc = t._stride[-2], t._stride[-1]
+    tb, sb = t._shape[:-2], t._stride[:-2]
+    pad = len(bshape) - len(tb)
+    strides = (0,) * pad + tuple(0 if n == 1 else st for n, st in zip(tb, sb))
+    bs = expect = None
+    for n, st in zip(reversed(bshape), reversed(strides)):
+        if n == 1:
+            continue
+        if bs is None:
+            bs, expect = st, st * n
+        elif st == expect:
+            expect = st * n
+        else:
+            full = _as(t, tuple(bshape) + (r, c), strides + (sr, sc))
+            from ember._device import get_backend
+            full = get_backend("cuda")._copy_new(full, t.dtype)
+            return _as(full, (nb, r, c), (r * c, c, 1))
+    return _as(t, (nb, r, c), (0 if bs is None else bs, sr, sc))
+
+
 def matmul(x, y):
-    """torch.matmul on cuda tensors (1-D, 2-D and broadcast batched cases)."""
+    """torch.matmul on cuda tensors (1-D, 2-D and broadcast batched cases). The batch is folded
+    into M or passed as one batch stride; no op dispatch inside."""
     if x.dtype is not y.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {x.dtype} != "
                            f"{y.dtype}")
     if not supported(x.dtype):
         return None
-    dx, dy = x.ndim, y.ndim
+    xsh, ysh = x._shape, y._shape
+    dx, dy = len(xsh), len(ysh)
     if dx == 0 or dy == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
                            f"{dx}D and {dy}D")
-    xs = x.unsqueeze(0) if dx == 1 else x
-    ys = y.unsqueeze(-1) if dy == 1 else y
-    if xs.shape[-1] != ys.shape[-2]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({xs.shape[-2]}x"
-                           f"{xs.shape[-1]} and {ys.shape[-2]}x{ys.shape[-1]})")
-    M, K, N = xs.shape[-2], xs.shape[-1], ys.shape[-1]
-    if xs.ndim == 2 and ys.ndim == 2:
-        out = _empty((M, N), x.dtype, x.device)
-        if M and N:
-            if K == 0:
-                out.zero_()
-            else:
-                gemm(xs, ys, out)
-    elif ys.ndim == 2 and xs.is_contiguous():
-        # fold the batch into M
-        bshape = tuple(xs.shape[:-2])
-        out2 = matmul(xs.reshape(-1, K), ys)
-        out = out2.reshape(bshape + (M, N))
+    # 1-D operands as (1, K) and (K, 1) matrices (unit dims strided so cuBLAS takes them as is)
+    xs = _as(x, (1,) + xsh, (max(xsh[0], 1) * x._stride[0],) + x._stride) if dx == 1 else x
+    ys = _as(y, ysh + (1,), y._stride + (1,)) if dy == 1 else y
+    M, K = xs._shape[-2], xs._shape[-1]
+    K2, N = ys._shape[-2], ys._shape[-1]
+    if K != K2:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({M}x{K} and {K2}x{N})")
+    if len(xs._shape) == 2 and len(ys._shape) == 2:
+        bshape = ()
+    elif len(ys._shape) == 2:
+        bshape = xs._shape[:-2]
     else:
         from ember._size import broadcast_shapes
-        bshape = tuple(broadcast_shapes(tuple(xs.shape[:-2]), tuple(ys.shape[:-2])))
-        nb = 1
-        for s in bshape:
-            nb *= s
-        xb = xs.expand(bshape + (M, K)).reshape(nb, M, K)
-        yb = ys.expand(bshape + (K, N)).reshape(nb, K, N)
-        out = _empty((nb, M, N), x.dtype, x.device)
-        if nb and M and N:
-            if K == 0:
-                out.zero_()
-            else:
-                gemm(xb, yb, out, batch=nb)
-        out = out.reshape(bshape + (M, N))
-    if dx == 1:
-        out = out.squeeze(-2)
-    if dy == 1:
-        out = out.squeeze(-1)
+        bshape = tuple(broadcast_shapes(xs._shape[:-2], ys._shape[:-2]))
+    nb = 1
+    for n in bshape:
+        nb *= n
+    # the result in its final shape (1-D operands' unit dims dropped), written as (nb, M, N)
+    final = bshape + ((M,) if dx > 1 else ()) + ((N,) if dy > 1 else ())
+    out = _empty(final, x.dtype, x.device)
+    if not (nb and M and N):
+        return out
+    if K == 0:
+        return out.zero_()
+    if not bshape:
+        gemm(xs, ys, _as(out, (M, N), (N, 1)))
+    elif len(ys._shape) == 2 and x.is_contiguous():  # fold the batch into M
+        gemm(_as(xs, (nb * M, K), (K, 1)), ys, _as(out, (nb * M, N), (N, 1)))
+    else:
+        gemm(_batched(xs, bshape, nb), _batched(ys, bshape, nb), _as(out, (nb, M, N),
+                                                                    (M * N, N, 1)), batch=nb)
     return out

@@ -93,7 +93,7 @@ class FastLauncher:
         ptrs = [a.addr for a in args if isinstance(a, Operand)]
         # Triton specializes pointers on 16-byte alignment: part of the key
         full = (id(fn), key, tuple(p % 16 == 0 for p in ptrs))
-        if rt.FAKE:  # Triton's interpreter on host memory
+        if rt.FAKE and not rt.NOLAUNCH:  # Triton's interpreter on host memory
             call = [_HostAddr(a.addr, a.dtype) if isinstance(a, Operand) else a for a in args]
             fn[grid](*call, **constexprs)
             self.last = None
@@ -103,6 +103,9 @@ class FastLauncher:
         gy = grid[1] if len(grid) > 1 else 1
         gz = grid[2] if len(grid) > 2 else 1
         if ck is None:
+            if rt.NOLAUNCH:  # host-cost profiling: a "compiled" launch that does nothing
+                self.compiled[full] = self.last = (_nop, (), tuple(constexprs.values()))
+                return
             install_driver()
             call = [Ptr(a.addr, a.dtype) if isinstance(a, Operand) else a for a in args]
             ck = fn[grid](*call, **constexprs)
@@ -112,6 +115,10 @@ class FastLauncher:
         run, prefix, cvals = ck
         call = [a.addr if isinstance(a, Operand) else a for a in args]
         run(gx, gy, gz, current_stream_handle(None), *prefix, *call, *cvals)
+
+
+def _nop(*args):
+    return None
 
 
 class _HostAddr(Ptr):

@@ -95,18 +95,34 @@ def _factory(fill, like=False):
             dev = Device(d) if d is not None else None
         if dev is None or dev.type != "cuda":
             return NotImplemented
-        m = _meta_of(op, args, 0 if like else None)
-        t = be._new(tuple(m.shape), m.dtype, dev)
+        # the meta call (shape, dtype, errors) once per distinct call: factories are frequent
+        # (zero grads, new_zeros in backward) and their meta is a dispatch of its own
+        try:
+            key = (op, D.get_default_dtype(), *(
+                (a._shape, a.dtype) if isinstance(a, Tensor) else
+                tuple(a) if isinstance(a, list) else (a.__class__, a) for a in args))
+            m = _FACTORY_META.get(key)
+        except TypeError:  # unhashable arguments
+            key = m = None
+        if m is None:
+            r = _meta_of(op, args, 0 if like else None)
+            m = (tuple(r.shape), r.dtype, r.requires_grad)
+            if key is not None and len(_FACTORY_META) < 4096:
+                _FACTORY_META[key] = m
+        t = be._new(m[0], m[1], dev)
         value = args[1] if fill == "arg" else fill
         try:
             if value is not None:
                 be.fill_(t, value)
         except Unsupported:
             return NotImplemented
-        if m.requires_grad:
+        if m[2]:
             t.requires_grad_(True)
         return t
     return f
+
+
+_FACTORY_META: dict = {}
 
 
 def _arange(be, op, *args):

@@ -27,14 +27,20 @@ def _same(ts) -> bool:
     return True
 
 
+_mods: list = []
+
+
 def fused_optim(be, kind, tensors, hyper) -> bool:
     if not _same(tensors):
         return False
     g = tensors[1]
     if not g.is_contiguous():  # linear's weight grad is a transposed view: one copy kernel
         tensors = (tensors[0], be._copy_new(g, g.dtype)) + tuple(tensors[2:])
-    from . import _kernels_optim as K
-    from ._ops import _launch
+    if not _mods:  # the kernels import triton: on first use, then a list lookup
+        from . import _kernels_optim
+        from ._ops import _launch
+        _mods[:] = [_kernels_optim, _launch]
+    K, _launch = _mods
     n = tensors[0].numel()
     if n == 0:
         return True

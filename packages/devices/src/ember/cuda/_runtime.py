@@ -12,7 +12,10 @@ import threading
 # EMBER_CUDA_FAKE=1: one pretend device whose memory is host memory and whose kernels run in
 # Triton's interpreter (set TRITON_INTERPRET=1 too). The backend's code paths, the code generator
 # and the allocator then run in CI, which has no GPU. Timing and cuBLAS are not pretended.
-FAKE = os.environ.get("EMBER_CUDA_FAKE") == "1"
+# EMBER_CUDA_FAKE=nolaunch: the same, but kernels and GEMMs are not run at all (values are
+# garbage): the host path of every op as on a GPU, for profiling the host cost without one.
+FAKE = os.environ.get("EMBER_CUDA_FAKE") in ("1", "nolaunch")
+NOLAUNCH = os.environ.get("EMBER_CUDA_FAKE") == "nolaunch"
 _fake_mem: dict = {}
 
 _cu = None          # cuda.bindings.driver once loaded
