@@ -8,6 +8,16 @@ import triton
 import triton.language as tl
 
 
+@triton.jit
+def _rsqrt(v, ACC: tl.constexpr):
+    # IEEE-rounded square root (sqrt_rn takes float32 only; float64's sqrt is exact already)
+    if ACC == tl.float64:
+        r = 1.0 / tl.sqrt(v)
+    else:
+        r = 1.0 / tl.sqrt_rn(v)
+    return r
+
+
 # ---- batch norm: x (N, C, S) contiguous, one program per channel ---------------------------------
 @triton.jit(do_not_specialize=["N", "C", "S", "momentum", "eps"])
 def bn_fwd(x_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, y_ptr, sm_ptr, si_ptr, nrm_ptr, nrv_ptr,
@@ -33,7 +43,7 @@ def bn_fwd(x_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, y_ptr, sm_ptr, si_ptr, nrm_ptr, 
             d = tl.load(x_ptr + off, mask=m, other=0).to(ACC) - mean
             acc2 += tl.where(m, d * d, 0.0)
         ss = tl.sum(acc2, axis=0)
-        invstd = 1.0 / tl.sqrt_rn(ss / M + eps)
+        invstd = _rsqrt(ss / M + eps, ACC)
         if HAS_RM:
             rm = tl.load(rm_ptr + c).to(ACC)
             tl.store(nrm_ptr + c, ((1 - momentum) * rm + momentum * mean).to(
@@ -44,7 +54,7 @@ def bn_fwd(x_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, y_ptr, sm_ptr, si_ptr, nrm_ptr, 
                 nrv_ptr.dtype.element_ty))
     else:
         mean = tl.load(rm_ptr + c).to(ACC)
-        invstd = 1.0 / tl.sqrt_rn(tl.load(rv_ptr + c).to(ACC) + eps)
+        invstd = _rsqrt(tl.load(rv_ptr + c).to(ACC) + eps, ACC)
     scale = invstd
     shift = -mean * invstd
     if HAS_W:
@@ -125,7 +135,7 @@ def gn_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, C, S, Cg, G, eps,
         m = i < L
         d = tl.load(x_ptr + base + i, mask=m, other=0).to(ACC) - mean
         acc2 += tl.where(m, d * d, 0.0)
-    rstd = 1.0 / tl.sqrt_rn(tl.sum(acc2, axis=0) / L + eps)
+    rstd = _rsqrt(tl.sum(acc2, axis=0) / L + eps, ACC)
     for start in range(0, L, BLOCK):
         i = start + lanes
         m = i < L
@@ -350,7 +360,8 @@ def adaptive_avg_bwd(g_ptr, acc_ptr, D, H, W, Do, Ho, Wo, total, KMD, KMH, KMW,
     d0, d1 = _arange_win(od, D, Do)
     h0, h1 = _arange_win(oh, H, Ho)
     w0, w1 = _arange_win(ow, W, Wo)
-    gv = tl.load(g_ptr + offs, mask=m, other=0).to(ACC) / ((d1 - d0) * (h1 - h0) * (w1 - w0)).to(ACC)
+    cnt = ((d1 - d0) * (h1 - h0) * (w1 - w0)).to(ACC)
+    gv = tl.load(g_ptr + offs, mask=m, other=0).to(ACC) / cnt
     for a in range(0, KMD):
         d = d0 + a
         for i in range(0, KMH):

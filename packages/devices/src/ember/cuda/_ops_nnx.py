@@ -47,7 +47,7 @@ def _block(n, lo=128, hi=1024):
     return max(lo, min(hi, 1 << max(0, (n - 1).bit_length())))
 
 
-# ---- batch norm -----------------------------------------------------------------------------------
+# ---- batch norm ---------------------------------------------------------------------------------
 def _bn(be, op, x, w, b, rm, rv, training, momentum, eps):
     if x.dtype not in _FLOAT or x.ndim < 2 or x.numel() == 0:
         return NotImplemented
@@ -106,7 +106,7 @@ def _bn_backward(be, op, g, x, w, rm, rv, save_mean, save_invstd, train, eps, ma
     return dx, dw, db
 
 
-# ---- group norm -----------------------------------------------------------------------------------
+# ---- group norm ---------------------------------------------------------------------------------
 def _gn(be, op, x, w, b, N, C, HxW, group, eps):
     if (x.dtype not in _FLOAT or x.numel() == 0 or group <= 0 or C % group
             or x.numel() != N * C * HxW or x.ndim < 2):
@@ -151,7 +151,7 @@ def _gn_backward(be, op, g, x, mean, rstd, w, N, C, HxW, group, mask):
     return gi, gw, gb
 
 
-# ---- pooling --------------------------------------------------------------------------------------
+# ---- pooling ------------------------------------------------------------------------------------
 def _dhw(shape, n):
     """(planes, (D, H, W)) of the last n dims of shape, padded with leading 1s to three."""
     sp = (1,) * (3 - n) + tuple(shape[len(shape) - n:])
@@ -283,13 +283,14 @@ def _adaptive_avg_backward(be, op, g, input_size):
     return acc if acc.dtype is g.dtype else be._copy_new(acc, g.dtype)
 
 
-# ---- resampling -----------------------------------------------------------------------------------
+# ---- resampling ---------------------------------------------------------------------------------
 _MODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "cubic": 3}
 
 
 def _scale(size_in, size_out, mode, align_corners, scale):
-    from ember._ops.sample import _src_scale
     import numpy as np
+
+    from ember._ops.sample import _src_scale
     if mode <= 1:
         return float(np.float32(_src_scale(size_in, size_out, False, scale))), 0.0
     s = _src_scale(size_in, size_out, align_corners, scale)
@@ -372,6 +373,7 @@ def _upsample_backward(be, op, g, input_size, mode, align_corners, scales):
 # ---- constant_pad_nd: a fill and one strided copy ------------------------------------------------
 def _constant_pad(be, op, x, pad, value=0):
     from ember._ops.nn import _pad_pairs
+
     from ._pointwise import Unsupported
     m = op.meta(x, pad, value)  # checks and the output shape
     out = be._new(tuple(m.shape), x.dtype, x.device)
