@@ -22,18 +22,39 @@ def _jit(fn):
 
 
 @triton.jit
-def _coords(offs, s1, s2, s3, s4, s5):
-    c5 = offs % s5
-    r = offs // s5
-    c4 = r % s4
-    r = r // s4
-    c3 = r % s3
-    r = r // s3
-    c2 = r % s2
-    r = r // s2
-    c1 = r % s1
-    c0 = r // s1
+def _coords(offs, s1, s2, s3, s4, s5, NDIM: tl.constexpr):
+    # only the last NDIM coordinates vary (the rest are 0): 64-bit division is slow on GPUs
+    z = offs * 0
+    c0, c1, c2, c3, c4, c5 = z, z, z, z, z, offs
+    if NDIM >= 2:
+        c5 = offs % s5
+        r = offs // s5
+        c4 = r
+        if NDIM >= 3:
+            c4 = r % s4
+            r = r // s4
+            c3 = r
+            if NDIM >= 4:
+                c3 = r % s3
+                r = r // s3
+                c2 = r
+                if NDIM >= 5:
+                    c2 = r % s2
+                    r = r // s2
+                    c1 = r
+                    if NDIM >= 6:
+                        c1 = r % s1
+                        c0 = r // s1
     return c0, c1, c2, c3, c4, c5
+
+
+@triton.jit
+def _positions(BLOCK: tl.constexpr, I64: tl.constexpr):
+    # this program's block of flat positions: int32 arithmetic unless some offset needs 64 bits
+    if I64:
+        return tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    else:
+        return tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
 
 
 @triton.jit
@@ -44,11 +65,12 @@ def _dot(c0, c1, c2, c3, c4, c5, t0, t1, t2, t3, t4, t5):
 @_jit
 def gather_nd(out_ptr, src_ptr, idx_ptr, n, s1, s2, s3, s4, s5,
               a0, a1, a2, a3, a4, a5, b0, b1, b2, b3, b4, b5, SCALE, NSIZE, LIMIT,
-              WRAP: tl.constexpr, BLOCK: tl.constexpr):
+              WRAP: tl.constexpr, NDIM: tl.constexpr, I64: tl.constexpr,
+              BLOCK: tl.constexpr):
     # out (contiguous, the iteration shape)[c] = src[c . a + idx[c . b] * SCALE]
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs = _positions(BLOCK, I64)
     m = offs < n
-    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5)
+    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     iv = tl.load(idx_ptr + _dot(c0, c1, c2, c3, c4, c5, b0, b1, b2, b3, b4, b5), mask=m,
                  other=0).to(tl.int64)
     if WRAP:
@@ -63,11 +85,11 @@ def gather_nd(out_ptr, src_ptr, idx_ptr, n, s1, s2, s3, s4, s5,
 def scatter_nd(dst_ptr, src_ptr, idx_ptr, n, s1, s2, s3, s4, s5,
                a0, a1, a2, a3, a4, a5, b0, b1, b2, b3, b4, b5, d0, d1, d2, d3, d4, d5,
                SCALE, NSIZE, LIMIT, ACCUM: tl.constexpr, WRAP: tl.constexpr,
-               BLOCK: tl.constexpr):
+               NDIM: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
     # dst[c . a + idx[c . b] * SCALE] = (or +=) src[c . d] over the iteration shape
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs = _positions(BLOCK, I64)
     m = offs < n
-    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5)
+    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     iv = tl.load(idx_ptr + _dot(c0, c1, c2, c3, c4, c5, b0, b1, b2, b3, b4, b5), mask=m,
                  other=0).to(tl.int64)
     if WRAP:
@@ -84,12 +106,13 @@ def scatter_nd(dst_ptr, src_ptr, idx_ptr, n, s1, s2, s3, s4, s5,
 
 @_jit
 def linear_offsets(off_ptr, idx_ptr, mm_ptr, n, s1, s2, s3, s4, s5, b0, b1, b2, b3, b4, b5,
-                   SCALE, NSIZE, FIRST: tl.constexpr, BLOCK: tl.constexpr):
+                   SCALE, NSIZE, FIRST: tl.constexpr, NDIM: tl.constexpr,
+                   I64: tl.constexpr, BLOCK: tl.constexpr):
     # off (contiguous) [c] (+)= wrap(idx[c . b]) * SCALE, and idx's min/max into mm[0], mm[1]
     # (the host checks them: one read for all index tensors of an op)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs = _positions(BLOCK, I64)
     m = offs < n
-    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5)
+    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     iv = tl.load(idx_ptr + _dot(c0, c1, c2, c3, c4, c5, b0, b1, b2, b3, b4, b5), mask=m,
                  other=0).to(tl.int64)
     big = 9223372036854775807
@@ -114,11 +137,11 @@ def minmax(x_ptr, mm_ptr, n, BLOCK: tl.constexpr):
 
 @_jit
 def count_nonzero_blocks(x_ptr, cnt_ptr, n, s1, s2, s3, s4, s5, a0, a1, a2, a3, a4, a5,
-                         BLOCK: tl.constexpr):
+                         NDIM: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
     # cnt[program] = how many x[c . a] are nonzero in this program's block of positions
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs = _positions(BLOCK, I64)
     m = offs < n
-    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5)
+    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     v = tl.load(x_ptr + _dot(c0, c1, c2, c3, c4, c5, a0, a1, a2, a3, a4, a5), mask=m, other=0)
     f = (m & (v != 0)).to(tl.int64)
     tl.store(cnt_ptr + tl.program_id(0), tl.sum(f, axis=0))
@@ -141,14 +164,14 @@ def exclusive_scan(cnt_ptr, nb, total_ptr, BLOCK: tl.constexpr):
 @_jit
 def compact(out_ptr, x_ptr, val_ptr, start_ptr, n, s1, s2, s3, s4, s5,
             a0, a1, a2, a3, a4, a5, b0, b1, b2, b3, b4, b5, LIMIT,
-            MODE: tl.constexpr, NDIM: tl.constexpr, BLOCK: tl.constexpr):
+            MODE: tl.constexpr, NDIM: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
     # the k-th position c (in order) with x[c . a] != 0, at k = start[program] + rank in block:
     # MODE 0 (nonzero): out[k, :] = c's last NDIM coordinates
     # MODE 1 (masked_select): out[k] = val[c . b]
     # MODE 2 (masked_scatter): out[c . b] = val[k] (k < LIMIT: the source's size)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs = _positions(BLOCK, I64)
     m = offs < n
-    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5)
+    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     v = tl.load(x_ptr + _dot(c0, c1, c2, c3, c4, c5, a0, a1, a2, a3, a4, a5), mask=m, other=0)
     f = (m & (v != 0)).to(tl.int64)
     k = tl.load(start_ptr + tl.program_id(0)) + tl.cumsum(f, axis=0) - f

@@ -60,11 +60,17 @@ def _layout(shape, *strides):
             dims.append((s, sts))
     if len(dims) > 6:
         return None
-    dims = [(1, [0] * len(strides))] * (6 - len(dims)) + dims
+    nd = len(dims)
+    dims = [(1, [0] * len(strides))] * (6 - nd) + dims
     n = 1
     for s in shape:
         n *= s
-    return n, [d[0] for d in dims[1:]], [[d[1][k] for d in dims] for k in range(len(strides))]
+    return n, [d[0] for d in dims[1:]], [[d[1][k] for d in dims] for k in range(len(strides))], nd
+
+
+def _wide(n, *ts) -> bool:
+    """64-bit position arithmetic: when some position or address can pass 2**31."""
+    return max([n] + [_span(t) for t in ts]) >= 2**31
 
 
 def _gather(be, out, src, idx, shape, a, b, scale, nsize, wrap=True):
@@ -72,11 +78,11 @@ def _gather(be, out, src, idx, shape, a, b, scale, nsize, wrap=True):
     lay = _layout(shape, a, b)
     if lay is None:
         return False
-    n, sizes, (A, B) = lay
+    n, sizes, (A, B), nd = lay
     if n:
         _launch(be, _K().gather_nd, (-(-n // _BLOCK),),
                 [out, src, idx, n, *sizes, *A, *B, scale, nsize, _span(src)], (),
-                {"WRAP": wrap, "BLOCK": _BLOCK})
+                {"WRAP": wrap, "NDIM": nd, "I64": _wide(n, src, idx), "BLOCK": _BLOCK})
     return True
 
 
@@ -85,11 +91,12 @@ def _scatter(be, dst, src, idx, shape, a, b, c, scale, nsize, accum, wrap=True):
     lay = _layout(shape, a, b, c)
     if lay is None:
         return False
-    n, sizes, (A, B, C) = lay
+    n, sizes, (A, B, C), nd = lay
     if n:
         _launch(be, _K().scatter_nd, (-(-n // _BLOCK),),
                 [dst, src, idx, n, *sizes, *A, *B, *C, scale, nsize, _span(dst)], (),
-                {"ACCUM": accum, "WRAP": wrap, "BLOCK": _BLOCK})
+                {"ACCUM": accum, "WRAP": wrap, "NDIM": nd, "I64": _wide(n, dst, src, idx),
+                 "BLOCK": _BLOCK})
     return True
 
 
@@ -262,6 +269,8 @@ def _scatter_op(be, op, x, dim, index, src=None, value=None, reduce=None):
     args = (x, dim, index, src, value, reduce)
     if reduce not in (None, "add"):
         return NotImplemented  # multiply: no atomic multiply (the CPU kernel raises for others)
+    if src is not None and not isinstance(src, Tensor):   # x.scatter(d, i, 2.5)
+        src, value = None, src
     r = _scatter_checks(be, op, args, x, dim, index, src)
     if r is not None:
         return r
@@ -414,10 +423,10 @@ def _adv_plan(be, op, args, x, indices):
             lay = _layout(B, e.stride())
             if lay is None:
                 return NotImplemented
-            _, sizes, (S,) = lay
+            _, sizes, (S,), nd = lay
             _launch(be, K.linear_offsets, (-(-n // _BLOCK),),
                     [off, e, mm[2 * k:], n, *sizes, *S, x.stride()[dd], x.shape[dd]], (),
-                    {"FIRST": k == 0, "BLOCK": _BLOCK})
+                    {"FIRST": k == 0, "NDIM": nd, "I64": _wide(n, e), "BLOCK": _BLOCK})
         r = be.to_host(mm)
         for k, dd in enumerate(dims):
             if not _in_range((r[2 * k], r[2 * k + 1]), -x.shape[dd], x.shape[dd]):
@@ -517,15 +526,17 @@ def _compact(be, x, xst, shape, mode, out_fn, val=None, vst=None, limit=0):
         sizes = ([1] * pad + list(shape))[1:]
         A = [0] * pad + list(xst)
         B = [0] * 6
+        nd = len(shape)
     else:
-        n, sizes, (A, B) = lay
+        n, sizes, (A, B), nd = lay
+    i64 = _wide(n, x, *([val] if val is not None else []))
     K = _K()
     nb = max(1, -(-n // _BLOCK))
     cnt = be._new((nb,), D.int64, x.device)
     total = be._new((1,), D.int64, x.device)
     if n:
         _launch(be, K.count_nonzero_blocks, (nb,), [x, cnt, n, *sizes, *A], (),
-                {"BLOCK": _BLOCK})
+                {"NDIM": nd, "I64": i64, "BLOCK": _BLOCK})
         _launch(be, K.exclusive_scan, (1,), [cnt, nb, total], (), {"BLOCK": _BLOCK})
         k = int(be.to_host(total)[0])
     else:
@@ -536,7 +547,7 @@ def _compact(be, x, xst, shape, mode, out_fn, val=None, vst=None, limit=0):
     if n and k:
         _launch(be, K.compact, (nb,),
                 [out, x, val if val is not None else x, cnt, n, *sizes, *A, *B, limit], (),
-                {"MODE": mode, "NDIM": len(shape), "BLOCK": _BLOCK})
+                {"MODE": mode, "NDIM": nd, "I64": i64, "BLOCK": _BLOCK})
     return out
 
 
@@ -544,9 +555,17 @@ def _nonzero(be, op, x):
     if not _ok_dtype(x):
         return NotImplemented
     shape = tuple(x.shape)
-    r = _compact(be, x, list(x.stride()), shape, 0,
-                 lambda k: be._new((k, len(shape)), D.int64, x.device))
-    return NotImplemented if r is None else r
+    if len(shape) > 6:   # flat positions, then each coordinate by pointwise ops
+        flat = _nonzero(be, op, _cont(be, x).reshape(-1))
+        k, nd = flat.shape[0], len(shape)
+        out = be._new((k, nd), D.int64, x.device)
+        step = 1
+        for j in range(nd - 1, -1, -1):
+            be._copy_into(out._alias((k,), (nd,), j), (flat[:, 0] // step) % shape[j])
+            step *= shape[j]
+        return out
+    return _compact(be, x, list(x.stride()), shape, 0,
+                    lambda k: be._new((k, len(shape)), D.int64, x.device))
 
 
 def _masked_select(be, op, x, mask):
