@@ -98,10 +98,14 @@ run("trilinear", lambda x: F.interpolate(x, scale_factor=(2, 1.5, 1), mode="tril
     t(1, 1, 2, 2, 3))
 run("linear float64", lambda x: F.interpolate(x, scale_factor=1.3, mode="linear"),
     t(2, 3, 5, dt="float64"), tol=1e-9)
+run("unfold", lambda x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+    t(2, 3, 5, 6))
+run("fold", lambda x: F.fold(x, (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+    t(2, 18, 12))
 # padding
 run("pad", lambda x: F.pad(x, (1, 2, -1, 0, 0, 1), value=0.5), t(2, 3, 4))
 run("pad int", lambda x: F.pad(x, (2, -1), value=3), ember.tensor([[1, 2, 3]]), grad=False)
-FAMILY = ("conv", "norm", "pool", "upsample", "pad")
+FAMILY = ("conv", "norm", "pool", "upsample", "pad", "im2col", "col2im")
 bad = {k: v for k, v in ember.cuda.host_memory_fallbacks().items()
        if any(s in k for s in FAMILY)}
 assert not bad, bad

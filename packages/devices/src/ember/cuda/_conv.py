@@ -219,3 +219,60 @@ def convolution_backward(be, op, gout, x, w, bias_sizes, stride, padding, dilati
         else:
             gb = be.fill_(be._new((gout.shape[1],), gout.dtype, gout.device), 0)
     return gi, gw, gb
+
+
+# ---- im2col / col2im (F.unfold / F.fold): the same strided views, without the matmul ------------
+def im2col(be, op, x, ksize, dil, pad, stride):
+    if x.dtype not in _DTS or x.ndim not in (3, 4) or len(ksize) != 2:
+        return NotImplemented
+    unb = x.ndim == 3
+    xb = x.detach()[None] if unb else x.detach()
+    N, C, H, W = xb.shape
+    out = _out_size((H, W), tuple(ksize), tuple(stride), tuple(pad), tuple(dil))
+    if min(out) < 1 or min(ksize) < 1 or min(stride) < 1 or min(dil) < 1 or min(pad) < 0:
+        return NotImplemented  # the CPU kernel raises PyTorch's error
+    xp = _padded(be, xb, tuple(pad))
+    sN, sC, sH, sW = xp.stride()
+    kh, kw = ksize
+    view = xp._alias((N, C, kh, kw) + out, (sN, sC, sH * dil[0], sW * dil[1], sH * stride[0],
+                                            sW * stride[1]), xp._offset)
+    cols = be._new(tuple(view.shape), x.dtype, x.device)
+    be._copy_into(cols, view)
+    cols = cols.reshape(N, C * kh * kw, out[0] * out[1])
+    return cols[0] if unb else cols
+
+
+def col2im(be, op, cols, output_size, ksize, dil, pad, stride):
+    if cols.dtype not in _DTS or cols.ndim not in (2, 3) or len(ksize) != 2:
+        return NotImplemented
+    unb = cols.ndim == 2
+    c = cols.detach()[None] if unb else cols.detach()
+    N, CK, L = c.shape
+    kh, kw = ksize
+    out = _out_size(tuple(output_size), tuple(ksize), tuple(stride), tuple(pad), tuple(dil))
+    if (min(ksize) < 1 or CK % (kh * kw) or min(out) < 1 or out[0] * out[1] != L
+            or min(stride) < 1 or min(dil) < 1 or min(pad) < 0):
+        return NotImplemented  # the CPU kernel raises PyTorch's error
+    C = CK // (kh * kw)
+    H, W = output_size
+    acc = _acc(cols.dtype)
+    ph, pw = pad
+    padded = (max(H + 2 * ph, (out[0] - 1) * stride[0] + dil[0] * (kh - 1) + 1),
+              max(W + 2 * pw, (out[1] - 1) * stride[1] + dil[1] * (kw - 1) + 1))
+    gp = be._new((N, C) + padded, acc, cols.device)
+    be.fill_(gp, 0)
+    c = c.contiguous().reshape((N, C, kh, kw) + out)
+    cst = c.stride()
+    sN, sC, sH, sW = gp.stride()
+    shape = (N, C) + out
+    dst_st = (sN, sC, sH * stride[0], sW * stride[1])
+    for i in range(kh):
+        for j in range(kw):
+            dst = gp._alias(shape, dst_st, i * dil[0] * sH + j * dil[1] * sW)
+            src = c._alias(shape, (cst[0], cst[1], cst[4], cst[5]),
+                           c._offset + i * cst[2] + j * cst[3])
+            be.pw.run(_AddInto, [be._operand(dst), be._operand(src)], lambda k: True,
+                      be._operand(dst), acc, acc)
+    y = be._new((N, C, H, W), cols.dtype, cols.device)
+    be._copy_into(y, gp._alias((N, C, H, W), gp.stride(), ph * sH + pw * sW))
+    return y[0] if unb else y

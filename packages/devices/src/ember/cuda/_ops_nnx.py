@@ -20,6 +20,11 @@ from ember import _dtype as D
 _FLOAT = (D.float32, D.float16, D.bfloat16, D.float64)
 
 
+def _conv():
+    from ._ops import _lazy
+    return _lazy("_conv")
+
+
 def _k():
     from ._ops import _lazy
     return _lazy("_kernels_nnx")
@@ -411,6 +416,8 @@ TABLE: dict = {
     "_upsample": _upsample,
     "_upsample_backward": _upsample_backward,
     "constant_pad_nd": _constant_pad,
+    "im2col": lambda be, op, *a: _conv().im2col(be, op, *a),
+    "col2im": lambda be, op, *a: _conv().col2im(be, op, *a),
 }
 
 OVER_DECOMP = ("native_batch_norm_backward", "native_group_norm_backward")
@@ -419,8 +426,6 @@ HOST: dict[str, str] = {
     "_ctc_loss": "no GPU kernel yet",
     "_ctc_loss_backward_ember": "no GPU kernel yet",
     "cdist": "no GPU kernel yet",
-    "col2im": "no GPU kernel yet",
-    "im2col": "no GPU kernel yet",
     "grid_sampler": "no GPU kernel yet",
     "grid_sampler_2d_backward": "no GPU kernel yet",
 }
