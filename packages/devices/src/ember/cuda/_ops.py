@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from ember import _dtype as D
+from ember._ops.reduction import _sum_dtype, reduce_dims, reduced_shape
 from ember._tensor import Tensor
 
 from . import _runtime as rt
@@ -34,6 +35,8 @@ def kernel(backend, op):
     f = _TABLE.get(op.qualname)
     if f is None:
         return None
+    if not _ACC:
+        _ACC.update(_acc())
 
     def k(*args):
         rt.ensure_context(_dev_index(args))
@@ -179,7 +182,6 @@ def _launch_rows(be, kern, x, out, R, C, constexprs, extra=(), grid=None):
 
 
 def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
-    from ember._ops.reduction import reduce_dims, reduced_shape
     dims = tuple(sorted(set(reduce_dims(dim, x.ndim)))) if x.ndim else ()
     shape = reduced_shape(tuple(x.shape), dims, keepdim)
     if x.numel() == 0 or out_dtype not in _ACC or x.dtype not in _ACC:
@@ -245,7 +247,6 @@ def _col_sum(be, x, out, R, C, mean, BR=32, BC=128):
 
 
 def _sum(be, op, x, dim=None, keepdim=False, dtype=None):
-    from ember._ops.reduction import _sum_dtype
     return _reduce(be, op, x, dim, keepdim, 0, _sum_dtype(x.dtype, dtype))
 
 
@@ -547,25 +548,7 @@ def _acc():
             D.int8: tl.int64, D.uint8: tl.int64, D.bool: tl.int64}
 
 
-class _LazyAcc(dict):
-    def _fill(self):
-        if not dict.__len__(self):
-            self.update(_acc())
-
-    def get(self, k, default=None):
-        self._fill()
-        return dict.get(self, k, default)
-
-    def __contains__(self, k):
-        self._fill()
-        return dict.__contains__(self, k)
-
-    def __getitem__(self, k):
-        self._fill()
-        return dict.__getitem__(self, k)
-
-
-_ACC = _LazyAcc()
+_ACC: dict = {}   # accumulator dtype per input dtype: filled (importing triton) by kernel()
 
 # ops that have a decomposition in core: registered as op.kernels["cuda"] by ember.cuda
 OVER_DECOMP = ("native_layer_norm_backward",)
