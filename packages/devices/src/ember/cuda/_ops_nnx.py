@@ -423,9 +423,12 @@ TABLE: dict = {
 OVER_DECOMP = ("native_batch_norm_backward", "native_group_norm_backward")
 
 HOST: dict[str, str] = {
-    "_ctc_loss": "no GPU kernel yet",
-    "_ctc_loss_backward_ember": "no GPU kernel yet",
-    "cdist": "no GPU kernel yet",
-    "grid_sampler": "no GPU kernel yet",
-    "grid_sampler_2d_backward": "no GPU kernel yet",
+    "_ctc_loss": "no GPU kernel yet (a per-sample alpha recursion over time: a Triton kernel "
+                 "with a time loop is the plan)",
+    "_ctc_loss_backward_ember": "no GPU kernel yet (beta recursion, as _ctc_loss)",
+    "cdist": "no GPU kernel yet (p=2 could be a cuBLAS product plus norms, other p a tiled "
+             "pairwise kernel)",
+    "grid_sampler": "no GPU kernel yet (a gather kernel: 4 taps bilinear / 1 nearest per output)",
+    "grid_sampler_2d_backward": "no GPU kernel yet (atomic scatter of the taps, plus the grid "
+                                "gradient)",
 }
