@@ -109,30 +109,46 @@ def linear_offsets(off_ptr, idx_ptr, mm_ptr, n, s1, s2, s3, s4, s5, b0, b1, b2, 
                    SCALE, NSIZE, FIRST: tl.constexpr, NDIM: tl.constexpr,
                    I64: tl.constexpr, BLOCK: tl.constexpr):
     # off (contiguous) [c] (+)= wrap(idx[c . b]) * SCALE, and idx's min/max into mm[0], mm[1]
-    # (the host checks them: one read for all index tensors of an op)
-    offs = _positions(BLOCK, I64)
-    m = offs < n
-    c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
-    iv = tl.load(idx_ptr + _dot(c0, c1, c2, c3, c4, c5, b0, b1, b2, b3, b4, b5), mask=m,
-                 other=0).to(tl.int64)
+    # (the host checks them: one read for all index tensors of an op). Each program walks a
+    # grid-strided range so the two same-address atomics happen once a program, few programs.
     big = 9223372036854775807
-    tl.atomic_min(mm_ptr, tl.min(tl.where(m, iv, big), axis=0))
-    tl.atomic_max(mm_ptr + 1, tl.max(tl.where(m, iv, -big - 1), axis=0))
-    w = tl.where(iv < 0, iv + NSIZE, iv) * SCALE
-    if not FIRST:
-        w += tl.load(off_ptr + offs, mask=m, other=0)
-    tl.store(off_ptr + offs, w, mask=m)
+    lo = tl.full([BLOCK], big, tl.int64)
+    hi = tl.full([BLOCK], -big - 1, tl.int64)
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    for base in range(tl.program_id(0).to(tl.int64) * BLOCK, n, step):
+        offs = base + tl.arange(0, BLOCK)
+        if not I64:
+            offs = offs.to(tl.int32)
+        m = offs < n
+        c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
+        iv = tl.load(idx_ptr + _dot(c0, c1, c2, c3, c4, c5, b0, b1, b2, b3, b4, b5), mask=m,
+                     other=0).to(tl.int64)
+        lo = tl.minimum(lo, tl.where(m, iv, big))
+        hi = tl.maximum(hi, tl.where(m, iv, -big - 1))
+        w = tl.where(iv < 0, iv + NSIZE, iv) * SCALE
+        if not FIRST:
+            w += tl.load(off_ptr + offs, mask=m, other=0)
+        tl.store(off_ptr + offs, w, mask=m)
+    tl.atomic_min(mm_ptr, tl.min(lo, axis=0))
+    tl.atomic_max(mm_ptr + 1, tl.max(hi, axis=0))
 
 
 @_jit
 def minmax(x_ptr, mm_ptr, n, BLOCK: tl.constexpr):
-    # mm[0] = min(mm[0], min x), mm[1] = max(mm[1], max x), x contiguous integers
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    v = tl.load(x_ptr + offs, mask=m, other=0).to(tl.int64)
+    # mm[0] = min(mm[0], min x), mm[1] = max(mm[1], max x), x contiguous integers; a
+    # grid-strided loop: one pair of same-address atomics per program
     big = 9223372036854775807
-    tl.atomic_min(mm_ptr, tl.min(tl.where(m, v, big), axis=0))
-    tl.atomic_max(mm_ptr + 1, tl.max(tl.where(m, v, -big - 1), axis=0))
+    lo = tl.full([BLOCK], big, tl.int64)
+    hi = tl.full([BLOCK], -big - 1, tl.int64)
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    for base in range(tl.program_id(0).to(tl.int64) * BLOCK, n, step):
+        offs = base + tl.arange(0, BLOCK)
+        m = offs < n
+        v = tl.load(x_ptr + offs, mask=m, other=0).to(tl.int64)
+        lo = tl.minimum(lo, tl.where(m, v, big))
+        hi = tl.maximum(hi, tl.where(m, v, -big - 1))
+    tl.atomic_min(mm_ptr, tl.min(lo, axis=0))
+    tl.atomic_max(mm_ptr + 1, tl.max(hi, axis=0))
 
 
 @_jit

@@ -24,6 +24,7 @@ from ._ops import _cont, _launch, _lazy, be_dtypes
 from ._pointwise import Unsupported
 
 _BLOCK = 1024
+_PROGS = 528   # grid-strided kernels: about four programs per SM of an H100/H200
 _INTS = (D.int64, D.int32, D.int16, D.int8, D.uint8)
 _I64 = np.iinfo(np.int64)
 # dtypes tl.atomic_add takes natively; the others accumulate in a float32 / int64 copy
@@ -108,7 +109,8 @@ def _minmax(be, idxs):
         t = _cont(be, t)
         n = t.numel()
         if n:
-            _launch(be, K.minmax, (-(-n // _BLOCK),), [t, mm[2 * k:], n], (), {"BLOCK": _BLOCK})
+            _launch(be, K.minmax, (min(-(-n // _BLOCK), _PROGS),), [t, mm[2 * k:], n], (),
+                    {"BLOCK": _BLOCK})
     r = be.to_host(mm)
     return [(int(r[2 * k]), int(r[2 * k + 1])) for k in range(len(idxs))]
 
@@ -424,7 +426,7 @@ def _adv_plan(be, op, args, x, indices):
             if lay is None:
                 return NotImplemented
             _, sizes, (S,), nd = lay
-            _launch(be, K.linear_offsets, (-(-n // _BLOCK),),
+            _launch(be, K.linear_offsets, (min(-(-n // _BLOCK), _PROGS),),
                     [off, e, mm[2 * k:], n, *sizes, *S, x.stride()[dd], x.shape[dd]], (),
                     {"FIRST": k == 0, "NDIM": nd, "I64": _wide(n, e), "BLOCK": _BLOCK})
         r = be.to_host(mm)
