@@ -74,8 +74,18 @@ def _wide(n, *ts) -> bool:
     return max([n] + [_span(t) for t in ts]) >= 2**31
 
 
+def _same_device(*ts):
+    """Kernels take device addresses only: a host tensor here would be read as one."""
+    dev = ts[0].device
+    for t in ts[1:]:
+        if t.device != dev:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                               f"least two devices, {dev} and {t.device}!")
+
+
 def _gather(be, out, src, idx, shape, a, b, scale, nsize, wrap=True):
     """out (contiguous, shape)[c] = src[c . a + idx[c . b] * scale] (negatives wrap by nsize)."""
+    _same_device(out, src, idx)
     lay = _layout(shape, a, b)
     if lay is None:
         return False
@@ -89,6 +99,7 @@ def _gather(be, out, src, idx, shape, a, b, scale, nsize, wrap=True):
 
 def _scatter(be, dst, src, idx, shape, a, b, c, scale, nsize, accum, wrap=True):
     """dst[c . a + idx[c . b] * scale] = (or += when accum) src[c . c] over shape."""
+    _same_device(dst, src, idx)
     lay = _layout(shape, a, b, c)
     if lay is None:
         return False
@@ -103,6 +114,7 @@ def _scatter(be, dst, src, idx, shape, a, b, c, scale, nsize, accum, wrap=True):
 
 def _minmax(be, idxs):
     """[(min, max)] of each integer tensor, one kernel each and one read for all."""
+    _same_device(*idxs)
     mm = _mm_buffer(be, len(idxs), idxs[0].device)
     K = _K()
     for k, t in enumerate(idxs):
@@ -385,8 +397,10 @@ def _adv_plan(be, op, args, x, indices):
         if i is None:
             d += 1
             continue
-        if not isinstance(i, Tensor) or i.device != x.device:
+        if not isinstance(i, Tensor):
             return NotImplemented
+        if i.device != x.device:   # CPU indices for a cuda tensor, as PyTorch takes them
+            i = i.to(x.device)
         if i.dtype is D.bool:
             k = i.ndim
             if d + k > x.ndim or tuple(i.shape) != tuple(x.shape[d:d + k]):
