@@ -682,6 +682,16 @@ def _lazy_rule(name):
     return rule
 
 
+def _on_device(f):
+    """Host tensors among the arguments (core's backward formulas build index tensors on the
+    CPU) are copied to the op's device first, as PyTorch does for CPU indices."""
+    def k(be, op, *args):
+        dev = next(a.device for a in args if isinstance(a, Tensor) and a.device.type == "cuda")
+        args = tuple(a.to(dev) if isinstance(a, Tensor) and a.device != dev else a for a in args)
+        return f(be, op, *args)
+    return k
+
+
 TABLE: dict = {
     "gather": _gather_op, "index_select": _index_select, "take": _take,
     "scatter": _scatter_op, "scatter_add": _scatter_add,
@@ -694,6 +704,7 @@ TABLE: dict = {
     "diagonal_scatter": _into_view(_lazy_rule("diagonal_scatter")),
     "as_strided_scatter": _into_view(_lazy_rule("as_strided_scatter")),
 }
+TABLE = {q: _on_device(f) for q, f in TABLE.items()}
 
 HOST: dict[str, str] = {
     "_embedding_bag": "no GPU kernel yet",
