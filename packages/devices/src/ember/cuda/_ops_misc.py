@@ -441,24 +441,8 @@ TABLE: dict = {
     "linalg_cross": _linalg_cross, "einsum": _einsum,
 }
 
-_CUSOLVER = "no cuSOLVER path yet"
 
 HOST: dict[str, str] = {
     "conj_physical": f"{_COMPLEX} (imag's gradient conjugates a complex tensor)",
     "mul": f"{_COMPLEX} (imag's gradient: g * 1j)",
-    "linalg_cholesky": _CUSOLVER,
-    "linalg_det": _CUSOLVER,
-    "linalg_eig": _CUSOLVER,
-    "linalg_eigh": _CUSOLVER,
-    "linalg_eigvals": _CUSOLVER,
-    "linalg_eigvalsh": _CUSOLVER,
-    "linalg_inv": _CUSOLVER,
-    "linalg_lstsq": _CUSOLVER,
-    "linalg_matrix_rank": _CUSOLVER,
-    "linalg_qr": _CUSOLVER,
-    "linalg_slogdet": _CUSOLVER,
-    "linalg_solve": _CUSOLVER,
-    "linalg_solve_triangular": _CUSOLVER,
-    "linalg_svd": _CUSOLVER,
-    "linalg_svdvals": _CUSOLVER,
 }
