@@ -6,9 +6,10 @@ NotImplemented to fall back); HOST lists the linear-algebra ops that still run t
 host copies, with the reason.
 
 cuSOLVER is column-major: a contiguous row-major copy of A is, to cuSOLVER, A^T. Each kernel
-either factors A^T and solves the transposed problem (solve, inv, det, cholesky) or copies
-A^T first (a strided copy: qr, eigh, svd with m >= n), so one copy of the input (which cuSOLVER
-overwrites anyway) is all the setup. Batches loop over their matrices (one cuSOLVER call each).
+either factors A^T and solves the transposed problem (solve, inv, cholesky) or copies A^T
+first (a strided copy: det, slogdet, qr, eigh, svd with m >= n), so one copy of the input
+(which cuSOLVER overwrites anyway) is all the setup. Batches loop over their matrices (one
+cuSOLVER call each: the batched routines cover few of these factorizations).
 float32/float64 only: complex inputs, and empty matrices, run on host copies.
 
 Errors: the op's meta raises the CPU's input errors. A failed factorization (singular, not
@@ -103,10 +104,11 @@ def _cholesky(be, op, a, upper=False):
 
 
 # ---- LU: solve, inv, det, slogdet ---------------------------------------------------------------
-def _lu(be, a, batch):
-    """getrf of A^T for every matrix of a broadcast to batch: (LU buffer, ipiv, info)."""
+def _lu(be, a, batch, transpose=False):
+    """getrf of A^T (of A when transpose) for every matrix of a broadcast to batch:
+    (LU buffer, ipiv, info)."""
     n = a.shape[-1]
-    c = _copy(be, a, batch)
+    c = _copy(be, a, batch, transpose)
     nb = c.numel() // (n * n)
     ipiv, info = _int32(be, (nb, n), a.device), _int32(be, (nb,), a.device)
     S.getrf(_flat(c), ipiv, info)
@@ -153,10 +155,12 @@ def _inv(be, op, a):
 
 
 def _lu_parts(be, a):
-    """(diagonal of U, permutation parity as 0/1 int64) of A's LU (det(A^T) = det(A))."""
+    """(diagonal of U, permutation parity as 0/1 int64) of A's LU. A itself is factored (a
+    strided copy), as LAPACK and PyTorch do: det(A^T) = det(A), but A^T's elimination rounds
+    differently, and a singular A whose LU is exact (a zero pivot, sign 0) should stay so."""
     import ember
     n = a.shape[-1]
-    lu, ipiv, _ = _lu(be, a, tuple(a.shape[:-2]))
+    lu, ipiv, _ = _lu(be, a, tuple(a.shape[:-2]), transpose=True)
     diag = lu.diagonal(0, -2, -1)
     steps = ember.arange(1, n + 1, dtype=D.int32, device=a.device)
     swaps = (ipiv != steps).sum(-1).reshape(tuple(a.shape[:-2]))
