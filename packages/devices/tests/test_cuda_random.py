@@ -245,17 +245,179 @@ def test_on_the_fake_device():
     assert " passed" in out.stdout and "skipped" in out.stdout, out.stdout[-500:]
 
 
+def _chi2(counts, expected):
+    counts = np.asarray(counts, np.float64)
+    expected = np.asarray(expected, np.float64)
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+# chi-square bounds: P(chi2_df > bound) about 1e-4 (fixed seeds: a failure is a real bias)
+_CHI2_1E4 = {2: 18.4, 3: 21.1, 4: 23.5, 5: 25.7, 8: 31.8, 9: 33.7, 10: 35.6}
+
+
 @needs_cuda
-def test_host_ops_follow_the_cuda_seed():
-    """multinomial, poisson and randperm (still on host copies) draw from the cuda generator."""
+def test_counters_and_splits():
+    """Each Philox counter gives 4 values (2 in float64): offsets advance by 4 words a counter,
+    and a draw split at a multiple of 4 (2) values matches the unsplit draw."""
+    g = ember.Generator(device="cuda").manual_seed(21)
+    ember.rand(10, device="cuda", generator=g)                      # 3 counters
+    assert int.from_bytes(bytes(g.get_state().numpy()[8:]), "little") == 12
+    ember.randn(3, device="cuda", dtype=ember.float64, generator=g)  # 2 counters
+    ember.randint(0, 2**40, (3,), device="cuda", generator=g)        # 2 (64-bit words)
+    assert int.from_bytes(bytes(g.get_state().numpy()[8:]), "little") == 28
+    for dt, k in ((ember.float32, 8), (ember.float64, 6), (ember.float16, 4)):
+        g.manual_seed(5)
+        whole = _np(ember.rand(20, device="cuda", dtype=dt, generator=g))
+        g.manual_seed(5)
+        parts = [_np(ember.rand(m, device="cuda", dtype=dt, generator=g)) for m in (k, 20 - k)]
+        assert np.array_equal(whole, np.concatenate(parts))
+        g.manual_seed(5)
+        zw = _np(ember.randn(20, device="cuda", dtype=dt, generator=g))
+        g.manual_seed(5)
+        zp = [_np(ember.randn(m, device="cuda", dtype=dt, generator=g)) for m in (k, 20 - k)]
+        assert np.array_equal(zw, np.concatenate(zp))
+    g.manual_seed(5)
+    odd = [_np(ember.rand(5, device="cuda", generator=g)) for _ in range(2)]
+    g.manual_seed(5)
+    again = [_np(ember.rand(5, device="cuda", generator=g)) for _ in range(2)]
+    assert all(np.array_equal(x, y) for x, y in zip(odd, again))   # reproducible all the same
+    assert not np.array_equal(odd[0], odd[1])
+
+
+@needs_cuda
+def test_all_words_independent():
+    """Neighbouring values come from the words of one counter (and both normals of a
+    Box-Muller pair): no correlation between them, nor between counters."""
+    ember.manual_seed(7)
+    for dt in (ember.float32, ember.float64):
+        for f in (ember.rand, ember.randn):
+            a = _np(f(N, device="cuda", dtype=dt)).reshape(-1, 4)
+            c = np.corrcoef(a.T)
+            assert np.abs(c - np.eye(4)).max() < 0.05, c
+            flat = a.ravel()
+            assert abs(np.corrcoef(flat[:-4], flat[4:])[0, 1]) < 0.05
+    z = _np(ember.randn(N, device="cuda")).reshape(-1, 2)
+    r2 = (z ** 2).sum(1)                  # a Box-Muller pair: r**2 ~ Exp(1/2), mean 2, var 4
+    assert abs(r2.mean() - 2) < 0.1 and abs(r2.var() - 4) < 0.4
+    i = _np(ember.randint(0, 5, (N,), device="cuda")).astype(int)
+    counts = np.bincount(i[0::4] * 5 + i[1::4], minlength=25)     # pairs of words of a counter
+    assert _chi2(counts, np.full(25, N / 4 / 25)) < 60
+
+
+@needs_cuda
+def test_randperm():
+    ember.manual_seed(8)
+    for n in (1, 2, 7, 1000):
+        p = _np(ember.randperm(n, device="cuda")).astype(int)
+        assert sorted(p) == list(range(n))
+    n = 2000
+    p = _np(ember.randperm(n, device="cuda")).astype(int)
+    inv = int((p[:, None] > p[None, :])[np.triu_indices(n, 1)].sum())
+    mean, var = n * (n - 1) / 4, n * (n - 1) * (2 * n + 5) / 72
+    assert abs(inv - mean) < 5 * math.sqrt(var)                   # inversions of a uniform perm
+    assert abs((np.diff(p) > 0).mean() - 0.5) < 0.05
+    counts = np.zeros((4, 4))                                     # randperm(4): each position
+    for _ in range(60):                                           # uniform over the values
+        counts[np.arange(4), _np(ember.randperm(4, device="cuda")).astype(int)] += 1
+    assert _chi2(counts.ravel(), np.full(16, 15.0)) < 40
+    r = ember.randperm(300, device="cuda", dtype=ember.int32)
+    assert r.dtype == ember.int32 and sorted(_np(r).astype(int)) == list(range(300))
+    assert ember.randperm(0, device="cuda").numel() == 0
+    rf = ember.randperm(50, device="cuda", dtype=ember.float32)
+    assert sorted(_np(rf).astype(int)) == list(range(50))
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", [ember.float32, ember.float64, ember.float16])
+def test_multinomial_with_replacement(dt):
+    ember.manual_seed(9)
+    p = np.array([0.1, 0.0, 0.2, 0.3, 0.4])
+    w = ember.tensor(p * 3, dtype=dt, device="cuda")              # unnormalized weights
+    s = _np(ember.multinomial(w, N, True)).astype(int)
+    assert s.shape == (N,) and 1 not in s
+    counts = np.bincount(s, minlength=5)
+    keep = p > 0
+    assert _chi2(counts[keep], N * p[keep]) < _CHI2_1E4[3]
+    rows = ember.tensor([[0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [5.0, 0.0, 5.0]], dtype=dt,
+                        device="cuda")
+    m = _np(ember.multinomial(rows, 2000, replacement=True)).astype(int)
+    assert m.shape == (3, 2000) and (m[0] == 2).all() and set(np.unique(m[1])) == {0, 1}
+    assert set(np.unique(m[2])) == {0, 2} and abs((m[2] == 0).mean() - 0.5) < 0.05
+
+
+@needs_cuda
+def test_multinomial_without_replacement():
+    ember.manual_seed(10)
+    p = np.array([0.1, 0.0, 0.2, 0.3, 0.4])
+    R = 4000
+    w = ember.tensor(np.tile(p, (R, 1)), dtype=ember.float32, device="cuda")
+    s = _np(ember.multinomial(w, 3)).astype(int)
+    assert s.shape == (R, 3) and 1 not in s
+    assert all(len(set(r)) == 3 for r in s)                       # distinct within a row
+    assert _chi2(np.bincount(s[:, 0], minlength=5)[p > 0], R * p[p > 0]) < _CHI2_1E4[3]
+    second = np.array([sum(p[i] * p[j] / (1 - p[i]) for i in range(5) if i != j)
+                       for j in range(5)])                        # P(second draw = j)
+    assert _chi2(np.bincount(s[:, 1], minlength=5)[p > 0], R * second[p > 0]) < _CHI2_1E4[3]
+    one = _np(ember.multinomial(ember.tensor(p, device="cuda"), 1)).astype(int)
+    assert one.shape == (1,) and one[0] != 1
+    full = _np(ember.multinomial(ember.tensor([1.0, 2.0, 3.0, 4.0], device="cuda"), 4))
+    assert sorted(full.astype(int)) == [0, 1, 2, 3]
+    with pytest.raises(RuntimeError, match="not enough"):
+        ember.multinomial(ember.tensor([1.0, 0.0, 0.0], device="cuda"), 2)
+    with pytest.raises(RuntimeError, match="sum of probabilities"):
+        ember.multinomial(ember.zeros(2, 3, device="cuda"), 1)
+    with pytest.raises(RuntimeError, match="element < 0"):
+        ember.multinomial(ember.tensor([1.0, -1.0, 3.0], device="cuda"), 1)
+    with pytest.raises(RuntimeError, match="element < 0"):
+        ember.multinomial(ember.tensor([1.0, float("inf"), 3.0], device="cuda"), 2)
+    with pytest.raises(RuntimeError, match="without replacement"):
+        ember.multinomial(ember.ones(3, device="cuda"), 4)
+
+
+@needs_cuda
+def test_poisson():
+    ember.manual_seed(12)
+    rates = [0.0, 0.5, 3.0, 9.5, 10.0, 27.0, 1000.0, 1e7]
+    M = 4096
+    x = ember.tensor(np.repeat(rates, M).reshape(len(rates), M), device="cuda")
+    s = _np(ember.poisson(x))
+    assert np.all(s == np.round(s)) and s.min() >= 0 and (s[0] == 0).all()
+    for r, row in zip(rates[1:], s[1:]):
+        se = math.sqrt(r / M)
+        assert abs(row.mean() - r) < 5 * se, (r, row.mean())
+        assert abs(row.var() / r - 1) < 0.15, (r, row.var())
+    from math import exp, factorial
+    for r, row, top in ((3.0, s[2], 8), (9.5, s[3], 18), (10.0, s[4], 18)):   # pmf: Knuth/PTRS
+        pmf = np.array([exp(-r) * r ** k / factorial(k) for k in range(top)])
+        pmf = np.append(pmf, 1 - pmf.sum())
+        counts = np.bincount(np.minimum(row.astype(int), top), minlength=top + 1)
+        ok = M * pmf >= 5                  # small bins merged (here: the tail past top)
+        c = np.append(counts[ok], counts[~ok].sum())
+        e = np.append(M * pmf[ok], M * pmf[~ok].sum())
+        c, e = (c, e) if e[-1] > 0 else (c[:-1], e[:-1])
+        assert _chi2(c, e) < 50, (r, _chi2(c, e))
+    for dt in (ember.float64, ember.float16, ember.bfloat16):
+        y = ember.poisson(ember.full((M,), 4.0, dtype=dt, device="cuda"))
+        assert y.dtype == dt and abs(_np(y).mean() - 4) < 0.2
+    st = ember.full((5, 7), 2.0, device="cuda")[:, ::2]           # strided rates
+    assert tuple(ember.poisson(st).shape) == (5, 4)
+    assert np.isnan(_np(ember.poisson(ember.tensor([-1.0, float("nan")], device="cuda")))).all()
+
+
+@needs_cuda
+def test_former_host_ops_on_the_gpu_follow_the_seed():
+    """randperm, poisson and multinomial: GPU kernels (no host copies), reproducible."""
     def draw():
         return (_np(ember.randperm(20, device="cuda")),
                 _np(ember.poisson(ember.full((30,), 3.0, device="cuda"))),
-                _np(ember.multinomial(ember.ones(2, 6, device="cuda"), 4)))
+                _np(ember.multinomial(ember.ones(2, 6, device="cuda"), 4)),
+                _np(ember.multinomial(ember.ones(2, 6, device="cuda"), 9, True)))
+    before = dict(ember.cuda.host_memory_fallbacks())
     ember.cuda.manual_seed(11)
     a = draw()
     ember.cuda.manual_seed(11)
     b = draw()
+    assert ember.cuda.host_memory_fallbacks() == before
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert sorted(a[0]) == list(range(20)) and a[2].max() < 6
     with pytest.raises(RuntimeError, match="device type for generator"):

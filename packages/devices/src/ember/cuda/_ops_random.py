@@ -1,7 +1,12 @@
 """GPU kernels: random ops from a counter-based (Philox4x32-10) generator.
 
 Every op is one launch of `_kernels_random.sample` (or `.randint`) writing a contiguous result;
-seed and counter offset come from the generator (`_random`), which advances by the element count.
+seed and first counter come from the generator (`_random`). Each 128-bit Philox counter gives 4
+values (2 for float64 samples and integer ranges over 2**32): the generator's offset advances by
+4 * ceil(n / values per counter) words a launch (see _random for what that means for splitting a
+draw into several launches). poisson is one launch too; randperm and multinomial are a sampling
+launch plus ember's GPU scans/sorts (argsort of random int64 keys; cumsum + a binary-search
+launch, or Gumbel keys + topk).
 Argument errors are core's own checks, so they match the CPU. Values differ from PyTorch's CUDA
 stream; the distributions are the same.
 
@@ -19,7 +24,7 @@ from ember._tensor import Tensor
 
 from ._random import generator_for
 
-_BLOCK = 1024
+_BLOCK = 1024          # values a program writes (counters a program: _BLOCK / values a counter)
 _BITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53}
 _FLOATS = tuple(_BITS)
 _INTS = (D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64)
@@ -41,16 +46,17 @@ def _sample(be, out, gen, dist, a=0.0, b=0.0, pa=None, pb=None, f64=None):
     n = out.numel()
     if n == 0:
         return out
-    seed, off = generator_for(gen, out.device).take(n)
-    K = _ops()._lazy("_kernels_random")
     if f64 is None:
         f64 = out.dtype is D.float64
+    vpc = 2 if f64 else 4
+    seed, ctr = generator_for(gen, out.device).take(-(-n // vpc))
+    K = _ops()._lazy("_kernels_random")
     bits = _BITS.get(out.dtype, 24)
     _ops()._launch(be, K.sample, (-(-n // _BLOCK),),
-                   [out, out if pa is None else pa, out if pb is None else pb, n, seed, off,
+                   [out, out if pa is None else pa, out if pb is None else pb, n, seed, ctr,
                     _bits(a), _bits(b)], (),
                    {"DIST": dist, "F64": f64, "BITS": bits, "HAS_A": pa is not None,
-                    "HAS_B": pb is not None, "BLOCK": _BLOCK})
+                    "HAS_B": pb is not None, "VPC": vpc, "BLOCK": _BLOCK // vpc})
     return out
 
 
@@ -130,13 +136,15 @@ def _randint_into(be, out, low, high, gen):
         return out
     rng = high - low
     full = rng >= 1 << 64
+    wide = rng >= 1 << 32       # else 32-bit words scaled by umulhi (4 values a counter)
     rng &= (1 << 64) - 1
-    seed, off = generator_for(gen, out.device).take(n)
+    vpc = 2 if wide else 4
+    seed, ctr = generator_for(gen, out.device).take(-(-n // vpc))
     K = _ops()._lazy("_kernels_random")
     _ops()._launch(be, K.randint, (-(-n // _BLOCK),),
-                   [out, n, seed, off, low, rng - (1 << 64) if rng >= 1 << 63 else rng], (),
-                   {"WIDE": rng > 1 << 32 or full, "FULL": full,
-                    "HALF": out.dtype in (D.float16, D.bfloat16), "BLOCK": _BLOCK})
+                   [out, n, seed, ctr, low, rng - (1 << 64) if rng >= 1 << 63 else rng], (),
+                   {"WIDE": wide, "FULL": full,
+                    "HALF": out.dtype in (D.float16, D.bfloat16), "BLOCK": _BLOCK // vpc})
     return out
 
 
@@ -302,23 +310,98 @@ def _normal_ff(be, op, mean, std, size, gen, *rest):
     return _finish(_sample(be, t, gen, 1, mean, std), rg)
 
 
-# ---- ops still on host copies: their CPU kernel, drawing from the cuda generator ---------------
-def _on_host(gen_idx):
-    """Run the CPU kernel on host copies with this GPU's generator (a numpy Philox seeded from
-    its state), so manual_seed reproduces these ops too."""
-    def f(be, op, *args):
-        from ember._device import device as Device
-        if op.device_idx is not None:
-            d = args[op.device_idx]
-            dev = Device(d) if d is not None else None
-            if dev is None or dev.type != "cuda":
-                return NotImplemented
-        else:
-            dev = args[0].device
-        a = list(args)
-        a[gen_idx] = generator_for(a[gen_idx], dev)
-        return be._host_call(op, tuple(a))
-    return f
+# ---- randperm, multinomial, poisson ----------------------------------------------------------
+def _randperm(be, op, n, gen, *rest):
+    """randperm(n): the argsort of n random int64 keys (ember's GPU sort: a rank sort up to
+    _ops_sort.RANK_MAX keys; longer rows go through that family's own host fallback). Keys tie
+    with probability < n**2 / 2**65; a tie is broken by position (stable sort)."""
+    r = _new_like_meta(be, op, (n, gen, *rest), False)
+    if r is None:
+        return NotImplemented
+    out, rg = r
+    n = int(n)
+    if n == 0:
+        return _finish(out, rg)
+    keys = be._new((n,), D.int64, out.device)
+    _randint_into(be, keys, -(1 << 63), 1 << 63, generator_for(gen, out.device))
+    idx = keys.sort(stable=True)[1]
+    if out.dtype is D.int64:
+        out = idx
+    else:
+        be._copy_into(out, idx)
+    return _finish(out, rg)
+
+
+_MN_BLOCK = 256
+_PO_BLOCK = 256
+_PO_MAXIT = 16       # Philox counters (4 uniforms each) an element at most: see the kernel
+
+
+def _check_probs(rows, n, replacement):
+    """PyTorch's checks of multinomial's Gumbel path, one host sync for all (PyTorch syncs
+    there too)."""
+    import ember
+    bad = (~ember.isfinite(rows) | (rows < 0)).any()
+    zero = (rows.sum(-1) <= 0).any()
+    checks = [bad, zero] + ([] if replacement else [((rows > 0).sum(-1) < n).any()])
+    flags = ember.stack(checks).tolist() + [False]
+    if flags[0]:
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if flags[1]:
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    if flags[2]:
+        raise RuntimeError("invalid multinomial distribution (with replacement=False, not "
+                           "enough non-negative category to sample)")
+
+
+def _multinomial(be, op, p, n, replacement, gen):
+    """multinomial on the GPU. Without replacement (or one sample): the Gumbel-top-k trick, as
+    PyTorch: keys p / E with E ~ Exp(1) > 0 drawn in one launch, then topk (ember's GPU sort:
+    rows up to _ops_sort.RANK_MAX categories); the probability checks sync once, as PyTorch's.
+    With replacement: inverse CDF, one launch of a binary search per sample over the float64
+    running sums (cumsum) of each row; invalid rows are not checked there (PyTorch asserts on
+    the device): they give an unspecified category in range."""
+    shape = op.meta(p, n, replacement, gen).shape    # core's argument checks and errors
+    if p.dtype not in _FLOATS:
+        return NotImplemented
+    g = generator_for(gen, p.device)
+    C = p.shape[-1]
+    R = p.numel() // C if C else 0
+    n = int(n)
+    rows = p.reshape((R, C))
+    if not replacement or n == 1:
+        kd = D.float64 if p.dtype is D.float64 else D.float32
+        rows = _expand_to(be, rows, (R, C), kd)
+        _check_probs(rows, n, replacement)
+        keys = be._new((R, C), kd, p.device)
+        _sample(be, keys, g, 8, pa=rows, f64=kd is D.float64)
+        out = keys.topk(n, -1)[1]
+    else:
+        cdf = _expand_to(be, rows, (R, C), D.float64).cumsum(-1)
+        out = be._new((R, n), D.int64, p.device)
+        seed, ctr = g.take(R * n)
+        K = _ops()._lazy("_kernels_random")
+        _ops()._launch(be, K.multinomial_search, (-(-(R * n) // _MN_BLOCK),),
+                       [_ops()._cont(be, cdf), out, C, n, R * n, seed, ctr], (),
+                       {"STEPS": max(1, (C - 1).bit_length()), "BLOCK": _MN_BLOCK})
+    return out.reshape(tuple(shape))
+
+
+def _poisson(be, op, rates, gen):
+    """poisson(rates): one launch, Knuth's method below rate 10, PTRS above (float64 inside).
+    Negative rates are not checked (a check would sync): they give NaN."""
+    if rates.dtype not in _FLOATS:
+        return NotImplemented
+    out = be._new(tuple(rates.shape), rates.dtype, rates.device)
+    n = out.numel()
+    if n == 0:
+        return out
+    x = _ops()._cont(be, rates)
+    seed, ctr = generator_for(gen, rates.device).take(n)
+    K = _ops()._lazy("_kernels_random")
+    _ops()._launch(be, K.poisson, (-(-n // _PO_BLOCK),), [x, out, n, seed, ctr], (),
+                   {"MAXIT": _PO_MAXIT, "BLOCK": _PO_BLOCK})
+    return out
 
 
 # ---- the table -----------------------------------------------------------------------------------
@@ -342,11 +425,7 @@ TABLE: dict = {
     "bernoulli_.Tensor": _bernoulli_tensor_, "bernoulli_.float": _bernoulli_float_,
     "normal.Tensor_Tensor": _normal_tt, "normal.Tensor_float": _normal_tf,
     "normal.float_Tensor": _normal_ft, "normal.float_float": _normal_ff,
-    "multinomial": _on_host(3), "poisson": _on_host(1), "randperm": _on_host(1),
+    "multinomial": _multinomial, "poisson": _poisson, "randperm": _randperm,
 }
 
-HOST: dict[str, str] = {  # these draw from the cuda generator through a host Philox stream
-    "multinomial": "no GPU kernel yet (needs a row scan / top-k; values-dependent errors sync)",
-    "poisson": "no GPU kernel yet (needs a rejection sampler for large rates)",
-    "randperm": "no GPU kernel yet (random keys + a GPU sort: the sort family has none yet)",
-}
+HOST: dict[str, str] = {}

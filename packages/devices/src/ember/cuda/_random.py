@@ -1,8 +1,14 @@
-"""The cuda generators: Philox4x32-10 (as PyTorch on CUDA), state = seed + counter offset.
+"""The cuda generators: Philox4x32-10 (as PyTorch on CUDA), state = seed + offset.
 
-Element i of a launch draws Philox(key=seed, counter=offset + i) and the offset then advances by
-the launch's element count, so `rand(20)` equals `cat(rand(10), rand(10))` from the same seed.
-Kernels read seed and offset as launch arguments: no device memory, no syncs. The values are not
+The offset counts 32-bit Philox words, in groups of 4 (one 128-bit counter), as PyTorch's
+philox offset does. A launch takes whole counters: counter c = offset / 4 + j gives four words,
+which the kernels spend on 4 values (32-bit draws: float16/bfloat16/float32 samples, integer
+ranges up to 2**32) or 2 values (float64 samples, wider integer ranges); value i of a launch comes
+from counter offset / 4 + i // VPC. The offset then advances by 4 * ceil(n / VPC), so from one
+seed `rand(a + b)` equals `cat(rand(a), rand(b))` when a is a multiple of 4 (of 2 for float64);
+other splits start the second launch on a fresh counter (the unused words of the first's last
+counter are skipped), so their values differ, though they are reproducible from manual_seed.
+Kernels read seed and counter as launch arguments: no device memory, no syncs. The values are not
 PyTorch's stream (its kernels map counters to threads differently); the distributions are.
 """
 from __future__ import annotations
@@ -40,11 +46,13 @@ class CudaGenerator(core.Generator):
         self.offset = 0
 
     def take(self, n: int) -> tuple[int, int]:
-        """(seed as a signed 64-bit int, offset) for a launch drawing n counters."""
-        off = self.offset
-        self.offset = off + n
+        """(seed as a signed 64-bit int, first counter) for a launch drawing n 128-bit counters;
+        the offset (in 32-bit words) advances by 4 n. An offset set by set_state that is not a
+        multiple of 4 is rounded up first."""
+        ctr = -(-self.offset // 4)
+        self.offset = 4 * (ctr + n)
         s = self._seed
-        return (s - (1 << 64) if s >= 1 << 63 else s), off
+        return (s - (1 << 64) if s >= 1 << 63 else s), ctr
 
     def manual_seed(self, seed) -> CudaGenerator:
         seed = int(seed)
@@ -82,9 +90,9 @@ class CudaGenerator(core.Generator):
     def np(self) -> np.random.Generator:
         """A host generator for ops that still run on host copies: seeded from this state,
         which it advances (reproducible from manual_seed, though not batching-independent)."""
-        s, off = self.take(1 << 32)
+        s, ctr = self.take(1 << 32)
         return np.random.Generator(np.random.Philox(key=[s & _MASK64, 0],
-                                                    counter=[off, 0, 0, 0]))
+                                                    counter=[ctr, 0, 0, 0]))
 
 
 _defaults: dict[int, CudaGenerator] = {}
