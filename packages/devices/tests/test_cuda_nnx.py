@@ -100,6 +100,15 @@ run("linear float64", lambda x: F.interpolate(x, scale_factor=1.3, mode="linear"
     t(2, 3, 5, dt="float64"), tol=1e-9)
 run("unfold", lambda x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
     t(2, 3, 5, 6))
+run("fold strided cols", lambda x: F.fold(x.transpose(1, 2), (4, 5), 2, padding=(0, 1)),
+    t(2, 18, 20))
+run("conv2d bias groups strided weight", lambda x, w, b: F.conv2d(x, w.transpose(2, 3), b, 1, 1,
+                                                                  1, 2), t(2, 4, 5, 6),
+    t(6, 2, 2, 3), t(6))
+run("conv3d stride/dilation", lambda x, w, b: F.conv3d(x, w, b, (2, 1, 1), (1, 0, 2), (1, 2, 1)),
+    t(2, 3, 5, 6, 4), t(2, 3, 3, 2, 3), t(2))
+run("conv2d float16", lambda x, w, b: F.conv2d(x, w, b, padding=1), t(2, 3, 5, 4, dt="float16"),
+    t(4, 3, 3, 3, dt="float16"), t(4, dt="float16"), tol=2e-2)
 run("fold", lambda x: F.fold(x, (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
     t(2, 18, 12))
 # padding

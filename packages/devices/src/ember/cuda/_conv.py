@@ -1,13 +1,15 @@
 """Convolution on the GPU as im2col + cuBLAS matmul (forward and backward), for 1-D, 2-D and 3-D,
 any stride/padding/dilation, groups, and transposed convolutions.
 
-im2col is a strided view of the zero-padded input, (G, N, *out, Cg, *K), copied contiguous by the
-pointwise copy kernel: a (G, N*L, Cg*K) batch of matrices; the batched product with the
-(G, Cg*K, Og) weight gives (G, N, *out, Og), copied into the (N, G*Og, *out) result. The input
-gradient is the column gradient scattered back (col2im) with prod(K) strided in-place adds,
-accumulated in float32 (float64 for float64). A transposed convolution is the input gradient of the
-convolution whose weight it shares, and its backward swaps the roles the same way (PyTorch's
-definition).
+im2col is one kernel (_kernels_nnx.im2col_k) writing the (G, N, *out, Cg, *K) columns straight
+from the input (any strides; the zero padding as load masks, no padded temporary): a
+(G, N*L, Cg*K) batch of matrices; the batched product with the (G, Cg*K, Og) weight gives
+(G, N, *out, Og), copied into the (N, G*Og, *out) result. The input gradient is the column gradient
+gathered back (col2im_k: each input element sums, in kernel-position order, the column entries
+that read it; no atomics, deterministic), accumulated in float32 (float64 for float64). A
+transposed convolution is the input gradient of the convolution whose weight it shares, and its
+backward swaps the roles the same way (PyTorch's definition). F.unfold / F.fold are the same two
+kernels in the (N, C*K, L) layout.
 """
 from __future__ import annotations
 
@@ -41,105 +43,154 @@ def _out_size(spatial, ksize, stride, pad, dil):
                  for s, k, st, p, d in zip(spatial, ksize, stride, pad, dil))
 
 
-def _padded(be, x, pad):
-    """x (N, C, *S) zero-padded by pad on both sides of every spatial dim."""
-    if not any(pad):
-        return x
-    shape = tuple(x.shape[:2]) + tuple(s + 2 * p for s, p in zip(x.shape[2:], pad))
-    xp = be._new(shape, x.dtype, x.device)
-    be.fill_(xp, 0)
-    st = xp.stride()
-    off = sum(p * st[2 + i] for i, p in enumerate(pad))
-    be._copy_into(xp._alias(tuple(x.shape), st, off), x)
-    return xp
+def _k():
+    from ._ops import _lazy
+    return _lazy("_kernels_nnx")
+
+
+def _launch(be, kern, grid, args, constexprs):
+    from ._ops import _launch as launch
+    launch(be, kern, grid, args, (), constexprs)
+
+
+def _sp3(v, fill):
+    """A per-spatial-dim tuple as (D, H, W): leading fills for 1-D and 2-D."""
+    return (fill,) * (3 - len(v)) + tuple(v)
+
+
+def _extent(t):
+    """1 + the largest element offset t's view reaches (0 when empty)."""
+    if t.numel() == 0:
+        return 0
+    return 1 + t._offset + sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
+
+
+def _im2col_into(be, x, out, groups, ksize, osize, stride, pad, dil, conv):
+    """One launch: out (contiguous) = the columns of x (N, C, *S), any strides, the padding as
+    masks. conv: out is (G, N, L, Cg, K) (the matmul's (G, N*L, Cg*K)); else (N, C, K, L)."""
+    total = out.numel()
+    if total == 0:
+        return out
+    n = len(ksize)
+    st = tuple(x.stride())
+    xs = _sp3(st[2:], 0)
+    big = max(total, _extent(x)) >= 2**31
+    _launch(be, _k().im2col_k, (-(-total // 512),),
+            [x, out, x.shape[0], x.shape[1] // groups, *_sp3(x.shape[2:], 1), *_sp3(osize, 1),
+             *_sp3(ksize, 1), st[0], st[1], *xs, *_sp3(stride[:n], 1), *_sp3(pad[:n], 0),
+             *_sp3(dil[:n], 1), total],
+            {"CONV": bool(conv), "BIG": big, "BLOCK": 512})
+    return out
+
+
+def _col2im_into(be, cols, cst, out, groups, ksize, osize, stride, pad, dil, acc):
+    """One launch: out (N, C, *S) contiguous = the sum over kernel positions of the column
+    entries that read each element. cols' element strides cst = (g, n, l, c, k)."""
+    total = out.numel()
+    if total == 0:
+        return out
+    big = max(total, _extent(cols)) >= 2**31
+    _launch(be, _k().col2im_k, (-(-total // 256),),
+            [cols, out, out.shape[1], out.shape[1] // groups, *_sp3(out.shape[2:], 1),
+             *_sp3(osize, 1), *_sp3(ksize, 1), *cst, *_sp3(stride, 1), *_sp3(pad, 0),
+             *_sp3(dil, 1), total],
+            {"ACC": _acc_tl(acc), "BIG": big, "BLOCK": 256})
+    return out
+
+
+def _acc_tl(dt):
+    from ._ops import _ACC
+    return _ACC[dt]
 
 
 def _cols(be, x, groups, ksize, out, stride, pad, dil):
     """(G, N*L, Cg*K) im2col matrices of x (N, C, *S)."""
     N, C = x.shape[:2]
-    n = len(ksize)
     Cg = C // groups
-    xp = _padded(be, x, pad)
-    st = xp.stride()
-    sN, sC, sp = st[0], st[1], st[2:]
-    view = xp._alias((groups, N) + tuple(out) + (Cg,) + tuple(ksize),
-                     (Cg * sC, sN) + tuple(sp[i] * stride[i] for i in range(n)) + (sC,)
-                     + tuple(sp[i] * dil[i] for i in range(n)), xp._offset)
-    cols = be._new(tuple(view.shape), x.dtype, x.device)
-    be._copy_into(cols, view)
-    return cols.reshape(groups, N * math.prod(out), Cg * math.prod(ksize))
+    cols = be._new((groups, N * math.prod(out), Cg * math.prod(ksize)), x.dtype, x.device)
+    return _im2col_into(be, x, cols, groups, ksize, out, stride, pad, dil, True)
+
+
+def _as(t, shape, stride=None, offset=0):
+    """A tensor over t's storage (t contiguous unless stride is given): a view without the
+    dispatch of reshape/permute (hot: every convolution makes several)."""
+    from ember._tensor import Tensor, c_strides
+    shape = tuple(shape)
+    return Tensor._make(t._storage, shape, c_strides(shape) if stride is None else tuple(stride),
+                        t._offset + offset, t.dtype, t.device)
 
 
 def _gmat(be, g, groups):
     """(N, O, *out) -> contiguous (G, N*L, Og)."""
     N, O = g.shape[:2]
     out = tuple(g.shape[2:])
-    n = len(out)
-    v = g.reshape((N, groups, O // groups) + out).permute(
-        (1, 0) + tuple(range(3, 3 + n)) + (2,))
-    return v.contiguous().reshape(groups, N * math.prod(out), O // groups)
+    L = math.prod(out)
+    Og = O // groups
+    m = be._new((groups, N * L, Og), g.dtype, g.device)
+    if m.numel():
+        gv = _as(g, (N, groups, Og, L)) if g.is_contiguous() else \
+            be._copy_new(g, g.dtype).reshape(N, groups, Og, L)
+        be._copy_into(_as(m, (N, groups, Og, L), (L * Og, N * L * Og, 1, Og)), gv)
+    return m
 
 
-def _fwd(be, x, w, stride, pad, dil, groups):
-    """Plain convolution (N, C, *S) * (O, C/G, *K) -> (N, O, *out), no bias."""
+def _fwd(be, x, w, stride, pad, dil, groups, b=None):
+    """Plain convolution (N, C, *S) * (O, C/G, *K) (+ bias b (O,)) -> (N, O, *out)."""
     from ember import matmul
     N = x.shape[0]
     O, Cg = w.shape[:2]
     ksize = tuple(w.shape[2:])
-    n = len(ksize)
     out = _out_size(tuple(x.shape[2:]), ksize, stride, pad, dil)
     y = be._new((N, O) + out, x.dtype, x.device)
     if y.numel() == 0:
         return y
     Og = O // groups
+    L = math.prod(out)
+    CgK = Cg * math.prod(ksize)
     cols = _cols(be, x, groups, ksize, out, stride, pad, dil)               # (G, NL, CgK)
-    wm = w.reshape(groups, Og, Cg * math.prod(ksize)).transpose(1, 2)       # (G, CgK, Og)
-    r = matmul(cols, wm).reshape((groups, N) + out + (Og,))
-    src = r.permute((1, 0, n + 2) + tuple(range(2, 2 + n)))                 # (N, G, Og, *out)
-    be._copy_into(y.reshape((N, groups, Og) + out), src)
+    if not w.is_contiguous():
+        w = be._copy_new(w, w.dtype)
+    wm = _as(w, (groups, CgK, Og), (Og * CgK, 1, CgK))                      # (G, CgK, Og)
+    r = matmul(cols, wm)                                                    # (G, NL, Og)
+    src = _as(r, (N, groups, Og, L), (L * Og, N * L * Og, 1, Og))
+    dst = _as(y, (N, groups, Og, L))
+    if b is None:
+        be._copy_into(dst, src)
+    else:  # the bias added in the same pass (in the accumulator's precision, then rounded)
+        bv = _as(b, (1, groups, Og, 1), (0, Og * b.stride(0), b.stride(0), 0))
+        be.pw.run(_AddInto, [be._operand(src), be._operand(bv)], lambda i: True,
+                  be._operand(dst), y.dtype, _acc(y.dtype))
     return y
 
 
-def _input_grad(be, g, w, in_spatial, stride, pad, dil, groups, out_dtype):
-    """d(conv)/d(input) for g (N, O, *out): columns W^T g, scattered back (col2im)."""
+def _input_grad(be, g, w, in_spatial, stride, pad, dil, groups, out_dtype, gm=None):
+    """d(conv)/d(input) for g (N, O, *out): columns W^T g, gathered back (col2im, one launch).
+    gm: _gmat(g) when the caller has it."""
     from ember import matmul
     N = g.shape[0]
     O, Cg = w.shape[:2]
     ksize = tuple(w.shape[2:])
     out = tuple(g.shape[2:])
-    n = len(ksize)
     C = Cg * groups
     gi = be._new((N, C) + tuple(in_spatial), out_dtype, g.device)
     if gi.numel() == 0:
         return gi
-    acc = _acc(out_dtype)
-    # the padded buffer covers every window, also ones the forward's floor left out
-    padded = tuple(max(s + 2 * p, (o - 1) * st + d * (k - 1) + 1)
-                   for s, p, o, st, d, k in zip(in_spatial, pad, out, stride, dil, ksize))
-    gp = be._new((N, C) + padded, acc, g.device)
-    be.fill_(gp, 0)
-    if g.numel():
-        Og = O // groups
-        gcols = matmul(_gmat(be, g, groups), w.reshape(groups, Og, Cg * math.prod(ksize)))
-        gcols = gcols.reshape((groups, N) + out + (Cg,) + ksize)
-        cst = gcols.stride()
-        sN, sC, sp = gp.stride()[0], gp.stride()[1], gp.stride()[2:]
-        dst_shape = (groups, N) + out + (Cg,)
-        dst_st = (Cg * sC, sN) + tuple(sp[i] * stride[i] for i in range(n)) + (sC,)
-        for koff in _ndindex(ksize):
-            dst = gp._alias(dst_shape, dst_st, sum(koff[i] * dil[i] * sp[i] for i in range(n)))
-            src = gcols._alias(dst_shape, cst[:n + 3],
-                               gcols._offset + sum(koff[i] * cst[n + 3 + i] for i in range(n)))
-            be.pw.run(_AddInto, [be._operand(dst), be._operand(src)], lambda k: True,
-                      be._operand(dst), acc, acc)
-    inner = gp._alias((N, C) + tuple(in_spatial), gp.stride(),
-                      sum(pad[i] * gp.stride()[2 + i] for i in range(n)))
-    be._copy_into(gi, inner)
-    return gi
+    if g.numel() == 0:
+        return be.fill_(gi, 0)
+    Og = O // groups
+    KP = math.prod(ksize)
+    if gm is None:
+        gm = _gmat(be, g, groups)
+    if not w.is_contiguous():
+        w = be._copy_new(w, w.dtype)
+    gcols = matmul(gm, _as(w, (groups, Og, Cg * KP)))           # (G, N*L, Cg*K) contiguous
+    L = math.prod(out)
+    cst = (N * L * Cg * KP, L * Cg * KP, Cg * KP, KP, 1)
+    return _col2im_into(be, gcols, cst, gi, groups, ksize, out, stride, pad, dil, out_dtype)
 
 
-def _weight_grad(be, x, g, ksize, stride, pad, dil, groups, out_dtype):
-    """d(conv)/d(weight) = g^T cols per group -> (O, C/G, *K)."""
+def _weight_grad(be, x, g, ksize, stride, pad, dil, groups, out_dtype, gm=None):
+    """d(conv)/d(weight) = g^T cols per group -> (O, C/G, *K). gm: _gmat(g) when known."""
     from ember import matmul
     O = g.shape[1]
     Cg = x.shape[1] // groups
@@ -148,17 +199,11 @@ def _weight_grad(be, x, g, ksize, stride, pad, dil, groups, out_dtype):
         gw = be._new((O, Cg) + tuple(ksize), out_dtype, g.device)
         return be.fill_(gw, 0)
     cols = _cols(be, x, groups, ksize, out, stride, pad, dil)               # (G, NL, CgK)
-    gw = matmul(_gmat(be, g, groups).transpose(1, 2), cols)                 # (G, Og, CgK)
-    return gw.reshape((O, Cg) + tuple(ksize))
-
-
-def _ndindex(shape):
-    if not shape:
-        yield ()
-        return
-    for i in range(shape[0]):
-        for rest in _ndindex(shape[1:]):
-            yield (i,) + rest
+    if gm is None:
+        gm = _gmat(be, g, groups)
+    Og = O // groups
+    gw = matmul(_as(gm, (groups, Og, gm.shape[1]), (gm.shape[1] * Og, 1, Og)), cols)
+    return _as(gw, (O, Cg) + tuple(ksize))                                  # (G, Og, CgK)
 
 
 def _transposed_out(in_spatial, ksize, stride, pad, dil, opad):
@@ -179,7 +224,9 @@ def convolution(be, op, x, w, b, stride, padding, dilation, transposed, output_p
                               dilation, tuple(output_padding))
         y = _input_grad(be, x, w, out, stride, padding, dilation, groups, x.dtype)
     else:
-        y = _fwd(be, x, w, stride, padding, dilation, groups)
+        y = _fwd(be, x, w, stride, padding, dilation, groups,
+                 None if b is None or b.ndim != 1 else b.detach())
+        b = None if b is None or b.ndim == 1 else b
     assert tuple(y.shape) == tuple(m.shape)
     if b is not None and y.numel():
         O = y.shape[1]
@@ -198,23 +245,31 @@ def convolution_backward(be, op, gout, x, w, bias_sizes, stride, padding, dilati
     gout, x, w = gout.detach(), x.detach(), w.detach()
     ksize = tuple(w.shape[2:])
     gi = gw = gb = None
+    # the output gradient as (G, N*L, Og) matrices, shared by both gradients
+    gm = _gmat(be, gout, groups) if (not transposed and (mask[0] or mask[1]) and gout.numel()
+                                     and x.numel()) else None
     if mask[0]:
         if transposed:
             gi = _fwd(be, gout, w, stride, padding, dilation, groups)
         else:
             gi = _input_grad(be, gout, w, tuple(x.shape[2:]), stride, padding, dilation, groups,
-                             x.dtype)
+                             x.dtype, gm)
         if tuple(gi.shape) != tuple(x.shape):
             return NotImplemented
     if mask[1]:
         if transposed:  # roles swap: the output's columns times the input
             gw = _weight_grad(be, gout, x, ksize, stride, padding, dilation, groups, w.dtype)
         else:
-            gw = _weight_grad(be, x, gout, ksize, stride, padding, dilation, groups, w.dtype)
+            gw = _weight_grad(be, x, gout, ksize, stride, padding, dilation, groups, w.dtype,
+                              gm)
         if tuple(gw.shape) != tuple(w.shape):
             return NotImplemented
     if mask[2]:
-        if gout.numel():
+        if gm is not None and groups == 1:  # column sums of the (N*L, O) matrix: no permute
+            from ._ops import _col_sum
+            gb = be._new((gout.shape[1],), gout.dtype, gout.device)
+            _col_sum(be, gm, gb, gm.shape[1], gm.shape[2], False)
+        elif gout.numel():
             gb = gout.sum((0,) + tuple(range(2, gout.ndim)))
         else:
             gb = be.fill_(be._new((gout.shape[1],), gout.dtype, gout.device), 0)
@@ -231,14 +286,10 @@ def im2col(be, op, x, ksize, dil, pad, stride):
     out = _out_size((H, W), tuple(ksize), tuple(stride), tuple(pad), tuple(dil))
     if min(out) < 1 or min(ksize) < 1 or min(stride) < 1 or min(dil) < 1 or min(pad) < 0:
         return NotImplemented  # the CPU kernel raises PyTorch's error
-    xp = _padded(be, xb, tuple(pad))
-    sN, sC, sH, sW = xp.stride()
     kh, kw = ksize
-    view = xp._alias((N, C, kh, kw) + out, (sN, sC, sH * dil[0], sW * dil[1], sH * stride[0],
-                                            sW * stride[1]), xp._offset)
-    cols = be._new(tuple(view.shape), x.dtype, x.device)
-    be._copy_into(cols, view)
-    cols = cols.reshape(N, C * kh * kw, out[0] * out[1])
+    cols = be._new((N, C * kh * kw, out[0] * out[1]), x.dtype, x.device)
+    _im2col_into(be, xb, cols, 1, tuple(ksize), out, tuple(stride), tuple(pad), tuple(dil),
+                 False)
     return cols[0] if unb else cols
 
 
@@ -254,25 +305,9 @@ def col2im(be, op, cols, output_size, ksize, dil, pad, stride):
             or min(stride) < 1 or min(dil) < 1 or min(pad) < 0):
         return NotImplemented  # the CPU kernel raises PyTorch's error
     C = CK // (kh * kw)
-    H, W = output_size
-    acc = _acc(cols.dtype)
-    ph, pw = pad
-    padded = (max(H + 2 * ph, (out[0] - 1) * stride[0] + dil[0] * (kh - 1) + 1),
-              max(W + 2 * pw, (out[1] - 1) * stride[1] + dil[1] * (kw - 1) + 1))
-    gp = be._new((N, C) + padded, acc, cols.device)
-    be.fill_(gp, 0)
-    c = c.contiguous().reshape((N, C, kh, kw) + out)
-    cst = c.stride()
-    sN, sC, sH, sW = gp.stride()
-    shape = (N, C) + out
-    dst_st = (sN, sC, sH * stride[0], sW * stride[1])
-    for i in range(kh):
-        for j in range(kw):
-            dst = gp._alias(shape, dst_st, i * dil[0] * sH + j * dil[1] * sW)
-            src = c._alias(shape, (cst[0], cst[1], cst[4], cst[5]),
-                           c._offset + i * cst[2] + j * cst[3])
-            be.pw.run(_AddInto, [be._operand(dst), be._operand(src)], lambda k: True,
-                      be._operand(dst), acc, acc)
-    y = be._new((N, C, H, W), cols.dtype, cols.device)
-    be._copy_into(y, gp._alias((N, C, H, W), gp.stride(), ph * sH + pw * sW))
+    y = be._new((N, C) + tuple(output_size), cols.dtype, cols.device)
+    s0, s1, s2 = c.stride()
+    # cols (N, C*K, L) read in place: (g, n, l, c, k) strides (0, s0, s2, K*s1, s1)
+    _col2im_into(be, c, (0, s0, s2, kh * kw * s1, s1), y, 1, tuple(ksize), out, tuple(stride),
+                 tuple(pad), tuple(dil), cols.dtype)
     return y[0] if unb else y
