@@ -71,6 +71,11 @@ run("batch_norm train float64", bn(True), t(4, 2, 3, dt="float64"), t(2, dt="flo
     t(2, dt="float64"), tol=1e-9)
 run("batch_norm no affine", lambda x: F.batch_norm(x, None, None, None, None, True),
     t(3, 2, 4).transpose(0, 2))
+# few channels of many values: each channel split over several programs (partials)
+run("batch_norm train split", bn(True), t(4, 2, 48, 48), t(2), t(2))
+run("batch_norm eval split", bn(False), t(3, 3, 2100), t(3), t(3))
+run("batch_norm split float64 no affine", lambda x: F.batch_norm(x, None, None, None, None, True),
+    t(5000, 2, dt="float64"), tol=1e-9)
 run("group_norm", lambda x, w, b: F.group_norm(x, 2, w, b), t(3, 4, 5), t(4), t(4))
 run("group_norm 4d no affine", lambda x: F.group_norm(x, 3, eps=1e-3), t(2, 6, 2, 3))
 # pooling

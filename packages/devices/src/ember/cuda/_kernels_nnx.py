@@ -552,3 +552,143 @@ def col2im_k(c_ptr, out_ptr, C, Cg, D, H, W, Do, Ho, Wo, KD, KH, KW, scg, scn, s
                             other=0)
                 acc += v.to(ACC)
     tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=m)
+
+
+# ---- batch norm, split: each channel's N*S values over P programs of `chunk` values -------------
+@triton.jit(do_not_specialize=["N", "C", "S", "chunk", "P"])
+def bn_partial(x_ptr, g_ptr, mean_ptr, p1_ptr, p2_ptr, N, C, S, chunk, P, BWD: tl.constexpr,
+               ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # program (c, p) over values [p*chunk, (p+1)*chunk) of channel c. Forward: the chunk's mean
+    # and its sum of squared deviations (two passes over the chunk; Chan's formula combines
+    # them). BWD: sum(g) and sum(g * (x - mean)) with the saved mean.
+    c = tl.program_id(0).to(tl.int64)
+    p = tl.program_id(1).to(tl.int64)
+    M = N.to(tl.int64) * S
+    lo = p * chunk
+    hi = tl.minimum(lo + chunk, M)
+    lanes = tl.arange(0, BLOCK).to(tl.int64)
+    a1 = tl.zeros([BLOCK], ACC)
+    a2 = tl.zeros([BLOCK], ACC)
+    if BWD:
+        mean = tl.load(mean_ptr + c).to(ACC)
+        for start in range(lo, hi, BLOCK):
+            i = start + lanes
+            m = i < hi
+            off = (i // S) * C * S + c * S + i % S
+            gv = tl.load(g_ptr + off, mask=m, other=0).to(ACC)
+            xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+            a1 += gv
+            a2 += tl.where(m, gv * (xv - mean), 0.0)
+        tl.store(p1_ptr + c * P + p, tl.sum(a1, axis=0))
+        tl.store(p2_ptr + c * P + p, tl.sum(a2, axis=0))
+    else:
+        for start in range(lo, hi, BLOCK):
+            i = start + lanes
+            m = i < hi
+            off = (i // S) * C * S + c * S + i % S
+            a1 += tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+        cnt = tl.maximum(hi - lo, 1).to(ACC)
+        pm = tl.sum(a1, axis=0) / cnt
+        for start in range(lo, hi, BLOCK):
+            i = start + lanes
+            m = i < hi
+            off = (i // S) * C * S + c * S + i % S
+            d = tl.load(x_ptr + off, mask=m, other=0).to(ACC) - pm
+            a2 += tl.where(m, d * d, 0.0)
+        tl.store(p1_ptr + c * P + p, pm)
+        tl.store(p2_ptr + c * P + p, tl.sum(a2, axis=0))
+
+
+@triton.jit(do_not_specialize=["N", "C", "S", "chunk", "P", "momentum", "eps"])
+def bn_fwd_split(x_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, y_ptr, sm_ptr, si_ptr, nrm_ptr, nrv_ptr,
+                 p1_ptr, p2_ptr, N, C, S, chunk, P, momentum, eps, TRAIN: tl.constexpr,
+                 HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_RM: tl.constexpr,
+                 HAS_RV: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr,
+                 BLOCK_P: tl.constexpr):
+    # program (c, p): the channel's statistics from the P partials (every program combines them
+    # the same way; program 0 stores them), then y over its chunk
+    c = tl.program_id(0).to(tl.int64)
+    p = tl.program_id(1).to(tl.int64)
+    M = N.to(tl.int64) * S
+    if TRAIN:
+        q = tl.arange(0, BLOCK_P).to(tl.int64)
+        mq = q < P
+        cnt = tl.minimum(tl.maximum(M - q * chunk, 0), chunk).to(ACC)
+        pm = tl.load(p1_ptr + c * P + q, mask=mq, other=0).to(ACC)
+        pss = tl.load(p2_ptr + c * P + q, mask=mq, other=0).to(ACC)
+        mean = tl.sum(cnt * pm, axis=0) / M
+        dm = pm - mean
+        ss = tl.sum(tl.where(mq, pss + cnt * dm * dm, 0.0), axis=0)
+        invstd = _rsqrt(ss / M + eps, ACC)
+        if p == 0:
+            if HAS_RM:
+                rm = tl.load(rm_ptr + c).to(ACC)
+                tl.store(nrm_ptr + c, ((1 - momentum) * rm + momentum * mean).to(
+                    nrm_ptr.dtype.element_ty))
+            if HAS_RV:
+                rv = tl.load(rv_ptr + c).to(ACC)
+                tl.store(nrv_ptr + c, ((1 - momentum) * rv + momentum * (ss / (M - 1))).to(
+                    nrv_ptr.dtype.element_ty))
+    else:
+        mean = tl.load(rm_ptr + c).to(ACC)
+        invstd = _rsqrt(tl.load(rv_ptr + c).to(ACC) + eps, ACC)
+    if p == 0:
+        tl.store(sm_ptr + c, mean.to(sm_ptr.dtype.element_ty))
+        tl.store(si_ptr + c, invstd.to(si_ptr.dtype.element_ty))
+    scale = invstd
+    shift = -mean * invstd
+    if HAS_W:
+        wv = tl.load(w_ptr + c).to(ACC)
+        scale = scale * wv
+        shift = shift * wv
+    if HAS_B:
+        shift = shift + tl.load(b_ptr + c).to(ACC)
+    lo = p * chunk
+    hi = tl.minimum(lo + chunk, M)
+    lanes = tl.arange(0, BLOCK).to(tl.int64)
+    for start in range(lo, hi, BLOCK):
+        i = start + lanes
+        m = i < hi
+        off = (i // S) * C * S + c * S + i % S
+        xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+        tl.store(y_ptr + off, (xv * scale + shift).to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["N", "C", "S", "chunk", "P"])
+def bn_bwd_split(g_ptr, x_ptr, w_ptr, sm_ptr, si_ptr, dx_ptr, dw_ptr, db_ptr, p1_ptr, p2_ptr,
+                 N, C, S, chunk, P, TRAIN: tl.constexpr, HAS_W: tl.constexpr,
+                 NEED_DX: tl.constexpr, NEED_DW: tl.constexpr, NEED_DB: tl.constexpr,
+                 ACC: tl.constexpr, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr):
+    # program (c, p): the channel's sums from the P partials (in one fixed order), program 0
+    # stores dw/db, then dx over its chunk
+    c = tl.program_id(0).to(tl.int64)
+    p = tl.program_id(1).to(tl.int64)
+    M = N.to(tl.int64) * S
+    q = tl.arange(0, BLOCK_P).to(tl.int64)
+    mq = q < P
+    sum_g = tl.sum(tl.load(p1_ptr + c * P + q, mask=mq, other=0).to(ACC), axis=0)
+    invstd = tl.load(si_ptr + c).to(ACC)
+    sum_gxhat = tl.sum(tl.load(p2_ptr + c * P + q, mask=mq, other=0).to(ACC), axis=0) * invstd
+    if p == 0:
+        if NEED_DW:
+            tl.store(dw_ptr + c, sum_gxhat.to(dw_ptr.dtype.element_ty))
+        if NEED_DB:
+            tl.store(db_ptr + c, sum_g.to(db_ptr.dtype.element_ty))
+    if NEED_DX:
+        mean = tl.load(sm_ptr + c).to(ACC)
+        wv = invstd
+        if HAS_W:
+            wv = wv * tl.load(w_ptr + c).to(ACC)
+        lo = p * chunk
+        hi = tl.minimum(lo + chunk, M)
+        lanes = tl.arange(0, BLOCK).to(tl.int64)
+        for start in range(lo, hi, BLOCK):
+            i = start + lanes
+            m = i < hi
+            off = (i // S) * C * S + c * S + i % S
+            gv = tl.load(g_ptr + off, mask=m, other=0).to(ACC)
+            if TRAIN:
+                xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+                xhat = (xv - mean) * invstd
+                gv = gv - sum_g / M - xhat * (sum_gxhat / M)
+            tl.store(dx_ptr + off, (gv * wv).to(dx_ptr.dtype.element_ty), mask=m)

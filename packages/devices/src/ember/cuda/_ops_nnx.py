@@ -6,10 +6,12 @@ host copies, with the reason (test_cuda_opdb.py holds the backend to it). OVER_D
 have a decomposition in core and a GPU kernel here (the kernel runs instead of the composition).
 
 The kernels (_kernels_nnx) take contiguous inputs: batch norm is one program per channel (two
-passes for the statistics, one for the output), group norm one per (sample, group); pools are one
-output per lane over a (planes, D, H, W) view, so 1-D, 2-D and 3-D share them; backward passes of
-pools and resampling scatter with float32 (float64) atomics; resampling runs one separable pass
-per spatial dim.
+passes for the statistics, one for the output), or, for few channels of many values, P programs
+per channel (per-chunk mean and squared deviations combined by Chan's formula; the backward's
+sums as per-chunk partials, summed in a fixed order: deterministic); group norm is one program
+per (sample, group); pools are one output per lane over a (planes, D, H, W) view, so 1-D, 2-D and
+3-D share them; backward passes of pools and resampling scatter with float32 (float64) atomics;
+resampling runs one separable pass per spatial dim.
 """
 from __future__ import annotations
 
@@ -53,6 +55,22 @@ def _block(n, lo=128, hi=1024):
 
 
 # ---- batch norm ---------------------------------------------------------------------------------
+_BN_MIN_CHUNK = 2048   # values a program handles at least when a channel is split
+_BN_PROGRAMS = 528     # programs to aim for (about four per SM of an H100/H200)
+
+
+def _bn_split(C, M):
+    """(P, chunk): each channel's M values over P programs of chunk values (P == 1: one program
+    per channel, the plain kernels). Few channels with many values each are split, as core's
+    reductions split long rows."""
+    P = min(-(-_BN_PROGRAMS // C), -(-M // _BN_MIN_CHUNK), 256)
+    if P <= 1:
+        return 1, M
+    chunk = -(-M // P)
+    chunk = -(-chunk // 1024) * 1024    # whole blocks
+    return -(-M // chunk), chunk
+
+
 def _bn(be, op, x, w, b, rm, rv, training, momentum, eps):
     if x.dtype not in _FLOAT or x.ndim < 2 or x.numel() == 0:
         return NotImplemented
@@ -81,6 +99,21 @@ def _bn(be, op, x, w, b, rm, rv, training, momentum, eps):
             N, C, S, float(momentum), float(eps)]
     args[1] = _cont(be, args[1].detach())
     args[2] = _cont(be, args[2].detach())
+    P, chunk = _bn_split(C, N * S)
+    if P > 1:
+        K = _k()
+        acc = _acc_tl(x.dtype)
+        p1 = p2 = x
+        if training:
+            p1 = be._new((C, P), _acc_dt(x.dtype), x.device)
+            p2 = be._new((C, P), _acc_dt(x.dtype), x.device)
+            _launch(be, K.bn_partial, (C, P), [x, x, x, p1, p2, N, C, S, chunk, P],
+                    {"BWD": False, "ACC": acc, "BLOCK": 1024})
+        _launch(be, K.bn_fwd_split, (C, P), args[:10] + [p1, p2, N, C, S, chunk, P] + args[13:],
+                {"TRAIN": bool(training), "HAS_W": w is not None, "HAS_B": b is not None,
+                 "HAS_RM": rm is not None, "HAS_RV": rv is not None, "ACC": acc,
+                 "BLOCK": 1024, "BLOCK_P": _block(P, 16, 256)})
+        return y, sm, si, nrm, nrv
     _launch(be, _k().bn_fwd, (C,), args,
             {"TRAIN": bool(training), "HAS_W": w is not None, "HAS_B": b is not None,
              "HAS_RM": rm is not None, "HAS_RV": rv is not None, "ACC": _acc_tl(x.dtype),
@@ -101,6 +134,23 @@ def _bn_backward(be, op, g, x, w, rm, rv, save_mean, save_invstd, train, eps, ma
     dw = be._new((C,), w.dtype, x.device) if need_dw else None
     db = be._new((C,), x.dtype if w is None else w.dtype, x.device) if need_db else None
     d = x
+    P, chunk = _bn_split(C, N * S)
+    if P > 1:
+        K = _k()
+        acc = _acc_tl(x.dtype)
+        sm, si = _cont(be, save_mean), _cont(be, save_invstd)
+        p1 = be._new((C, P), _acc_dt(x.dtype), x.device)
+        p2 = be._new((C, P), _acc_dt(x.dtype), x.device)
+        _launch(be, K.bn_partial, (C, P), [x, g, sm, p1, p2, N, C, S, chunk, P],
+                {"BWD": True, "ACC": acc, "BLOCK": 1024})
+        _launch(be, K.bn_bwd_split, (C, P),
+                [g, x, _cont(be, w.detach()) if w is not None else d, sm, si,
+                 dx if need_dx else d, dw if need_dw else d, db if need_db else d, p1, p2,
+                 N, C, S, chunk, P],
+                {"TRAIN": bool(train), "HAS_W": w is not None, "NEED_DX": need_dx,
+                 "NEED_DW": need_dw, "NEED_DB": need_db, "ACC": acc, "BLOCK": 1024,
+                 "BLOCK_P": _block(P, 16, 256)})
+        return dx, dw, db
     _launch(be, _k().bn_bwd, (C,),
             [g, x, _cont(be, w.detach()) if w is not None else d, _cont(be, save_mean),
              _cont(be, save_invstd), dx if need_dx else d, dw if need_dw else d,
