@@ -337,6 +337,11 @@ def _embedding(be, op, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=
         return NotImplemented
     K = _lazy("_kernels_nn")
     w, flat = _cont(be, w), _cont(be, idx).reshape(-1)
+    if flat.numel():   # one bounds read: out-of-range ids raise the CPU op's IndexError
+        ix = _lazy("_ops_index")
+        (mm,) = ix._minmax(be, [flat])
+        if not ix._in_range(mm, 0, w.shape[0]):
+            return ix._raise(be, op, (w, idx, padding_idx, scale_grad_by_freq, sparse))
     D_ = w.shape[1]
     out = be._new((flat.numel(), D_), w.dtype, w.device)
     if flat.numel() and D_:
@@ -522,6 +527,11 @@ def _pool_scatter(be, op, g, x, idx, n):
     outs = 1
     for s in tuple(idx.shape)[idx.ndim - n:]:
         outs *= s
+    if idx.numel():    # one bounds read: indices outside a plane raise the CPU op's error
+        ix = _lazy("_ops_index")
+        (mm,) = ix._minmax(be, [idx])
+        if not ix._in_range(mm, 0, per):
+            return ix._raise(be, op, (g, x, idx, n))
     acc = be._new(tuple(x.shape), D.float32, x.device)
     be.fill_(acc, 0)
     total = g.numel()

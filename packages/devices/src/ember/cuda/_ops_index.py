@@ -692,6 +692,472 @@ def _on_device(f):
     return k
 
 
+
+# ---- scatter_reduce ----------------------------------------------------------------------------
+_REDUCE_OP = {"sum": 0, "mean": 0, "amax": 1, "amin": 2, "prod": 3}
+_RED_NATIVE = (D.float32, D.float64, D.int32, D.int64)   # atomics (and CAS) in place
+
+
+def _scatter_red(be, dst, src, idx, shape, a, b, c, scale, nsize, red):
+    """dst[c . a + idx[c . b] * scale] (red)= src[c . c]: 1 max, 2 min, 3 prod (CAS loop)."""
+    _same_device(dst, src, idx)
+    lay = _layout(shape, a, b, c)
+    if lay is None:
+        return False
+    n, sizes, (A, B, C), nd = lay
+    import triton.language as tl
+    it = tl.int64 if dst.dtype.itemsize == 8 else tl.int32
+    if n:
+        _launch(be, _K().scatter_reduce_nd, (-(-n // _BLOCK),),
+                [dst, src, idx, n, *sizes, *A, *B, *C, scale, nsize, _span(dst)], (),
+                {"OP": red, "IT": it, "NDIM": nd, "I64": _wide(n, dst, src, idx),
+                 "BLOCK": _BLOCK})
+    return True
+
+
+def _scatter_reduce(be, op, x, dim, index, src, reduce, include_self=True):
+    args = (x, dim, index, src, reduce, include_self)
+    if reduce not in _REDUCE_OP:
+        return _raise(be, op, args)
+    r = _scatter_checks(be, op, args, x, dim, index, src)
+    if r is not None:
+        return r
+    if x.dtype is D.bool:
+        return NotImplemented
+    out = be._copy_new(x, x.dtype)
+    if index.numel() == 0:
+        return out
+    d = normalize_dim(dim, x.ndim)
+    # float16/bfloat16 reduce in float32 (as the CPU kernel), small ints in int64
+    work = out if x.dtype in _RED_NATIVE else be._copy_new(
+        out, D.float32 if x.dtype.is_floating_point else D.int64)
+    xs = tuple(x.shape) if x.ndim else (1,)
+    ish = tuple(index.shape) if index.ndim else (1,)
+    iv, wv = index.reshape(ish), work.reshape(xs)
+    sst = list(src.stride()[:len(ish)]) if src.ndim else [0] * len(ish)
+    a, b, scale = _zeroed(wv.stride(), d), iv.stride(), wv.stride()[d]
+    if not include_self:   # the scattered slots start from the reduction's identity
+        if reduce in ("sum", "mean", "prod"):
+            ident = 1 if reduce == "prod" else 0
+        elif work.dtype.is_floating_point:
+            ident = float("-inf") if reduce == "amax" else float("inf")
+        else:
+            info = np.iinfo(work.dtype.np)
+            ident = int(info.min if reduce == "amax" else info.max)
+        one = _scalar(be, ident, work.dtype, x.device)
+        if not _scatter(be, wv, one, iv, ish, a, b, [0] * len(ish), scale, xs[d], False):
+            return NotImplemented
+    red = _REDUCE_OP[reduce]
+    ok = (_scatter(be, wv, src, iv, ish, a, b, sst, scale, xs[d], True) if red == 0 else
+          _scatter_red(be, wv, src, iv, ish, a, b, sst, scale, xs[d], red))
+    if not ok:
+        return NotImplemented
+    if reduce == "mean":   # divided by the number of values reduced into each slot
+        cnt = be._new(xs, D.int64, x.device)
+        be.fill_(cnt, 1 if include_self else 0)
+        one = _scalar(be, 1, D.int64, x.device)
+        _scatter(be, cnt, one, iv, ish, _zeroed(cnt.stride(), d), b, [0] * len(ish),
+                 cnt.stride()[d], xs[d], True)
+        cnt = cnt.clamp(min=1).reshape(tuple(work.shape))
+        work = work / cnt if work.dtype.is_floating_point else work // cnt
+    if work is not out:
+        be._copy_into(out, work)
+    return out
+
+
+# ---- bincount / histc --------------------------------------------------------------------------
+def _bincount(be, op, x, weights=None, minlength=0):
+    args = (x, weights, minlength)
+    if (minlength < 0 or x.ndim != 1 or x.dtype not in _INTS
+            or (weights is not None and (weights.ndim != 1 or weights.shape[0] != x.shape[0]))):
+        return _raise(be, op, args)
+    if weights is not None and not _ok_dtype(weights):
+        return NotImplemented
+    n = x.numel()
+    (mm,) = _minmax(be, [x]) if n else [(0, -1)]   # the one sync: the output's size
+    if n and mm[0] < 0:
+        return _raise(be, op, args)
+    size = max(minlength, mm[1] + 1)
+    acc_dt = D.int64 if weights is None else D.float64
+    out = be._new((size,), acc_dt, x.device)
+    be.fill_(out, 0)
+    if n:
+        xc = _cont(be, x)
+        w = xc if weights is None else be._copy_new(weights, D.float64)
+        _launch(be, _K().bincount, (-(-n // _BLOCK),), [xc, w, out, n, size], (),
+                {"HAS_W": weights is not None, "BLOCK": _BLOCK})
+    if weights is not None and weights.dtype is D.float32:
+        return be._copy_new(out, D.float32)
+    return out
+
+
+def _histc(be, op, x, bins=100, min=0, max=0):  # noqa: A002
+    args = (x, bins, min, max)
+    if not x.dtype.is_floating_point or x.dtype.is_complex or bins <= 0:
+        return _raise(be, op, args)
+    if x.dtype not in be_dtypes():
+        return NotImplemented
+    acc_dt = D.float64 if x.dtype is D.float64 else D.float32
+    anp = acc_dt.np
+    lo, hi = anp.type(min), anp.type(max)
+    xc = _cont(be, x).reshape(-1)
+    n = xc.numel()
+    if lo == hi and n:   # the data's range: one read, as PyTorch's
+        r = be._new((2,), acc_dt, x.device)
+        be._copy_into(r[0], xc.amin())
+        be._copy_into(r[1], xc.amax())
+        lo, hi = be.to_host(r)
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
+        return _raise(be, op, args)
+    lohi = be.from_tensor(Tensor._from_np(np.array([lo, hi], anp), acc_dt), x.device)
+    cnt = be._new((bins,), D.int64, x.device)
+    be.fill_(cnt, 0)
+    if n:
+        _launch(be, _K().histc, (-(-n // _BLOCK),), [xc, lohi, cnt, n, bins], (),
+                {"BLOCK": _BLOCK})
+    return be._copy_new(cnt, x.dtype)
+
+
+# ---- searchsorted / bucketize ------------------------------------------------------------------
+def _search(be, seq, vals, out, inner, seq_row, right, sorter=None, add=0, iota=False):
+    n = out.numel()
+    L = seq.shape[-1] if seq.ndim else 1
+    if n:
+        _launch(be, _K().search, (-(-n // _BLOCK),),
+                [seq, sorter if sorter is not None else seq, vals, out, n, inner, L, seq_row,
+                 L.bit_length(), add], (),
+                {"RIGHT": bool(right), "HAS_SORTER": sorter is not None, "IOTA": iota,
+                 "BLOCK": _BLOCK})
+    return out
+
+
+def _search_op(be, op, args, seq, vals, out_int32, right, sorter):
+    if not _ok_dtype(seq, vals) or seq.dtype is D.bool or vals.dtype is D.bool:
+        return NotImplemented
+    if seq.ndim == 0 or (seq.ndim > 1 and (vals.ndim == 0
+                                           or tuple(seq.shape[:-1]) != tuple(vals.shape[:-1]))):
+        return _raise(be, op, args)
+    if sorter is not None:
+        if sorter.dtype not in _INTS or tuple(sorter.shape) != tuple(seq.shape):
+            return _raise(be, op, args)
+        (mm,) = _minmax(be, [sorter])
+        if not _in_range(mm, 0, seq.shape[-1]):
+            return _raise(be, op, args)
+        sorter = _cont(be, sorter)
+    if seq.dtype is not vals.dtype:   # compared in the promoted dtype
+        dt = D.promote_types(seq.dtype, vals.dtype)
+        seq = be._copy_new(seq, dt) if seq.dtype is not dt else seq
+        vals = be._copy_new(vals, dt) if vals.dtype is not dt else vals
+    seq, vals = _cont(be, seq), _cont(be, vals)
+    out = be._new(tuple(vals.shape), D.int32 if out_int32 else D.int64, vals.device)
+    L = seq.shape[-1]
+    inner = vals.shape[-1] if seq.ndim > 1 else max(1, vals.numel())
+    return _search(be, seq, vals, out, max(inner, 1), L if seq.ndim > 1 else 0, right, sorter)
+
+
+def _searchsorted(be, op, seq, x, out_int32=False, right=False, side=None, sorter=None):
+    args = (seq, x, out_int32, right, side, sorter)
+    if side is not None:
+        if side not in ("left", "right") or (right and side == "left"):
+            return _raise(be, op, args)
+        right = side == "right"
+    return _search_op(be, op, args, seq, x, out_int32, right, sorter)
+
+
+def _bucketize(be, op, x, boundaries, out_int32=False, right=False):
+    args = (x, boundaries, out_int32, right)
+    if boundaries.ndim != 1:
+        return _raise(be, op, args)
+    return _search_op(be, op, args, boundaries, x, out_int32, right, None)
+
+
+# ---- repeat_interleave -------------------------------------------------------------------------
+def _repeat_interleave(be, op, x, repeats=None, dim=None, output_size=None):
+    args = (x, repeats, dim, output_size)
+    counts = x if repeats is None else repeats
+    if not isinstance(counts, Tensor) or counts.dtype not in _INTS or counts.ndim > 1:
+        return _raise(be, op, args) if isinstance(counts, Tensor) else NotImplemented
+    if repeats is None:
+        src, d = None, 0
+        k = counts.shape[0] if counts.ndim else 1
+    else:
+        if not _ok_dtype(x):
+            return NotImplemented
+        src = _cont(be, x).reshape(-1) if dim is None else x
+        d = 0 if dim is None else normalize_dim(dim, x.ndim)
+        if src.ndim == 0:
+            return NotImplemented
+        k = src.shape[d]
+        if counts.ndim == 1 and counts.shape[0] != k:
+            return _raise(be, op, args)
+    c = be._new((k,), D.int64, x.device)
+    be._copy_into(c, counts.reshape(-1) if counts.ndim else counts.expand((k,)))
+    # the repeats' min (no negatives) and their sum (the output's size): one read
+    mm = _mm_buffer(be, 2, x.device)
+    K = _K()
+    if k:
+        _launch(be, K.minmax, (min(-(-k // _BLOCK), _PROGS),), [c, mm, k], (), {"BLOCK": _BLOCK})
+        _launch(be, K.exclusive_scan, (1,), [c, k, mm[2:]], (), {"BLOCK": _BLOCK})
+        r = be.to_host(mm)
+        if r[0] < 0:
+            return _raise(be, op, args)
+        total = int(r[2])
+    else:
+        total = 0
+    pos = be._new((total,), D.int64, x.device)   # the source index of each output position
+    _search(be, c, c, pos, 1, 0, True, add=-1, iota=True)
+    if src is None:
+        return pos
+    shape = tuple(src.shape[:d]) + (total,) + tuple(src.shape[d + 1:])
+    out = be._new(shape, src.dtype, x.device)
+    if not _gather(be, out, src, pos, shape, _zeroed(src.stride(), d), _along(src.ndim, d, 1),
+                   src.stride()[d], k, wrap=False):
+        return NotImplemented
+    return out
+
+
+# ---- pooling: _pool_gather, _max_unpool_ember --------------------------------------------------
+def _planes(x, n):
+    m = 1
+    for s in tuple(x.shape)[:x.ndim - n]:
+        m *= s
+    per = 1
+    for s in tuple(x.shape)[x.ndim - n:]:
+        per *= s
+    return m, per
+
+
+def _pool_gather(be, op, x, idx, n):
+    args = (x, idx, n)
+    if idx.dtype not in _INTS or idx.ndim != x.ndim:
+        return _raise(be, op, args)
+    if not _ok_dtype(x) or tuple(idx.shape[:idx.ndim - n]) != tuple(x.shape[:x.ndim - n]):
+        return NotImplemented
+    m, per = _planes(x, n)
+    _, k = _planes(idx, n)
+    (mm,) = _minmax(be, [idx])
+    if not _in_range(mm, -per, per):   # negatives wrap, as the CPU kernel's
+        return _raise(be, op, args)
+    xc, ic = _cont(be, x).reshape(m, per), _cont(be, idx).reshape(m, k)
+    out = be._new((m, k), x.dtype, x.device)
+    if not _gather(be, out, xc, ic, (m, k), [per, 0], [k, 1], 1, per):
+        return NotImplemented
+    return out.reshape(tuple(idx.shape))
+
+
+def _max_unpool(be, op, x, idx, output_size, n):
+    args = (x, idx, output_size, n)
+    if not _ok_dtype(x) or idx.dtype not in _INTS or tuple(idx.shape) != tuple(x.shape):
+        return NotImplemented
+    m, k = _planes(x, n)
+    per = 1
+    for s in output_size:
+        per *= s
+    (mm,) = _minmax(be, [idx])
+    if not _in_range(mm, 0, per):
+        return _raise(be, op, args)
+    out = be._new(tuple(x.shape[:x.ndim - n]) + tuple(output_size), x.dtype, x.device)
+    be.fill_(out, 0)
+    xc, ic = _cont(be, x).reshape(m, k), _cont(be, idx).reshape(m, k)
+    if not _scatter(be, out.reshape(m, per), xc, ic, (m, k), [per, 0], [k, 1], [k, 1], 1, per,
+                    False, wrap=False):
+        return NotImplemented
+    return out
+
+
+# ---- reflect / replicate / circular padding ----------------------------------------------------
+_PAD_MODE = {"reflect": 0, "replicate": 1, "circular": 2}
+
+
+def _pad_geometry(shape, pad, mode):
+    """(M, (N1, N2, N3), (L1, L2, L3), (O1, O2, O3)) with the padded dims last, unpadded ones
+    as size 1; PyTorch's errors from core's checks."""
+    from ember._ops.nn import _check_index_pad, _pad_pairs
+    pairs = _pad_pairs(pad, len(shape), mode)
+    _check_index_pad(shape, pairs, mode)
+    k = len(pairs)
+    if k > 3:
+        return None
+    lows = {d: (lo, hi) for d, lo, hi in pairs}
+    first = len(shape) - k
+    M = 1
+    for s in shape[:first]:
+        M *= s
+    N, L, O = [1, 1, 1], [0, 0, 0], [1, 1, 1]
+    for j, d in enumerate(range(first, len(shape))):
+        lo, hi = lows.get(d, (0, 0))
+        N[3 - k + j], L[3 - k + j], O[3 - k + j] = shape[d], lo, shape[d] + lo + hi
+    return M, N, L, O, first
+
+
+def _pad_launch(be, src, dst, N, L, O, mode, backward):
+    total = src.numel() if backward else dst.numel()
+    if total:
+        _launch(be, _K().pad_index, (-(-total // _BLOCK),),
+                [src, dst, total, *N, *O, *L], (),
+                {"MODE": _PAD_MODE[mode], "BACKWARD": backward, "BLOCK": _BLOCK})
+
+
+def _pad_index(be, op, x, pad, mode):
+    args = (x, pad, mode)
+    if mode not in _PAD_MODE or not _ok_dtype(x):
+        return NotImplemented
+    try:
+        geo = _pad_geometry(tuple(x.shape), list(pad), mode)
+    except (RuntimeError, ValueError, IndexError):
+        return _raise(be, op, args)
+    if geo is None:
+        return NotImplemented
+    M, N, L, O, first = geo
+    shape = tuple(x.shape[:first]) + tuple(O[3 - (x.ndim - first):])
+    if any(s < 0 for s in shape):
+        return _raise(be, op, args)
+    out = be._new(shape, x.dtype, x.device)
+    _pad_launch(be, _cont(be, x), out, N, L, O, mode, False)
+    return out
+
+
+def _pad_index_backward(be, op, g, input_size, pad, mode):
+    args = (g, input_size, pad, mode)
+    if mode not in _PAD_MODE or not _ok_dtype(g) or not g.dtype.is_floating_point:
+        return NotImplemented
+    size = tuple(input_size)
+    try:
+        geo = _pad_geometry(size, list(pad), mode)
+    except (RuntimeError, ValueError, IndexError):
+        return _raise(be, op, args)
+    if geo is None:
+        return NotImplemented
+    M, N, L, O, first = geo
+    if tuple(g.shape) != size[:first] + tuple(O[3 - (len(size) - first):]):
+        return _raise(be, op, args)
+    acc_dt = D.float64 if g.dtype is D.float64 else D.float32
+    acc = be._new(size, acc_dt, g.device)
+    be.fill_(acc, 0)
+    _pad_launch(be, _cont(be, g), acc, N, L, O, mode, True)
+    return acc if acc_dt is g.dtype else be._copy_new(acc, g.dtype)
+
+
+# ---- embedding_bag / embedding_renorm_ ---------------------------------------------------------
+def _embedding_bag(be, op, w, idx, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   psw=None, include_last_offset=False, padding_idx=-1):
+    args = (w, idx, offsets, scale_grad_by_freq, mode, sparse, psw, include_last_offset,
+            padding_idx)
+    if idx.dtype not in _INTS or offsets.dtype not in _INTS:
+        return _raise(be, op, args)
+    if (w.ndim != 2 or idx.ndim != 1 or offsets.ndim != 1 or mode not in (0, 1, 2)
+            or not _ok_dtype(w) or not w.dtype.is_floating_point
+            or (psw is not None and (tuple(psw.shape) != tuple(idx.shape) or not _ok_dtype(psw)))):
+        return NotImplemented
+    V, Dm = w.shape
+    n, no = idx.numel(), offsets.numel()
+    B = no - 1 if include_last_offset else no
+    # idx's min/max and offsets[0]: one read
+    mm = _mm_buffer(be, 2, w.device)
+    ic, oc = _cont(be, idx), _cont(be, offsets)
+    if n:
+        _launch(be, _K().minmax, (min(-(-n // _BLOCK), _PROGS),), [ic, mm, n], (),
+                {"BLOCK": _BLOCK})
+    if no:
+        be._copy_into(mm[2:3], oc[0:1])
+    if n or no:
+        r = be.to_host(mm)
+        if (n and (r[0] < 0 or r[1] >= V)) or (no and r[2] != 0):
+            return _raise(be, op, args)
+    if B < 0:
+        return NotImplemented
+    acc_dt = D.float64 if w.dtype is D.float64 else D.float32
+    out = be._new((B, Dm), acc_dt, w.device)
+    bag = be._new((n,), D.int64, w.device)
+    be.fill_(bag, -1)
+    cnt = be._new((B,), D.int64, w.device)
+    maxi = be._new((B, Dm) if mode == 2 else (0,), D.int64, w.device)
+    wc = _cont(be, w)
+    blk = 128
+    if B:
+        _launch(be, _K().embedding_bag, (B, max(1, -(-Dm // blk))),
+                [wc, ic, oc, _cont(be, psw) if psw is not None else wc, out, bag, cnt,
+                 maxi if mode == 2 else cnt, Dm, n, no, padding_idx], (),
+                {"MODE": mode, "HAS_PSW": psw is not None, "LAST": bool(include_last_offset),
+                 "BLOCK": blk})
+    if acc_dt is not w.dtype:
+        out = be._copy_new(out, w.dtype)
+    return out, bag, cnt, maxi
+
+
+def _embedding_bag_backward(be, op, g, w, idx, bag, count, max_idx, scale_grad_by_freq, mode,
+                            psw, padding_idx):
+    if (g.ndim != 2 or w.ndim != 2 or idx.ndim != 1 or idx.dtype not in _INTS
+            or not _ok_dtype(g, w) or not g.dtype.is_floating_point
+            or (psw is not None and not _ok_dtype(psw))):
+        return NotImplemented
+    V, Dm = w.shape
+    n = idx.numel()
+    acc_dt = D.float64 if g.dtype is D.float64 else D.float32
+    gw = be._new((V, Dm), acc_dt, w.device)
+    be.fill_(gw, 0)
+    gc, ic = _cont(be, g), _cont(be, idx)
+    gpsw = None
+    if mode == 2:
+        mi = _cont(be, max_idx)
+        total = mi.numel()
+        if total:
+            _launch(be, _K().embedding_bag_bwd_max, (-(-total // _BLOCK),),
+                    [gc, mi, gw, total, Dm, V], (), {"BLOCK": _BLOCK})
+    else:
+        freq = None
+        if scale_grad_by_freq and n:
+            freq = be._new((V,), D.int64, w.device)
+            be.fill_(freq, 0)
+            _launch(be, _K().bincount, (-(-n // _BLOCK),), [ic, ic, freq, n, V], (),
+                    {"HAS_W": False, "BLOCK": _BLOCK})
+        if psw is not None:
+            gpsw = be._new((n,), acc_dt, w.device)
+        if n:
+            _launch(be, _K().embedding_bag_bwd, (n,),
+                    [gc, _cont(be, w), ic, _cont(be, bag), _cont(be, count),
+                     _cont(be, psw) if psw is not None else gc, freq if freq is not None else ic,
+                     gw, gpsw if gpsw is not None else gw, Dm, V, padding_idx], (),
+                    {"MEAN": mode == 1, "HAS_PSW": psw is not None, "FREQ": freq is not None,
+                     "BLOCK": 128})
+    if psw is not None:
+        if gpsw is None:
+            gpsw = be._new((n,), psw.dtype, w.device)
+            be.fill_(gpsw, 0)
+        elif gpsw.dtype is not psw.dtype:
+            gpsw = be._copy_new(gpsw, psw.dtype)
+    return (gw if gw.dtype is w.dtype else be._copy_new(gw, w.dtype)), gpsw
+
+
+def _embedding_renorm(be, op, w, idx, max_norm, norm_type):
+    args = (w, idx, max_norm, norm_type)
+    if idx.dtype not in _INTS:
+        return _raise(be, op, args)
+    if w.ndim != 2 or not _ok_dtype(w) or not w.dtype.is_floating_point:
+        return NotImplemented
+    norm = {2.0: 0, 1.0: 1, float("inf"): 2}.get(float(norm_type), 3)
+    if norm == 3 and not norm_type > 0:
+        return NotImplemented
+    V, Dm = w.shape
+    n = idx.numel()
+    if n == 0:
+        return w
+    (mm,) = _minmax(be, [idx])
+    if not _in_range(mm, 0, V):   # numpy wraps negatives on the host, PyTorch refuses them
+        return be._host_call(op, args) if mm[0] >= -V and mm[1] < V else _raise(be, op, args)
+    wt = w if w.stride()[1] == 1 or Dm <= 1 else be._copy_new(w, w.dtype)
+    claim = be._new((V,), D.int32, w.device)
+    be.fill_(claim, 0)
+    _launch(be, _K().embedding_renorm, (n,),
+            [wt, _cont(be, idx).reshape(-1), claim, Dm, wt.stride()[0] if V > 1 else Dm,
+             float(max_norm), float(norm_type)], (), {"NORM": norm, "BLOCK": 128})
+    if wt is not w:
+        be._copy_into(w, wt)
+    return w
+
+
 TABLE: dict = {
     "gather": _gather_op, "index_select": _index_select, "take": _take,
     "scatter": _scatter_op, "scatter_add": _scatter_add,
@@ -703,21 +1169,14 @@ TABLE: dict = {
     "select_scatter": _into_view(_lazy_rule("select_scatter")),
     "diagonal_scatter": _into_view(_lazy_rule("diagonal_scatter")),
     "as_strided_scatter": _into_view(_lazy_rule("as_strided_scatter")),
+    "scatter_reduce.two": _scatter_reduce, "bincount": _bincount, "histc": _histc,
+    "searchsorted.Tensor": _searchsorted, "bucketize.Tensor": _bucketize,
+    "repeat_interleave.self_Tensor": _repeat_interleave,
+    "_pool_gather": _pool_gather, "_max_unpool_ember": _max_unpool,
+    "_pad_index": _pad_index, "_pad_index_backward": _pad_index_backward,
+    "_embedding_bag": _embedding_bag, "_embedding_bag_backward_ember": _embedding_bag_backward,
+    "embedding_renorm_": _embedding_renorm,
 }
 TABLE = {q: _on_device(f) for q, f in TABLE.items()}
 
-HOST: dict[str, str] = {
-    "_embedding_bag": "no GPU kernel yet",
-    "_embedding_bag_backward_ember": "no GPU kernel yet",
-    "_max_unpool_ember": "no GPU kernel yet",
-    "_pad_index": "no GPU kernel yet",
-    "_pad_index_backward": "no GPU kernel yet",
-    "_pool_gather": "no GPU kernel yet",
-    "bincount": "no GPU kernel yet",
-    "bucketize.Tensor": "no GPU kernel yet",
-    "embedding_renorm_": "no GPU kernel yet",
-    "histc": "no GPU kernel yet",
-    "repeat_interleave.self_Tensor": "no GPU kernel yet",
-    "scatter_reduce.two": "no GPU kernel yet",
-    "searchsorted.Tensor": "no GPU kernel yet",
-}
+HOST: dict[str, str] = {}
