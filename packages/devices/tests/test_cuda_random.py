@@ -349,7 +349,7 @@ def test_multinomial_with_replacement(dt):
 def test_multinomial_without_replacement():
     ember.manual_seed(10)
     p = np.array([0.1, 0.0, 0.2, 0.3, 0.4])
-    R = 4000
+    R = 600
     w = ember.tensor(np.tile(p, (R, 1)), dtype=ember.float32, device="cuda")
     s = _np(ember.multinomial(w, 3)).astype(int)
     assert s.shape == (R, 3) and 1 not in s
@@ -378,7 +378,7 @@ def test_multinomial_without_replacement():
 def test_poisson():
     ember.manual_seed(12)
     rates = [0.0, 0.5, 3.0, 9.5, 10.0, 27.0, 1000.0, 1e7]
-    M = 4096
+    M = 2048
     x = ember.tensor(np.repeat(rates, M).reshape(len(rates), M), device="cuda")
     s = _np(ember.poisson(x))
     assert np.all(s == np.round(s)) and s.min() >= 0 and (s[0] == 0).all()
@@ -397,8 +397,8 @@ def test_poisson():
         c, e = (c, e) if e[-1] > 0 else (c[:-1], e[:-1])
         assert _chi2(c, e) < 50, (r, _chi2(c, e))
     for dt in (ember.float64, ember.float16, ember.bfloat16):
-        y = ember.poisson(ember.full((M,), 4.0, dtype=dt, device="cuda"))
-        assert y.dtype == dt and abs(_np(y).mean() - 4) < 0.2
+        y = ember.poisson(ember.full((512,), 4.0, dtype=dt, device="cuda"))
+        assert y.dtype == dt and abs(_np(y).mean() - 4) < 0.4
     st = ember.full((5, 7), 2.0, device="cuda")[:, ::2]           # strided rates
     assert tuple(ember.poisson(st).shape) == (5, 4)
     assert np.isnan(_np(ember.poisson(ember.tensor([-1.0, float("nan")], device="cuda")))).all()

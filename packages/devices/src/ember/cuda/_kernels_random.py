@@ -28,6 +28,16 @@ def _f64(bits):
 
 
 @triton.jit
+def _narrow(v, ty: tl.constexpr):
+    """float64 values to store as ty: through float32 unless ty is float64 (a direct float64 ->
+    bfloat16 conversion is wrong in Triton's interpreter)."""
+    if ty != tl.float64:
+        if v.dtype == tl.float64:
+            v = v.to(tl.float32)
+    return v.to(ty)
+
+
+@triton.jit
 def _two(a, b, BLOCK: tl.constexpr):
     """(BLOCK,), (BLOCK,) -> (2*BLOCK,): a[j] at 2j, b[j] at 2j + 1."""
     return tl.reshape(tl.join(a, b), (2 * BLOCK,))
@@ -141,7 +151,7 @@ def sample(out_ptr, pa_ptr, pb_ptr, n, seed, ctr, a, b, DIST: tl.constexpr,
                 v = (_u01(wa, wb, F64, 24) < pa).to(pa.dtype)
             else:            # gumbel key: a / Exp(1), the Exp(1) draw strictly positive
                 v = pa / -tl.log(_u01_mid(wa, wb, F64))
-            tl.store(out_ptr + i, v.to(out_ptr.dtype.element_ty), mask=m)
+            tl.store(out_ptr + i, _narrow(v, out_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit(do_not_specialize=["n", "seed", "ctr", "low", "rng"])
@@ -280,7 +290,7 @@ def poisson(x_ptr, out_ptr, n, seed, ctr, MAXIT: tl.constexpr, BLOCK: tl.constex
         done = done | take
     res = tl.where(done, res, tl.floor(lam))
     res = tl.where((lam < 0.0) | (lam != lam), float("nan"), res)
-    tl.store(out_ptr + i, res.to(out_ptr.dtype.element_ty), mask=m)
+    tl.store(out_ptr + i, _narrow(res, out_ptr.dtype.element_ty), mask=m)
 
 
 # ---- multinomial with replacement ---------------------------------------------------------------
