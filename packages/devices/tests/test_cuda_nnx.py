@@ -119,7 +119,40 @@ run("fold", lambda x: F.fold(x, (5, 6), (2, 3), dilation=(1, 2), padding=1, stri
 # padding
 run("pad", lambda x: F.pad(x, (1, 2, -1, 0, 0, 1), value=0.5), t(2, 3, 4))
 run("pad int", lambda x: F.pad(x, (2, -1), value=3), ember.tensor([[1, 2, 3]]), grad=False)
-FAMILY = ("conv", "norm", "pool", "upsample", "pad", "im2col", "col2im")
+# cdist: direct kernel (any p), matmul path (p=2, > 25 rows or compute_mode 1)
+for pv in (0.0, 1.0, 2.0, 1.5, 3.0, float("inf")):
+    run(f"cdist p={pv}", lambda a, b: ember.cdist(a, b, p=pv), t(2, 5, 3), t(2, 4, 3),
+        grad=pv != 0.0)
+run("cdist mm", lambda a, b: ember.cdist(a, b), t(30, 4), t(7, 4), tol=1e-3)
+run("cdist mm batch broadcast", lambda a, b: ember.cdist(a, b, compute_mode=1),
+    t(2, 1, 6, 3), t(3, 5, 3), tol=1e-3)
+run("cdist no mm float64", lambda a, b: ember.cdist(a, b, 2.5, 2), t(40, 3, dt="float64"),
+    t(6, 3, dt="float64"), tol=1e-9)
+run("cdist float16", lambda a, b: ember.cdist(a, b, 1.0), t(3, 4, dt="float16"),
+    t(2, 4, dt="float16"), tol=1e-2, grad=False)
+# grid_sample (2-D): bilinear/nearest, zeros/border, align_corners; gradients of input and grid
+for mode in ("bilinear", "nearest"):
+    for pad in ("zeros", "border"):
+        for ac in (False, True):
+            run(f"grid_sample {mode} {pad} {ac}",
+                lambda x, g: F.grid_sample(x, g * 1.2, mode, pad, ac), t(2, 3, 5, 4),
+                t(2, 3, 6, 2), grad=mode == "bilinear")
+            run(f"grid_sample {mode} {pad} {ac} x grad",
+                lambda x, g: F.grid_sample(x, g.detach() * 1.2, mode, pad, ac), t(2, 3, 5, 4),
+                t(2, 3, 6, 2))
+run("grid_sample float64", lambda x, g: F.grid_sample(x, g, align_corners=False),
+    t(1, 2, 4, 6, dt="float64"), t(1, 5, 5, 2, dt="float64"), tol=1e-9)
+for bad in (lambda: F.grid_sample(ember.ones(1, 1, 2, 2, device="cuda"),
+                                  ember.zeros(1, 2, 2, 2, device="cuda"),
+                                  padding_mode="reflection", align_corners=False),
+            lambda: F.grid_sample(ember.ones(1, 1, 2, 2, device="cuda"),
+                                  ember.zeros(2, 2, 2, 2, device="cuda"), align_corners=False)):
+    try:
+        bad()
+        raise AssertionError("no error")
+    except (NotImplementedError, RuntimeError):
+        pass
+FAMILY = ("conv", "norm", "pool", "upsample", "pad", "im2col", "col2im", "cdist", "grid")
 bad = {k: v for k, v in ember.cuda.host_memory_fallbacks().items()
        if any(s in k for s in FAMILY)}
 assert not bad, bad

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 
 @triton.jit
@@ -692,3 +693,235 @@ def bn_bwd_split(g_ptr, x_ptr, w_ptr, sm_ptr, si_ptr, dx_ptr, dw_ptr, db_ptr, p1
                 xhat = (xv - mean) * invstd
                 gv = gv - sum_g / M - xhat * (sum_gxhat / M)
             tl.store(dx_ptr + off, (gv * wv).to(dx_ptr.dtype.element_ty), mask=m)
+
+
+# ---- grid_sampler (2-D): lanes over the N*P sampled points, a loop over the channels ------------
+@triton.jit
+def _grid_px(gv, size, ALIGN: tl.constexpr, BORDER: tl.constexpr):
+    # a normalized coordinate in pixels, and d pixel / d coordinate (0 where border clips)
+    if ALIGN:
+        pix = (gv + 1) / 2 * (size - 1)
+        sc = (size - 1) / 2
+    else:
+        pix = ((gv + 1) * size - 1) / 2
+        sc = size / 2
+    scale = tl.zeros(gv.shape, gv.dtype) + sc
+    if BORDER:
+        scale = tl.where((pix > 0) & (pix < size - 1), scale, 0.0)
+        pix = tl.minimum(tl.maximum(pix, 0.0), size - 1)
+    return pix, scale
+
+
+@triton.jit
+def _rint(v):
+    # round half to even (nearbyint), exactly
+    f = tl.floor(v)
+    d = v - f
+    odd = (f - 2 * tl.floor(f * 0.5)) != 0
+    return tl.where((d > 0.5) | ((d == 0.5) & odd), f + 1, f)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "P", "total"])
+def grid_fwd(x_ptr, g_ptr, y_ptr, C, H, W, P, total, NEAREST: tl.constexpr,
+             ALIGN: tl.constexpr, BORDER: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # x (N, C, H, W), grid (N, P, 2), y (N, C, P), all contiguous; core's corner order and sums
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    n = offs // P
+    p = offs % P
+    ix, _ = _grid_px(tl.load(g_ptr + offs * 2, mask=m, other=0).to(ACC), W, ALIGN, BORDER)
+    iy, _ = _grid_px(tl.load(g_ptr + offs * 2 + 1, mask=m, other=0).to(ACC), H, ALIGN, BORDER)
+    HW = H.to(tl.int64) * W
+    xb = n * C * HW
+    yb = n * C * P + p
+    if NEAREST:
+        cx = _rint(ix)
+        cy = _rint(iy)
+        ok = m & (cx >= 0) & (cx < W) & (cy >= 0) & (cy < H)
+        i0 = tl.where(ok, cy.to(tl.int64) * W + cx.to(tl.int64), 0)
+        for c in range(0, C):
+            v = tl.load(x_ptr + xb + c * HW + i0, mask=ok, other=0).to(ACC)
+            tl.store(y_ptr + yb + c * P, v.to(y_ptr.dtype.element_ty), mask=m)
+    else:
+        x0 = tl.floor(ix)
+        y0 = tl.floor(iy)
+        x1 = x0 + 1
+        y1 = y0 + 1
+        okx0 = (x0 >= 0) & (x0 < W)
+        okx1 = (x1 >= 0) & (x1 < W)
+        oky0 = (y0 >= 0) & (y0 < H)
+        oky1 = (y1 >= 0) & (y1 < H)
+        k00 = m & okx0 & oky0
+        k10 = m & okx1 & oky0
+        k01 = m & okx0 & oky1
+        k11 = m & okx1 & oky1
+        w00 = tl.where(k00, (x1 - ix) * (y1 - iy), 0.0)
+        w10 = tl.where(k10, (ix - x0) * (y1 - iy), 0.0)
+        w01 = tl.where(k01, (x1 - ix) * (iy - y0), 0.0)
+        w11 = tl.where(k11, (ix - x0) * (iy - y0), 0.0)
+        xi0 = x0.to(tl.int64)
+        yi0 = y0.to(tl.int64)
+        i00 = tl.where(k00, yi0 * W + xi0, 0)
+        i10 = tl.where(k10, yi0 * W + xi0 + 1, 0)
+        i01 = tl.where(k01, (yi0 + 1) * W + xi0, 0)
+        i11 = tl.where(k11, (yi0 + 1) * W + xi0 + 1, 0)
+        for c in range(0, C):
+            base = x_ptr + xb + c * HW
+            acc = tl.load(base + i00, mask=k00, other=0).to(ACC) * w00
+            acc += tl.load(base + i10, mask=k10, other=0).to(ACC) * w10
+            acc += tl.load(base + i01, mask=k01, other=0).to(ACC) * w01
+            acc += tl.load(base + i11, mask=k11, other=0).to(ACC) * w11
+            tl.store(y_ptr + yb + c * P, acc.to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "P", "total"])
+def grid_bwd(go_ptr, x_ptr, g_ptr, gi_ptr, gg_ptr, C, H, W, P, total, NEAREST: tl.constexpr,
+             ALIGN: tl.constexpr, BORDER: tl.constexpr, NEED_GI: tl.constexpr,
+             NEED_GG: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # gi (N, C, H, W) in ACC, zeroed: += w * gout at each corner (atomics: corners are shared);
+    # gg (N, P, 2): bilinear only, sum over corners of <x at corner, gout> * dw/d(ix, iy) * scale
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    n = offs // P
+    p = offs % P
+    ix, sx = _grid_px(tl.load(g_ptr + offs * 2, mask=m, other=0).to(ACC), W, ALIGN, BORDER)
+    iy, sy = _grid_px(tl.load(g_ptr + offs * 2 + 1, mask=m, other=0).to(ACC), H, ALIGN, BORDER)
+    HW = H.to(tl.int64) * W
+    xb = n * C * HW
+    gb = n * C * P + p
+    if NEAREST:
+        cx = _rint(ix)
+        cy = _rint(iy)
+        ok = m & (cx >= 0) & (cx < W) & (cy >= 0) & (cy < H)
+        i0 = tl.where(ok, cy.to(tl.int64) * W + cx.to(tl.int64), 0)
+        if NEED_GI:
+            for c in range(0, C):
+                gv = tl.load(go_ptr + gb + c * P, mask=m, other=0).to(ACC)
+                tl.atomic_add(gi_ptr + xb + c * HW + i0, gv, mask=ok)
+        if NEED_GG:
+            zero = tl.zeros([BLOCK], ACC)
+            tl.store(gg_ptr + offs * 2, zero.to(gg_ptr.dtype.element_ty), mask=m)
+            tl.store(gg_ptr + offs * 2 + 1, zero.to(gg_ptr.dtype.element_ty), mask=m)
+    else:
+        x0 = tl.floor(ix)
+        y0 = tl.floor(iy)
+        x1 = x0 + 1
+        y1 = y0 + 1
+        okx0 = (x0 >= 0) & (x0 < W)
+        okx1 = (x1 >= 0) & (x1 < W)
+        oky0 = (y0 >= 0) & (y0 < H)
+        oky1 = (y1 >= 0) & (y1 < H)
+        k00 = m & okx0 & oky0
+        k10 = m & okx1 & oky0
+        k01 = m & okx0 & oky1
+        k11 = m & okx1 & oky1
+        xi0 = x0.to(tl.int64)
+        yi0 = y0.to(tl.int64)
+        i00 = tl.where(k00, yi0 * W + xi0, 0)
+        i10 = tl.where(k10, yi0 * W + xi0 + 1, 0)
+        i01 = tl.where(k01, (yi0 + 1) * W + xi0, 0)
+        i11 = tl.where(k11, (yi0 + 1) * W + xi0 + 1, 0)
+        w00 = (x1 - ix) * (y1 - iy)
+        w10 = (ix - x0) * (y1 - iy)
+        w01 = (x1 - ix) * (iy - y0)
+        w11 = (ix - x0) * (iy - y0)
+        s00 = tl.zeros([BLOCK], ACC)
+        s10 = tl.zeros([BLOCK], ACC)
+        s01 = tl.zeros([BLOCK], ACC)
+        s11 = tl.zeros([BLOCK], ACC)
+        for c in range(0, C):
+            gv = tl.load(go_ptr + gb + c * P, mask=m, other=0).to(ACC)
+            base = xb + c * HW
+            if NEED_GI:
+                tl.atomic_add(gi_ptr + base + i00, gv * w00, mask=k00)
+                tl.atomic_add(gi_ptr + base + i10, gv * w10, mask=k10)
+                tl.atomic_add(gi_ptr + base + i01, gv * w01, mask=k01)
+                tl.atomic_add(gi_ptr + base + i11, gv * w11, mask=k11)
+            if NEED_GG:
+                s00 += tl.load(x_ptr + base + i00, mask=k00, other=0).to(ACC) * gv
+                s10 += tl.load(x_ptr + base + i10, mask=k10, other=0).to(ACC) * gv
+                s01 += tl.load(x_ptr + base + i01, mask=k01, other=0).to(ACC) * gv
+                s11 += tl.load(x_ptr + base + i11, mask=k11, other=0).to(ACC) * gv
+        if NEED_GG:
+            ggx = s00 * (-(y1 - iy)) + s10 * (y1 - iy) + s01 * (-(iy - y0)) + s11 * (iy - y0)
+            ggy = s00 * (-(x1 - ix)) + s10 * (-(ix - x0)) + s01 * (x1 - ix) + s11 * (ix - x0)
+            tl.store(gg_ptr + offs * 2, (ggx * sx).to(gg_ptr.dtype.element_ty), mask=m)
+            tl.store(gg_ptr + offs * 2 + 1, (ggy * sy).to(gg_ptr.dtype.element_ty), mask=m)
+
+
+# ---- cdist: a (B, R, M), b (B, Q, M) contiguous -> out (B, R, Q) --------------------------------
+@triton.jit(do_not_specialize=["rows", "M"])
+def sqnorm_rows(x_ptr, out_ptr, rows, M, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # out[r] = sum_k x[r, k]^2, one row per lane
+    r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = r < rows
+    acc = tl.zeros([BLOCK], ACC)
+    for k in range(0, M):
+        v = tl.load(x_ptr + r * M + k, mask=m, other=0).to(ACC)
+        acc += v * v
+    tl.store(out_ptr + r, acc, mask=m)
+
+
+@triton.jit(do_not_specialize=["R", "Q"])
+def cdist_mm_fin(ab_ptr, na_ptr, nb_ptr, out_ptr, R, Q, ACC: tl.constexpr,
+                 BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    # out = sqrt(max(|a_i|^2 + |b_j|^2 - 2 a_i.b_j, 0)), ab the (B, R, Q) products
+    bt = tl.program_id(0).to(tl.int64)
+    i = tl.program_id(1).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    j = tl.program_id(2).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mi = i < R
+    mj = j < Q
+    m = mi[:, None] & mj[None, :]
+    na = tl.load(na_ptr + bt * R + i, mask=mi, other=0).to(ACC)
+    nb = tl.load(nb_ptr + bt * Q + j, mask=mj, other=0).to(ACC)
+    off = bt * R * Q + i[:, None] * Q + j[None, :]
+    ab = tl.load(ab_ptr + off, mask=m, other=0).to(ACC)
+    d2 = (na[:, None] + nb[None, :]) - 2 * ab
+    tl.store(out_ptr + off, tl.sqrt(tl.maximum(d2, 0.0)).to(out_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _pow(v, e, LIBDEVICE: tl.constexpr):
+    # v ** e for v > 0: libdevice's pow on the GPU; Triton's interpreter has no libdevice
+    if LIBDEVICE:
+        r = libdevice.pow(v, e)
+    else:
+        r = tl.exp2(tl.log2(v) * e)
+    return r
+
+
+@triton.jit(do_not_specialize=["R", "Q", "M", "p_hi", "p_lo"])
+def cdist_direct(a_ptr, b_ptr, out_ptr, R, Q, M, p_hi, p_lo, MODE: tl.constexpr, ACC: tl.constexpr,
+                 LIBDEVICE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    # a (BLOCK_R x BLOCK_C) tile of distances, a loop over the M coordinates. MODE: 0 p == 0
+    # (count of differing coordinates), 1 p == 1, 2 p == 2, 3 p == inf, 4 any other p (a float64
+    # p as two float32 halves)
+    p = (tl.zeros([BLOCK_R, BLOCK_C], ACC) + p_hi) + p_lo
+    bt = tl.program_id(0).to(tl.int64)
+    i = tl.program_id(1).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    j = tl.program_id(2).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mi = i < R
+    mj = j < Q
+    acc = tl.zeros([BLOCK_R, BLOCK_C], ACC)
+    pa = a_ptr + bt * R * M + i * M
+    pb = b_ptr + bt * Q * M + j * M
+    for k in range(0, M):
+        av = tl.load(pa + k, mask=mi, other=0).to(ACC)
+        bv = tl.load(pb + k, mask=mj, other=0).to(ACC)
+        d = tl.abs(av[:, None] - bv[None, :])
+        if MODE == 0:
+            acc += tl.where(d != 0, 1.0, 0.0)
+        elif MODE == 1:
+            acc += d
+        elif MODE == 2:
+            acc += d * d
+        elif MODE == 3:
+            acc = tl.maximum(acc, d)
+        else:
+            acc += tl.where(d == 0, 0.0, _pow(tl.where(d == 0, 1.0, d), p, LIBDEVICE))
+    if MODE == 2:
+        acc = tl.sqrt(acc)
+    elif MODE == 4:
+        acc = tl.where(acc == 0, 0.0, _pow(tl.where(acc == 0, 1.0, acc), 1.0 / p, LIBDEVICE))
+    off = bt * R * Q + i[:, None] * Q + j[None, :]
+    tl.store(out_ptr + off, acc.to(out_ptr.dtype.element_ty), mask=mi[:, None] & mj[None, :])

@@ -449,6 +449,126 @@ def _constant_pad(be, op, x, pad, value=0):
     return out
 
 
+# ---- cdist ---------------------------------------------------------------------------------------
+def _cdist(be, op, x1, x2, p=2.0, compute_mode=None):
+    from ._blas import matmul
+    from ._runtime import FAKE
+    m = op.meta(x1, x2, p, compute_mode)  # PyTorch's checks, the output shape
+    if x1.dtype not in _FLOAT or x2.dtype is not x1.dtype:
+        return NotImplemented
+    shape = tuple(m.shape)
+    out = be._new(shape, x1.dtype, x1.device)
+    R, Q, M = shape[-2], shape[-1], x1.shape[-1]
+    if out.numel() == 0:
+        return out
+    if M == 0:
+        return be.fill_(out, 0)
+    B = out.numel() // (R * Q)
+    cdt = _acc_dt(x1.dtype)  # fp16/bf16 computed in float32, as core's CPU kernel
+
+    def rows(t, n):
+        t = t.detach().expand(shape[:-2] + (n, M))
+        if not (t.is_contiguous() and t.dtype is cdt):
+            t = be._copy_new(t, cdt)
+        return t.reshape(B, n, M)
+
+    a, b = rows(x1, R), rows(x2, Q)
+    K = _k()
+    acc = _acc_tl(cdt)
+    grid = (B, -(-R // 32), -(-Q // 32))
+    use_mm = p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and (R > 25 or Q > 25)))
+    if use_mm:  # |a|^2 + |b|^2 - 2 a.b, the product through cuBLAS (PyTorch's and core's way)
+        ab = matmul(a, b.transpose(1, 2))
+        if ab is None:
+            return NotImplemented
+        na = be._new((B * R,), cdt, a.device)
+        nb = be._new((B * Q,), cdt, a.device)
+        _launch(be, K.sqnorm_rows, (-(-(B * R) // 128),), [a, na, B * R, M],
+                {"ACC": acc, "BLOCK": 128})
+        _launch(be, K.sqnorm_rows, (-(-(B * Q) // 128),), [b, nb, B * Q, M],
+                {"ACC": acc, "BLOCK": 128})
+        _launch(be, K.cdist_mm_fin, grid, [ab, na, nb, out, R, Q],
+                {"ACC": acc, "BLOCK_R": 32, "BLOCK_C": 32})
+        return out
+    p = float(p)
+    mode = 0 if p == 0 else 1 if p == 1 else 2 if p == 2 else 3 if p == math.inf else 4
+    import numpy as np
+    hi = float(np.float32(p)) if mode == 4 else 1.0
+    lo = float(np.float32(p - hi)) if mode == 4 else 0.0
+    _launch(be, K.cdist_direct, grid, [a, b, out, R, Q, M, hi, lo],
+            {"MODE": mode, "ACC": acc, "LIBDEVICE": not FAKE, "BLOCK_R": 32, "BLOCK_C": 32})
+    return out
+
+
+# ---- grid_sampler (2-D) -------------------------------------------------------------------------
+def _grid_check(x, grid, mode, pm):
+    """core's grid_sampler checks (sample._grid_setup / _grid_kernel), in its order."""
+    if mode == 2:
+        raise NotImplementedError("grid_sample(mode='bicubic') is not supported by ember yet")
+    if x.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2:
+        raise RuntimeError(f"grid_sampler(): expected 4D input and grid with last dimension 2 "
+                           f"(ember supports 2-D grid_sample), but got input with sizes "
+                           f"{list(x.shape)} and grid with sizes {list(grid.shape)}")
+    if x.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, "
+                           f"but got input with sizes {list(x.shape)} and grid with sizes "
+                           f"{list(grid.shape)}")
+    if pm == 2:
+        raise NotImplementedError("grid_sample(padding_mode='reflection') is not supported by "
+                                  "ember yet")
+
+
+def _grid_args(be, x, grid, mode, pm, ac):
+    x, grid = _cont(be, x.detach()), _cont(be, grid.detach())
+    N, C, H, W = x.shape
+    P = grid.shape[1] * grid.shape[2]
+    consts = {"NEAREST": mode == 1, "ALIGN": bool(ac), "BORDER": pm == 1,
+              "ACC": _acc_tl(x.dtype), "BLOCK": 128}
+    return x, grid, N, C, H, W, P, consts
+
+
+def _grid_sampler(be, op, x, grid, mode, pm, ac):
+    if x.dtype not in _FLOAT or grid.dtype not in _FLOAT or mode not in (0, 1, 2) or \
+            pm not in (0, 1, 2):
+        return NotImplemented
+    _grid_check(x, grid, mode, pm)
+    x, grid, N, C, H, W, P, consts = _grid_args(be, x, grid, mode, pm, ac)
+    y = be._new((N, C) + tuple(grid.shape[1:3]), x.dtype, x.device)
+    if y.numel():
+        if H * W == 0:
+            return be.fill_(y, 0)
+        _launch(be, _k().grid_fwd, (-(-(N * P) // 128),), [x, grid, y, C, H, W, P, N * P],
+                consts)
+    return y
+
+
+def _grid_sampler_backward(be, op, g, x, grid, mode, pm, ac, mask):
+    if (x.dtype not in _FLOAT or grid.dtype not in _FLOAT or g.dtype not in _FLOAT
+            or mode not in (0, 1) or pm not in (0, 1, 2)):
+        return NotImplemented
+    _grid_check(x, grid, 0, pm)
+    if tuple(g.shape) != tuple(x.shape[:2]) + tuple(grid.shape[1:3]):
+        return NotImplemented  # the CPU kernel raises numpy's error
+    x, grid, N, C, H, W, P, consts = _grid_args(be, x, grid, mode, pm, ac)
+    g = _cont(be, g.detach())
+    need_gi, need_gg = bool(mask[0]), bool(mask[1])
+    gi = gg = None
+    if need_gi:
+        gi = be._new(tuple(x.shape), _acc_dt(x.dtype), x.device)
+        be.fill_(gi, 0)
+    if need_gg:
+        gg = be._new(tuple(grid.shape), grid.dtype, x.device)
+        if N * P and (C == 0 or H * W == 0):
+            be.fill_(gg, 0)
+    if N * P and C and H * W and (need_gi or need_gg):
+        _launch(be, _k().grid_bwd, (-(-(N * P) // 128),),
+                [g, x, grid, gi if need_gi else x, gg if need_gg else x, C, H, W, P, N * P],
+                dict(consts, NEED_GI=need_gi, NEED_GG=need_gg))
+    if gi is not None and gi.dtype is not x.dtype:
+        gi = be._copy_new(gi, x.dtype)
+    return gi, gg
+
+
 TABLE: dict = {
     "_native_batch_norm_legit_functional": _bn,
     "native_batch_norm_backward": _bn_backward,
@@ -468,6 +588,9 @@ TABLE: dict = {
     "constant_pad_nd": _constant_pad,
     "im2col": lambda be, op, *a: _conv().im2col(be, op, *a),
     "col2im": lambda be, op, *a: _conv().col2im(be, op, *a),
+    "cdist": _cdist,
+    "grid_sampler": _grid_sampler,
+    "grid_sampler_2d_backward": _grid_sampler_backward,
 }
 
 OVER_DECOMP = ("native_batch_norm_backward", "native_group_norm_backward")
@@ -476,9 +599,4 @@ HOST: dict[str, str] = {
     "_ctc_loss": "no GPU kernel yet (a per-sample alpha recursion over time: a Triton kernel "
                  "with a time loop is the plan)",
     "_ctc_loss_backward_ember": "no GPU kernel yet (beta recursion, as _ctc_loss)",
-    "cdist": "no GPU kernel yet (p=2 could be a cuBLAS product plus norms, other p a tiled "
-             "pairwise kernel)",
-    "grid_sampler": "no GPU kernel yet (a gather kernel: 4 taps bilinear / 1 nearest per output)",
-    "grid_sampler_2d_backward": "no GPU kernel yet (atomic scatter of the taps, plus the grid "
-                                "gradient)",
 }
