@@ -169,6 +169,10 @@ check("repeat_interleave dim1", lambda a, r: a.repeat_interleave(r, 1), randn(4,
 check("repeat_interleave flat", lambda a, r: a.repeat_interleave(r), randn(2, 3), ints(0, 4, 6))
 check("repeat_interleave 0-d repeats", lambda a, r: a.repeat_interleave(r, 0), randn(3, 2),
       ember.tensor(2))
+check("repeat_interleave int", lambda a: a.repeat_interleave(3, 1), randn(2, 3))
+check("repeat_interleave int flat", lambda a: a.repeat_interleave(2), randn(2, 3))
+check("repeat_interleave int 0", lambda a: a.repeat_interleave(0, 0), randn(2, 3))
+check("repeat_interleave int negative", lambda a: a.repeat_interleave(-1, 0), randn(2, 3))
 check("repeat_interleave counts", lambda r: ember.repeat_interleave(r), ints(0, 5, 300))
 check("repeat_interleave big", lambda a, r: a.repeat_interleave(r, 0), randn(2100, 2),
       ints(0, 3, 2100))

@@ -878,8 +878,13 @@ def _bucketize(be, op, x, boundaries, out_int32=False, right=False):
 def _repeat_interleave(be, op, x, repeats=None, dim=None, output_size=None):
     args = (x, repeats, dim, output_size)
     counts = x if repeats is None else repeats
-    if not isinstance(counts, Tensor) or counts.dtype not in _INTS or counts.ndim > 1:
-        return _raise(be, op, args) if isinstance(counts, Tensor) else NotImplemented
+    if isinstance(counts, bool) or not isinstance(counts, (Tensor, int)):
+        return NotImplemented
+    if isinstance(counts, int):
+        if counts < 0:
+            return _raise(be, op, args)
+    elif counts.dtype not in _INTS or counts.ndim > 1:
+        return _raise(be, op, args)
     if repeats is None:
         src, d = None, 0
         k = counts.shape[0] if counts.ndim else 1
@@ -891,14 +896,20 @@ def _repeat_interleave(be, op, x, repeats=None, dim=None, output_size=None):
         if src.ndim == 0:
             return NotImplemented
         k = src.shape[d]
-        if counts.ndim == 1 and counts.shape[0] != k:
+        if isinstance(counts, Tensor) and counts.ndim == 1 and counts.shape[0] != k:
             return _raise(be, op, args)
     c = be._new((k,), D.int64, x.device)
-    be._copy_into(c, counts.reshape(-1) if counts.ndim else counts.expand((k,)))
-    # the repeats' min (no negatives) and their sum (the output's size): one read
-    mm = _mm_buffer(be, 2, x.device)
     K = _K()
-    if k:
+    if isinstance(counts, int):   # the output's size is known: no read
+        be.fill_(c, counts)
+        total = k * counts
+        if k:
+            tot = be._new((1,), D.int64, x.device)
+            _launch(be, K.exclusive_scan, (1,), [c, k, tot], (), {"BLOCK": _BLOCK})
+    elif k:
+        # the repeats' min (no negatives) and their sum (the output's size): one read
+        be._copy_into(c, counts.reshape(-1) if counts.ndim else counts.expand((k,)))
+        mm = _mm_buffer(be, 2, x.device)
         _launch(be, K.minmax, (min(-(-k // _BLOCK), _PROGS),), [c, mm, k], (), {"BLOCK": _BLOCK})
         _launch(be, K.exclusive_scan, (1,), [c, k, mm[2:]], (), {"BLOCK": _BLOCK})
         r = be.to_host(mm)
