@@ -282,7 +282,7 @@ class CudaBackend(DeviceBackend):
 
     def pointwise(self, op, args, result_dtype, compute_dtype):
         sig = self._signature(op, args)
-        plan = self._plans.get(sig) if sig is not None else None
+        plan = self._plan(sig) if sig is not None else None
         if plan is not None:  # the eager hot path: one allocation and one launch
             return self._launch_plan(plan, args)
         out = self._pointwise_slow(op, args, result_dtype, compute_dtype)
@@ -302,6 +302,12 @@ class CudaBackend(DeviceBackend):
                     i for i, a in enumerate(args)
                     if i in pws and a.__class__ in (bool, int, float))
                 common = pointwise_dtypes(op, [args[i] for i in op.pw_idx], args)[0]
+                try:
+                    hash(sig)
+                except TypeError:  # never looked up (see _plan)
+                    return out
+                if len(self._plans) > 20000:
+                    self._plans.clear()
                 self._plans[sig] = (out._shape, out._stride, out._storage.nbytes, out.device,
                                     allocator(out.device.index), tens, scal, run, prefix,
                                     cvals, grid, tuple(tail), result_dtype, common)
@@ -320,7 +326,7 @@ class CudaBackend(DeviceBackend):
             call = [buf.ptr]
         for i in tens:
             a = args[i]
-            call.append(a._storage.data.ptr + a._offset * a.dtype.itemsize)
+            call.append(a._st.data.ptr + a._offset * a.dtype.itemsize)
         for i in scal:
             call.append(args[i])
         run(grid[0], 1, 1, stream, *prefix, *call, *tail, *cvals)
@@ -342,7 +348,7 @@ class CudaBackend(DeviceBackend):
                 if isinstance(a, Tensor) and a._requires_grad:  # nn.Parameter too
                     return None  # autograd records it
         sig = self._signature(base or op, args)
-        plan = self._plans.get(sig) if sig is not None else None
+        plan = self._plan(sig) if sig is not None else None
         if plan is None:
             return None
         chk = (base or op).check
@@ -387,7 +393,7 @@ class CudaBackend(DeviceBackend):
                 d = a.dtype
                 if d is D.float64:
                     const = True
-                p = a._storage.data.ptr + a._offset * d.itemsize
+                p = a._st.data.ptr + a._offset * d.itemsize  # a cuda tensor always has _st
                 sig.append((d, a._shape, a._stride, a.device.index, p & 15 == 0))
             elif c is float or c is int or c is bool:
                 # runtime kernel scalars by type; the rest (alpha, decimals, eps) by value
@@ -403,17 +409,14 @@ class CudaBackend(DeviceBackend):
         if const:  # scalars baked into the kernel: their values are part of the key
             for k, v in scalars:
                 sig[k] = (sig[k], v)
-        try:
-            sig = tuple(sig)
-            hash(sig)
-        except TypeError:
-            return None
-        self._plans_check()
-        return sig
+        return tuple(sig)  # callers look it up with _plan(): unhashable parts mean no plan
 
-    def _plans_check(self):
-        if len(self._plans) > 20000:
-            self._plans.clear()
+    def _plan(self, sig):
+        """The cached launch plan of a signature (None: none, or a signature not hashable)."""
+        try:
+            return self._plans.get(sig)
+        except TypeError:  # a list or other unhashable argument: no plan for such calls
+            return None
 
     def _pointwise_slow(self, op, args, result_dtype, compute_dtype):
         if self._pw is not None:
