@@ -736,16 +736,16 @@ def _scatter_reduce(be, op, x, dim, index, src, reduce, include_self=True):
     iv, wv = index.reshape(ish), work.reshape(xs)
     sst = list(src.stride()[:len(ish)]) if src.ndim else [0] * len(ish)
     a, b, scale = _zeroed(wv.stride(), d), iv.stride(), wv.stride()[d]
-    if not include_self:   # the scattered slots start from the reduction's identity
+    if not include_self:
+        # sum/mean/prod: the scattered slots start from the identity; amax/amin: from one of
+        # the values scattered there (a plain scatter: whichever lands), which the max / min
+        # over all of them then includes anyway (no -inf or integer extremes to fill)
         if reduce in ("sum", "mean", "prod"):
-            ident = 1 if reduce == "prod" else 0
-        elif work.dtype.is_floating_point:
-            ident = float("-inf") if reduce == "amax" else float("inf")
+            seed, sst0 = _scalar(be, 1 if reduce == "prod" else 0, work.dtype, x.device), \
+                [0] * len(ish)
         else:
-            info = np.iinfo(work.dtype.np)
-            ident = int(info.min if reduce == "amax" else info.max)
-        one = _scalar(be, ident, work.dtype, x.device)
-        if not _scatter(be, wv, one, iv, ish, a, b, [0] * len(ish), scale, xs[d], False):
+            seed, sst0 = src, sst
+        if not _scatter(be, wv, seed, iv, ish, a, b, sst0, scale, xs[d], False):
             return NotImplemented
     red = _REDUCE_OP[reduce]
     ok = (_scatter(be, wv, src, iv, ish, a, b, sst, scale, xs[d], True) if red == 0 else
