@@ -157,6 +157,16 @@ print("sorting", flush=True)
 longi = t(rng.integers(-100, 100, (1, 4500)).astype("float32"))   # > SORT_BLOCK_MAX: rank sort
 check("sort long", lambda a: a.sort(-1), longi)
 check("topk long", lambda a: a.topk(5), longi)
+check("topk long smallest", lambda a: a.topk(7, largest=False), longi)
+import ember.cuda._ops_sort as S   # the chunked topk path, at a small chunk size
+S.SORT_BLOCK_MAX, saved = 64, S.SORT_BLOCK_MAX
+huge = t(rng.integers(-300, 300, (2, 259)).astype("float32"))   # short last chunk
+huge[0, 258] = float("nan")
+check("topk chunked", lambda a: a.topk(5), huge)
+check("topk chunked smallest", lambda a: a.topk(9, largest=False), huge)
+check("topk chunked int", lambda a: a.to(ember.int32).topk(4), huge[1:])
+check("topk chunked 2 rounds", lambda a: a.reshape(1, -1)[:, :4000].topk(16), long)
+S.SORT_BLOCK_MAX = saved
 check("sort 0-d", lambda a: a[0, 0].sort(0), f64)
 print("ok")
 """

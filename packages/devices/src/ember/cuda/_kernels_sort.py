@@ -290,17 +290,23 @@ def strided_scan(x_ptr, out_ptr, idx_ptr, n, inner, KIND: tl.constexpr, ACC: tl.
 
 
 # ---- sorting ----------------------------------------------------------------------------------
-@triton.jit(do_not_specialize=["C", "OUTN"])
-def row_sort_packed(x_ptr, val_ptr, idx_ptr, C, OUTN, DESC: tl.constexpr, FLOAT: tl.constexpr,
-                    BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["C", "OUTN", "CH"])
+def row_sort_packed(x_ptr, val_ptr, idx_ptr, C, OUTN, CH, in_idx_ptr, DESC: tl.constexpr,
+                    FLOAT: tl.constexpr, HAS_IDX: tl.constexpr, BLOCK: tl.constexpr):
     # stable sort of a row of <= 32-bit values (C <= BLOCK): each element becomes the int64
     # (order-preserving 32-bit key << 32 | index), one tl.sort of the padded block, then the
     # values are gathered by index. NaN sorts largest, -0.0 equals 0.0 (PyTorch's order).
-    # Writes the first OUTN of the sorted row (topk).
+    # Writes the first OUTN of the sorted row (topk). Program (row, c) sorts the chunk
+    # [c * CH, (c + 1) * CH) of the row (CH <= BLOCK) into output row row * num_programs(1) + c
+    # (topk's first stage on long rows); HAS_IDX: the row's elements carry the indices in_idx
+    # (topk's second stage), which are written instead of their positions.
     row = tl.program_id(0).to(tl.int64)
-    base = x_ptr + row * C
+    c = tl.program_id(1).to(tl.int64)
+    orow = row * tl.num_programs(1) + c
+    lo = c * CH
+    base = x_ptr + row * C + lo
     cols = tl.arange(0, BLOCK)
-    m = cols < C
+    m = (cols < CH) & (lo + cols < C)
     v = tl.load(base + cols, mask=m, other=0)
     if FLOAT:
         f = v.to(tl.float32)
@@ -316,10 +322,14 @@ def row_sort_packed(x_ptr, val_ptr, idx_ptr, C, OUTN, DESC: tl.constexpr, FLOAT:
     packed = tl.where(m, packed, 0x7FFFFFFFFFFFFFFF)
     s = tl.sort(packed, 0)
     idx = s & tl.full([BLOCK], 0xFFFFFFFF, tl.int64)
-    om = cols < OUTN
+    om = (cols < OUTN) & (idx < CH) & (lo + idx < C)
     vals = tl.load(base + idx, mask=om)
-    tl.store(val_ptr + row * OUTN + cols, vals, mask=om)
-    tl.store(idx_ptr + row * OUTN + cols, idx, mask=om)
+    if HAS_IDX:
+        gidx = tl.load(in_idx_ptr + row * C + lo + idx, mask=om)
+    else:
+        gidx = lo + idx
+    tl.store(val_ptr + orow * OUTN + cols, vals, mask=om)
+    tl.store(idx_ptr + orow * OUTN + cols, gidx, mask=om)
 
 
 @triton.jit(do_not_specialize=["C", "OUTN"])

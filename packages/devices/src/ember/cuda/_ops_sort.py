@@ -11,8 +11,11 @@ Scans along a non-last dim walk the dim with coalesced loads across the trailing
 Sorting (sort, argsort, topk and, through sort, kthvalue/median/nanmedian):
 - values of <= 32 bits, rows up to SORT_BLOCK_MAX (4096): one tl.sort of a padded power-of-two
   block of int64 keys (order-preserving 32-bit key << 32 | index: stable, with indices).
+- topk (k <= 1024) of longer rows of such values: the top k of each 4096 chunk by the same
+  kernel, then the top k of those candidates (repeated while more than 4096).
 - 64-bit values, or rows up to RANK_MAX (32768): a rank sort (each element counts the elements
-  ordered before it; O(C^2) compares a row, spread over C / 64 programs).
+  ordered before it; O(C^2) compares a row, spread over C / 64 programs: slow, 2 ms for a
+  1024 x 1024 float64 sort on an H100 against PyTorch's 0.09 ms).
 - longer rows: host copies (NotImplemented), the documented fallback.
 """
 from __future__ import annotations
@@ -262,10 +265,22 @@ def _sort_rows(be, rows, R, C, desc, outn):
     if R == 0 or outn == 0:
         return vals, idx
     K = _k()
-    if rows.dtype in _small32() and C <= SORT_BLOCK_MAX:
-        _launch(be, K.row_sort_packed, (R,), [rows, vals, idx, C, outn], (),
-                {"DESC": bool(desc), "FLOAT": rows.dtype.is_floating_point,
-                 "BLOCK": max(16, 1 << (C - 1).bit_length())})
+    packed = rows.dtype in _small32()
+    if packed and C <= SORT_BLOCK_MAX:
+        _packed(be, rows, vals, idx, R, C, desc, outn, C, 1)
+    elif packed and outn <= SORT_BLOCK_MAX // 4:
+        # topk of long rows: the first outn of each SORT_BLOCK_MAX chunk (one launch), then of
+        # the candidates (chunk order keeps ties in index order), repeated while they are many
+        cand = None
+        while C > SORT_BLOCK_MAX:
+            nch = -(-C // SORT_BLOCK_MAX)
+            cv = be._new((R, nch * outn), rows.dtype, rows.device)
+            ci = be._new((R, nch * outn), D.int64, rows.device)
+            if 0 < C % SORT_BLOCK_MAX < outn:  # a short last chunk: pad with the last in order
+                be.fill_(cv, _worst(rows.dtype, desc))
+            _packed(be, rows, cv, ci, R, C, desc, outn, SORT_BLOCK_MAX, nch, cand)
+            rows, cand, C = cv, ci, nch * outn
+        _packed(be, rows, vals, idx, R, C, desc, outn, C, 1, cand)
     elif C <= RANK_MAX:
         BI = 64
         _launch(be, K.row_sort_rank, (R, -(-C // BI)), [rows, vals, idx, C, outn], (),
@@ -273,6 +288,24 @@ def _sort_rows(be, rows, R, C, desc, outn):
     else:
         return None
     return vals, idx
+
+
+def _worst(dt, desc):
+    if dt.is_floating_point:
+        return -math.inf if desc else math.nan
+    if dt is D.bool:
+        return not desc
+    info = {D.int32: 31, D.int16: 15, D.int8: 7}
+    if dt is D.uint8:
+        return 0 if desc else 255
+    return -(1 << info[dt]) if desc else (1 << info[dt]) - 1
+
+
+def _packed(be, rows, vals, idx, R, C, desc, outn, ch, nch, in_idx=None):
+    _launch(be, _k().row_sort_packed, (R, nch),
+            [rows, vals, idx, C, outn, ch, in_idx if in_idx is not None else idx], (),
+            {"DESC": bool(desc), "FLOAT": rows.dtype.is_floating_point,
+             "HAS_IDX": in_idx is not None, "BLOCK": max(16, 1 << (ch - 1).bit_length())})
 
 
 def _back(be, t, shape, d, nd):
