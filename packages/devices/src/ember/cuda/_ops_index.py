@@ -9,7 +9,10 @@ collapsed dims) plus, where indices come from the user, one bounds check: the in
 max (atomics into 16 bytes per index tensor) read back in one 16*k-byte copy. When they are out
 of range the op's CPU kernel runs on host copies to raise PyTorch's exact error (nothing on the
 device was written yet). Ops whose output size depends on values (nonzero, masked_select, boolean
-masks in x[mask]) read their count back, as PyTorch's CUDA ops do.
+masks in x[mask]) read their count back, as PyTorch's CUDA ops do; so do bincount (its max),
+histc (the data's range when min == max), repeat_interleave with tensor repeats (their sum).
+scatter_reduce's prod is a compare-and-swap loop (no atomic multiply); searchsorted/bucketize
+are one binary search per element; embedding_bag is one program per bag, in index order.
 """
 from __future__ import annotations
 
