@@ -399,7 +399,8 @@ class CudaBackend(DeviceBackend):
                 # runtime kernel scalars by type; the rest (alpha, decimals, eps) by value
                 if i in pws:
                     scalars.append((len(sig), a))
-                    sig.append(c)
+                    # Triton passes an int as i32 or i64 by its value: part of the key
+                    sig.append(c if c is not int or -_I31 <= a < _I31 else "i64")
                 else:
                     sig.append((c, a))
             elif c is list:
@@ -507,6 +508,7 @@ class CudaBackend(DeviceBackend):
         return up(r)
 
 
+_I31 = 2**31
 _TL_OK = {D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16, D.bfloat16, D.float32,
           D.float64}
 

@@ -201,7 +201,9 @@ class PointwiseCache:
                     mkey.append((a.dtype, a.shape, tuple(a.stride), a.addr & 15 == 0))
                     ptrs.append(a.addr)
                 elif i in pws and isinstance(a, (bool, int, float)):
-                    mkey.append((a.__class__, a) if const else a.__class__)
+                    # (an int's Triton type, i32 or i64, follows its value)
+                    mkey.append((a.__class__, a) if const else a.__class__ if (
+                        a.__class__ is not int or -_I32 - 1 <= a <= _I32) else "i64")
                     if not const:
                         scal.append(a)
                 else:
