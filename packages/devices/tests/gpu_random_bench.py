@@ -1,0 +1,51 @@
+"""GPU times (CUDA events, ms an op) of the random ops on 2**26 float32 elements, for ember or,
+with `torch` as argument, PyTorch (side-by-side comparison on the lent GPU only; ember never
+imports torch). Usage: python gpu_random_bench.py [torch]"""
+from __future__ import annotations
+
+import os
+import sys
+
+N = int(os.environ.get("BENCH_N", 1 << 26))
+lib = sys.argv[1] if len(sys.argv) > 1 else "ember"
+if lib == "torch":
+    import torch as T
+else:
+    import ember as T
+
+
+def timed(f, reps=20):
+    for _ in range(3):
+        f()
+    T.cuda.synchronize()
+    a, b = T.cuda.Event(enable_timing=True), T.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(reps):
+        f()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / reps
+
+
+x = T.empty(N, device="cuda")
+p = T.full((min(N, 1 << 20),), 5.0, device="cuda")
+big = T.full((min(N, 1 << 20),), 300.0, device="cuda")
+w = T.rand(min(N, 1000), 1000, device="cuda")
+cases = {
+    "rand": lambda: T.rand(N, device="cuda"),
+    "randn": lambda: T.randn(N, device="cuda"),
+    "randint(0,1000) int64": lambda: T.randint(0, 1000, (N,), device="cuda"),
+    "randint(0,1000) int32": lambda: T.randint(0, 1000, (N,), device="cuda", dtype=T.int32),
+    "bernoulli_(0.5)": lambda: x.bernoulli_(0.5),
+    "normal_ float64 2^25": lambda: T.empty(N // 2, device="cuda", dtype=T.float64).normal_(),
+    "poisson(5) 2^20": lambda: T.poisson(p),
+    "poisson(300) 2^20": lambda: T.poisson(big),
+    "randperm(32768)": lambda: T.randperm(32768, device="cuda"),
+    "multinomial 1000x1000 n=100": lambda: T.multinomial(w, 100),
+    "multinomial 1000x1000 n=100 repl": lambda: T.multinomial(w, 100, True),
+}
+for name, f in cases.items():
+    try:
+        print(f"{lib:6s} {name:34s} {timed(f):8.3f} ms", flush=True)
+    except Exception as e:  # noqa: BLE001 - report and go on
+        print(f"{lib:6s} {name:34s} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
