@@ -66,10 +66,29 @@ def _row_reduce(be, x, dims, shape, out_dtype, kind, divisor=1.0, p=0.0, sqrt=Fa
         return out
     rows, R, C = _rows(be, x, dims)
     acc = _ACC[acc_dtype or x.dtype]
+    chunk = math.gcd(C, 16384)
+    if kind in _SPLIT and R < 128 and C >= 65536 and chunk >= 2048:
+        # few long rows: one program a row would leave the GPU idle (a 16M-element norm took
+        # 7 ms); reduce chunks of each row first, then the per-row partials (exact for these
+        # kinds: partial norms/LSEs/products/counts combine by the same or a summing kind)
+        P = C // chunk
+        pdt = out_dtype if out_dtype in (D.bool, D.int64, D.float64) else D.float32
+        part = be._new((R * P,), pdt, x.device)
+        flat = rows if rows.is_contiguous() else be._copy_new(rows, rows.dtype)
+        _launch_rows(be, _k().row_reduce2, flat, part, R * P, chunk,
+                     {"KIND": kind, "ACC": acc, "SQRT": sqrt, "BLOCK": _rblock(chunk)},
+                     (float(divisor), float(p)))
+        rows, C, kind = part, P, _SPLIT[kind]
+        acc = _ACC[pdt]
     _launch_rows(be, _k().row_reduce2, rows, out, R, C,
                  {"KIND": kind, "ACC": acc, "SQRT": sqrt, "BLOCK": _rblock(C)},
                  (float(divisor), float(p)))
     return out
+
+
+# row reductions that split long rows: kind of the first pass -> kind combining its partials
+# (prod, nansum, all, any, count -> sum, logsumexp, norms 2/1/inf/-inf, 0 -> sum of counts, p)
+_SPLIT = {1: 1, 2: 2, 3: 3, 4: 4, 5: 2, 6: 6, 10: 10, 11: 11, 12: 12, 13: 13, 14: 2, 15: 15}
 
 
 def _dims(dim, ndim):

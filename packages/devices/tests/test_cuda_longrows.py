@@ -1,0 +1,49 @@
+"""Reductions over a few very long rows split each row over many programs (then combine the
+partials): the values must match the CPU's. On a GPU in-process, else on the fake device (a
+subprocess: the environment must be set before triton is imported)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ember
+
+pytest.importorskip("triton")
+
+SCRIPT = r"""
+import math
+import numpy as np, ember
+from ember._device import get_backend
+rng = np.random.default_rng(0)
+x = ember.tensor(rng.standard_normal((2, 131072)).astype("float32"))
+g = x.cuda()
+be = get_backend("cuda")
+before = dict(be.fallback_ops)
+def close(a, b, tol=1e-4):
+    a = a.float().numpy() if a.dtype.is_floating_point else a.numpy()
+    b = b.cpu()
+    b = b.float().numpy() if b.dtype.is_floating_point else b.numpy()
+    assert np.allclose(a, b, rtol=tol, atol=tol), (a, b)
+cases = [lambda t: t.norm(), lambda t: t.norm(1, 1), lambda t: t.norm(float("inf")),
+         lambda t: t.norm(-math.inf, 1), lambda t: t.norm(0), lambda t: t.norm(3.5, 1),
+         lambda t: t.logsumexp(1), lambda t: (t.double() * 1e-5 + 1).prod(1),
+         lambda t: t.nansum(), lambda t: (t > -4).all(1), lambda t: (t > 4).any(),
+         lambda t: ember.count_nonzero(t > 0, 1), lambda t: t.half().norm(),
+         lambda t: t.var(), lambda t: t.std(1)]
+for f in cases:
+    close(f(x), f(g))
+assert be.fallback_ops == before, be.fallback_ops
+print("ok")
+"""
+
+
+def test_long_row_reductions():
+    if ember.cuda.is_available() and os.environ.get("EMBER_CUDA_FAKE") != "1":
+        exec(compile(SCRIPT, "longrows", "exec"), {})
+        return
+    env = dict(os.environ, EMBER_CUDA_FAKE="1", TRITON_INTERPRET="1",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr[-3000:]
