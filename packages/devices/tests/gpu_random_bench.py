@@ -1,6 +1,6 @@
 """GPU times (CUDA events, ms an op) of the random ops on 2**26 float32 elements, for ember or,
 with `torch` as argument, PyTorch (side-by-side comparison on the lent GPU only; ember never
-imports torch). Usage: python gpu_random_bench.py [torch]"""
+imports torch). Usage: python gpu_random_bench.py [torch|ember [name prefixes, comma-separated]]"""
 from __future__ import annotations
 
 import os
@@ -15,7 +15,7 @@ else:
 
 
 def timed(f, reps=20):
-    for _ in range(3):
+    for _ in range(5):
         f()
     T.cuda.synchronize()
     a, b = T.cuda.Event(enable_timing=True), T.cuda.Event(enable_timing=True)
@@ -37,6 +37,8 @@ cases = {
     "randint(0,1000) int64": lambda: T.randint(0, 1000, (N,), device="cuda"),
     "randint(0,1000) int32": lambda: T.randint(0, 1000, (N,), device="cuda", dtype=T.int32),
     "bernoulli_(0.5)": lambda: x.bernoulli_(0.5),
+    "uniform_ (in place)": lambda: x.uniform_(),
+    "normal_ (in place)": lambda: x.normal_(),
     "normal_ float64 2^25": lambda: T.empty(N // 2, device="cuda", dtype=T.float64).normal_(),
     "poisson(5) 2^20": lambda: T.poisson(p),
     "poisson(300) 2^20": lambda: T.poisson(big),
@@ -44,8 +46,12 @@ cases = {
     "multinomial 1000x1000 n=100": lambda: T.multinomial(w, 100),
     "multinomial 1000x1000 n=100 repl": lambda: T.multinomial(w, 100, True),
 }
-for name, f in cases.items():
-    try:
-        print(f"{lib:6s} {name:34s} {timed(f):8.3f} ms", flush=True)
-    except Exception as e:  # noqa: BLE001 - report and go on
-        print(f"{lib:6s} {name:34s} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+only = sys.argv[2].split(",") if len(sys.argv) > 2 else None
+for pas in (1, 2):    # two passes: the first may include warm-up effects (clocks, allocator)
+    for name, f in cases.items():
+        if only and not any(name.startswith(o) for o in only):
+            continue
+        try:
+            print(f"{lib:6s} pass {pas} {name:34s} {timed(f):8.3f} ms", flush=True)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print(f"{lib:6s} {name:34s} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
