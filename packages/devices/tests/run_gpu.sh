@@ -20,7 +20,7 @@ if [[ $what == smoke || $what == all ]]; then
 fi
 if [[ $what == tests || $what == all ]]; then
   timeout 330 python3 -m pytest -q --timeout 120 -n 8 -p no:cacheprovider \
-    packages/devices/tests 2>&1 | tail -60 | tee "$out/tests.log" || rc=1
+    packages/devices/tests 2>&1 | tail -150 | tee "$out/tests.log" || rc=1
 fi
 if [[ $what == bench || $what == all ]]; then
   timeout 400 python3 benchmarks/compare.py --device cuda --big \

@@ -251,4 +251,5 @@ def test_op_database_on_the_fake_device():
                           os.path.join(here, "test_cuda_opdb.py")],
                          env=env, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
-    assert " passed" in out.stdout and "skipped" not in out.stdout.splitlines()[-1], out.stdout[-500:]
+    last = out.stdout.splitlines()[-1]
+    assert " passed" in last and "skipped" not in last, out.stdout[-500:]

@@ -267,6 +267,9 @@ def _run(env):
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-10000:]
 
 
+@pytest.mark.skipif(ember.cuda.is_available() and os.environ.get("EMBER_CUDA_FAKE") != "1",
+                    reason="a real GPU runs the GPU test (and the device image's Triton 3.6 "
+                           "interpreter breaks on its numpy)")
 def test_linalg_on_the_fake_device():
     pytest.importorskip("triton")
     _run(ENV_FAKE)

@@ -20,20 +20,20 @@ x = ember.tensor(rng.standard_normal((2, 131072)).astype("float32"))
 g = x.cuda()
 be = get_backend("cuda")
 before = dict(be.fallback_ops)
-def close(a, b, tol=1e-4):
+def close(a, b, k, tol=1e-4):
     a = a.float().numpy() if a.dtype.is_floating_point else a.numpy()
     b = b.cpu()
     b = b.float().numpy() if b.dtype.is_floating_point else b.numpy()
-    assert np.allclose(a, b, rtol=tol, atol=tol), (a, b)
+    assert np.allclose(a, b, rtol=tol, atol=tol), (k, a, b)
 cases = [lambda t: t.norm(), lambda t: t.norm(1, 1), lambda t: t.norm(float("inf")),
          lambda t: t.norm(-math.inf, 1), lambda t: t.norm(0), lambda t: t.norm(3.5, 1),
          lambda t: t.logsumexp(1), lambda t: (t.double() * 1e-5 + 1).prod(1),
          lambda t: t.nansum(), lambda t: (t > -4).all(1), lambda t: (t > 4).any(),
          lambda t: ember.count_nonzero(t > 0, 1), lambda t: t.half().norm(),
          lambda t: t.var(), lambda t: t.std(1)]
-for f in cases:
-    close(f(x), f(g))
-assert be.fallback_ops == before, be.fallback_ops
+for k, f in enumerate(cases):
+    close(f(x), f(g), k)
+    assert be.fallback_ops == before, (k, be.fallback_ops)
 print("ok")
 """
 
