@@ -87,8 +87,10 @@ def _row_reduce(be, x, dims, shape, out_dtype, kind, divisor=1.0, p=0.0, sqrt=Fa
 
 
 # row reductions that split long rows: kind of the first pass -> kind combining its partials
-# (prod, nansum, all, any, count -> sum, logsumexp, norms 2/1/inf/-inf, 0 -> sum of counts, p)
-_SPLIT = {1: 1, 2: 2, 3: 3, 4: 4, 5: 2, 6: 6, 10: 10, 11: 11, 12: 12, 13: 13, 14: 2, 15: 15}
+# (prod, nansum, all, any, logsumexp, norms 2/1/inf/-inf, 0 -> a float sum of counts, p).
+# count_nonzero is not split: its int64 partials would need an integer sum kind (nansum's
+# kernel is float-typed: Triton refuses the int64 accumulator on the GPU)
+_SPLIT = {1: 1, 2: 2, 3: 3, 4: 4, 6: 6, 10: 10, 11: 11, 12: 12, 13: 13, 14: 2, 15: 15}
 
 
 def _dims(dim, ndim):
