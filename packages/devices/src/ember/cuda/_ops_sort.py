@@ -130,6 +130,10 @@ def _nansum(be, op, x, dim=None, keepdim=False, dtype=None):
     m = op.meta(x, dim, keepdim, dtype)
     if not _ok(x.dtype, m.dtype):
         return NotImplemented
+    if not m.dtype.is_floating_point:  # no NaNs: sum's kernel (nansum's is float-typed)
+        from ._ops import _reduce
+        return _reduce(be, op, x, dim, keepdim, 0, m.dtype) if x.numel() else \
+            be.fill_(be._new(tuple(m.shape), m.dtype, x.device), 0)
     if x.dtype is not m.dtype:
         x = be._copy_new(x, m.dtype)
     return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, m.dtype, 2, empty=0)
