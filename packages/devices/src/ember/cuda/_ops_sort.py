@@ -17,6 +17,12 @@ Sorting (sort, argsort, topk and, through sort, kthvalue/median/nanmedian):
   ordered before it; O(C^2) compares a row, spread over C / 64 programs: slow, 2 ms for a
   1024 x 1024 float64 sort on an H100 against PyTorch's 0.09 ms).
 - longer rows: host copies (NotImplemented), the documented fallback.
+
+mode, quantile/nanquantile and unique/unique(dim)/unique_consecutive are compositions of the GPU
+ops above and of other families (gather, cumsum, nonzero, index_select, scatter), no kernels of
+their own: their sorts have the limits above (a flat unique of more than RANK_MAX elements sorts on
+host copies), unique(dim) sorts once per column of the slices (stable, last column first), and
+unique* read their output size back once (nonzero), as PyTorch does.
 """
 from __future__ import annotations
 
@@ -483,8 +489,8 @@ def _quantile(ignore_nan):
         qt = q if isinstance(q, E.Tensor) else E.full((), q, dtype=x.dtype, device=x.device)
         if qt.device != x.device:
             return NotImplemented
-        if qt.numel():
-            # the value check reads one flag back, as PyTorch's
+        if isinstance(q, E.Tensor) and qt.numel():
+            # the value check reads one flag back, as PyTorch's (a float q: checked by the meta)
             if bool((~((qt >= 0) & (qt <= 1))).any().item()):
                 raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
         a = x.reshape(-1) if dim is None or x.ndim == 0 else x.movedim(normalize_dim(dim, x.ndim),
