@@ -2,13 +2,7 @@
 and out-of-range indices, dtypes, sizes over one block, and that none of them ran on host copies.
 Runs on the GPU when there is one, else on the fake device (Triton's interpreter) in a
 subprocess, so the environment takes effect before triton is imported."""
-import os
-import subprocess
-import sys
-
-import pytest
-
-import ember
+from cuda_script import run_script
 
 SCRIPT = r"""
 import numpy as np, ember
@@ -239,12 +233,4 @@ print("OK")
 
 
 def test_index_ops_on_cuda():
-    if ember.cuda.is_available():   # the GPU, or the fake device when this process has it
-        exec(compile(SCRIPT, "index_script", "exec"), {})
-        return
-    pytest.importorskip("triton")
-    env = dict(os.environ, EMBER_CUDA_FAKE="1", TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
-                       timeout=900)
-    assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-3000:] + r.stderr[-6000:]
+    run_script(SCRIPT, "test_cuda_index", timeout=900)

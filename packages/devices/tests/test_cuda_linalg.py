@@ -5,13 +5,7 @@ singular vectors are checked up to their sign (the gauge the libraries may pick 
 same script runs on the fake device (numpy stand-ins of cuSOLVER, in a subprocess so the
 environment takes effect before triton is imported) and, when there is one, on the GPU; it checks
 that only the failure paths ran on host copies."""
-import os
-import subprocess
-import sys
-
-import pytest
-
-import ember
+from cuda_script import run_script
 
 SCRIPT = r"""
 import sys
@@ -257,28 +251,6 @@ assert not FAILED, FAILED
 print("ok")
 """
 
-ENV_FAKE = dict(os.environ, EMBER_CUDA_FAKE="1", TRITON_INTERPRET="1",
-                PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
-
-def _run(env):
-    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                         text=True, timeout=900)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-10000:]
-
-
-@pytest.mark.skipif(ember.cuda.is_available() and os.environ.get("EMBER_CUDA_FAKE") != "1",
-                    reason="a real GPU runs the GPU test (and the device image's Triton 3.6 "
-                           "interpreter breaks on its numpy)")
-def test_linalg_on_the_fake_device():
-    pytest.importorskip("triton")
-    _run(ENV_FAKE)
-
-
-@pytest.mark.skipif(not ember.cuda.is_available() or os.environ.get("EMBER_CUDA_FAKE") == "1",
-                    reason="no CUDA GPU present")
-def test_linalg_on_the_gpu():
-    pytest.importorskip("nvmath")
-    env = {k: v for k, v in os.environ.items() if k not in ("EMBER_CUDA_FAKE", "TRITON_INTERPRET")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    _run(env)
+def test_linalg_on_cuda():
+    run_script(SCRIPT, "test_cuda_linalg", timeout=900)

@@ -1,15 +1,7 @@
 """Reductions over a few very long rows split each row over many programs (then combine the
 partials): the values must match the CPU's. On a GPU in-process, else on the fake device (a
 subprocess: the environment must be set before triton is imported)."""
-import os
-import subprocess
-import sys
-
-import pytest
-
-import ember
-
-pytest.importorskip("triton")
+from cuda_script import run_script
 
 SCRIPT = r"""
 import math
@@ -39,11 +31,4 @@ print("ok")
 
 
 def test_long_row_reductions():
-    if ember.cuda.is_available() and os.environ.get("EMBER_CUDA_FAKE") != "1":
-        exec(compile(SCRIPT, "longrows", "exec"), {})
-        return
-    env = dict(os.environ, EMBER_CUDA_FAKE="1", TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr[-3000:]
+    run_script(SCRIPT, "test_cuda_longrows", timeout=600)

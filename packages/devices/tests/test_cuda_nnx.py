@@ -4,13 +4,7 @@ gradients, non-contiguous inputs and float64; and none of them may run on host c
 
 Without a GPU the script runs on the fake device (host memory + Triton's interpreter) in a
 subprocess; with one it runs on the GPU."""
-import os
-import subprocess
-import sys
-
-import pytest
-
-import ember
+from cuda_script import run_script
 
 SCRIPT = r"""
 import numpy as np, ember
@@ -161,12 +155,4 @@ print("ok")
 
 
 def test_nnx_kernels():
-    if ember.cuda.is_available():
-        exec(compile(SCRIPT, "nnx_script", "exec"), {})
-        return
-    pytest.importorskip("triton")
-    env = dict(os.environ, EMBER_CUDA_FAKE="1", TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
-                       timeout=900)
-    assert r.returncode == 0 and "ok" in r.stdout, r.stdout[-3000:] + r.stderr[-6000:]
+    run_script(SCRIPT, "test_cuda_nnx", timeout=900)

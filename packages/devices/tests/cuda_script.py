@@ -1,0 +1,28 @@
+"""One way to run a test script against ember's cuda device, shared by the family test files.
+
+In this process where it has a cuda device (a real GPU, or the fake device when this process was
+started with EMBER_CUDA_FAKE=1); otherwise on the fake device in a subprocess, because
+EMBER_CUDA_FAKE=1 and TRITON_INTERPRET=1 must be set before triton is imported. The script
+asserts what it checks: finishing is passing.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ember
+
+
+def run_script(script: str, name: str, timeout: int = 900) -> None:
+    if ember.cuda.is_available():
+        exec(compile(script, name, "exec"), {"__name__": name})
+        return
+    pytest.importorskip("triton")
+    env = dict(os.environ, EMBER_CUDA_FAKE="1", TRITON_INTERPRET="1",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, f"{name}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
