@@ -12,7 +12,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._device import DeviceBackend
 from ember._device import device as Device
-from ember._tensor import Storage, Tensor
+from ember._tensor import Storage, Tensor, c_strides
 
 from . import _runtime as rt
 from ._allocator import CachingAllocator
@@ -130,17 +130,19 @@ class CudaBackend(DeviceBackend):
     def empty(self, nbytes, dev):
         i = _index(dev)
         rt.ensure_context(i)
-        a = allocator(i)
+        a = _allocators.get(i) or allocator(i)
         return CudaBuffer(a, a.malloc(nbytes, _stream(i)))
 
     def _new(self, shape, dtype, dev) -> Tensor:
-        dev = self._dev(dev)
-        n = 1
+        """A new contiguous tensor on dev (kernels' outputs: the most frequent call here)."""
+        if dev.__class__ is not Device or dev.index is None:
+            dev = self._dev(dev)
+        shape = tuple(shape)
+        n = dtype.itemsize
         for s in shape:
             n *= s
-        st = Storage(self.empty(n * dtype.itemsize, dev), dev, n * dtype.itemsize)
-        from ember._tensor import c_strides
-        return Tensor._make(st, tuple(shape), c_strides(tuple(shape)), 0, dtype, dev)
+        st = Storage(self.empty(n, dev), dev, n)
+        return Tensor._make(st, shape, c_strides(shape), 0, dtype, dev)
 
     def from_host(self, host_bytes, dev, non_blocking=False):
         dev = self._dev(dev)
