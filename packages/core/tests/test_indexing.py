@@ -350,3 +350,16 @@ def test_scatter_reduce_grad(reduce, include_self):
     idx = [[0, 1, 0, 2], [2, 2, 0, 0]]
     check(lambda t, x, y: x.scatter_reduce(0, t.tensor(idx), y, reduce, include_self=include_self),
           shapes=[(3, 4), (2, 4)], dtypes=("float64",), grad=True, low=0.5, high=2.0)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_scatter_reduce_low_precision_without_self(reduce, dtype):
+    """bfloat16/float16 reduce in float32 (bfloat16 is numpy kind 'V' through ml-dtypes)."""
+    def run(mod):
+        x = mod.tensor([1.0, 2.0, 3.0, 4.0]).to(getattr(mod, dtype))
+        src = mod.tensor([5.0, 1.0, 2.0, 8.0, -3.0]).to(getattr(mod, dtype))
+        return x.scatter_reduce(0, mod.tensor([0, 1, 0, 1, 3]), src, reduce, include_self=False)
+    e, t = run(ember), run(torch)
+    assert str(e.dtype)[6:] == str(t.dtype)[6:]
+    np.testing.assert_allclose(e.float().numpy(), t.float().numpy(), rtol=1e-2)

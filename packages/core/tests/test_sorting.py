@@ -196,3 +196,23 @@ def test_return_types():
     assert type(r).__name__ == "sort" and r._fields == ("values", "indices")
     assert type(ember.ones(3).topk(1)).__name__ == "topk"
     assert ember.ones(2, 3).median(1)._fields == ("values", "indices")
+
+
+@pytest.mark.parametrize("name", ["unique", "unique_consecutive"])
+@pytest.mark.parametrize("shape,dim", [((2, 0), 1), ((0, 3), 0), ((2, 3, 0), 2), ((0,), 0),
+                                       ((3, 0), 0), ((0, 3), 1)])
+def test_unique_dim_of_empty(name, shape, dim):
+    """Empty results along the empty dim; PyTorch's error when another dim is empty."""
+    def run(mod):
+        return getattr(mod, name)(mod.zeros(shape), dim=dim, return_inverse=True,
+                                  return_counts=True)
+    try:
+        t = run(torch)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match="0 sized dimensions"):
+            run(ember)
+        assert "0 sized dimensions" in str(e)
+        return
+    e = run(ember)
+    for a, b in zip(e, t):
+        assert tuple(a.shape) == tuple(b.shape) and str(a.dtype)[6:] == str(b.dtype)[6:]

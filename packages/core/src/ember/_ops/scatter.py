@@ -158,7 +158,8 @@ def _scatter_reduce(x, dim, index, src, reduce, include_self):
     view = out.reshape(1) if out.ndim == 0 else out
     idx = _along(index.reshape(1) if index.ndim == 0 else index, d)
     vals = _src_values(src, index, x.dtype)
-    low = x.dtype.itemsize < 4 and x.dtype.kind == "f"
+    # float16 and bfloat16 (numpy kind "V" through ml-dtypes) reduce in float32
+    low = x.dtype.itemsize < 4 and (x.dtype.kind == "f" or x.dtype == D.bfloat16.np)
     work = view.astype(np.float32) if low else view
     if not include_self:
         if reduce in _IDENTITY:

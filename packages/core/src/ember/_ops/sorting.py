@@ -344,8 +344,19 @@ def _unique_kernel(x, sorted, return_inverse, return_counts):
     return u.astype(x.dtype), inv.reshape(x.shape).astype(np.int64), counts.astype(np.int64)
 
 
+def _unique_empty(x, d):
+    """unique along dim d of an empty x, as PyTorch: empty results when the selected dim is the
+    empty one, else an error."""
+    if x.shape[d] != 0:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
+                           "cannot be applied")
+    return x.copy(), np.zeros(0, np.int64), np.zeros(0, np.int64)
+
+
 def _unique_dim_kernel(x, dim, sorted, return_inverse, return_counts):
     d = normalize_dim(dim, x.ndim)
+    if x.size == 0:
+        return _unique_empty(x, d)
     u, inv, counts = np.unique(opmath_np(x), return_inverse=True, return_counts=True, axis=d)
     return u.astype(x.dtype), inv.reshape(-1).astype(np.int64), counts.astype(np.int64)
 
@@ -356,6 +367,8 @@ def _unique_consecutive_kernel(x, return_inverse, return_counts, dim):
         d, change = 0, a[1:] != a[:-1]
     else:
         d = normalize_dim(dim, x.ndim)
+        if x.size == 0:
+            return _unique_empty(x, d)
         a = np.moveaxis(x, d, 0)
         change = (a[1:] != a[:-1]).reshape(max(a.shape[0] - 1, 0), -1).any(1)
         a = x
