@@ -76,6 +76,21 @@ def test_rng_state_round_trip_and_generators():
     assert ember.cuda.initial_seed() == s
 
 
+@needs_cuda
+def test_fork_rng_restores_the_cuda_generators():
+    ember.manual_seed(3)
+    a = ember.rand(5, device="cuda")
+    ember.manual_seed(3)
+    with ember.random.fork_rng():                        # all devices by default, as torch
+        ember.rand(7, device="cuda")
+        ember.cuda.manual_seed(9)
+    assert np.array_equal(_np(a), _np(ember.rand(5, device="cuda")))
+    ember.manual_seed(3)
+    with ember.random.fork_rng(devices=[]):             # CPU only: the cuda stream moves on
+        ember.rand(7, device="cuda")
+    assert not np.array_equal(_np(a), _np(ember.rand(5, device="cuda")))
+
+
 # ---- distributions ------------------------------------------------------------------------------
 @needs_cuda
 @pytest.mark.parametrize("dt", [ember.float32, ember.float64, ember.float16, ember.bfloat16])

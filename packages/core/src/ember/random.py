@@ -25,13 +25,23 @@ __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_see
 @contextlib.contextmanager
 def fork_rng(devices=None, enabled: bool = True, _caller="fork_rng", _devices_kw="devices",
              device_type: str = "cuda"):
-    """Restore the default generator's state on exit (CPU; device generators are their
-    backend's)."""
+    """Restore the generators' states on exit: the CPU's and, as PyTorch, those of `devices`
+    (device indices; default all) of `device_type` when its backend module is present and has a
+    device (through `ember.<device_type>`'s get/set_rng_state, as torch.random.fork_rng)."""
     if not enabled:
         yield
         return
     state = get_rng_state()
+    import ember
+    mod = getattr(ember, device_type, None)
+    saved = []
+    if mod is not None and getattr(mod, "is_available", bool)() and hasattr(mod, "get_rng_state"):
+        idx = range(mod.device_count()) if devices is None else [
+            d if isinstance(d, int) else ember.device(d).index or 0 for d in devices]
+        saved = [(i, mod.get_rng_state(i)) for i in idx]
     try:
         yield
     finally:
         set_rng_state(state)
+        for i, s in saved:
+            mod.set_rng_state(s, i)
