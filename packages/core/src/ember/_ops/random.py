@@ -101,8 +101,8 @@ def _int_range(dt):
     return int(info.min), int(info.max)
 
 
-def randint_values(g, low, high, shape, dt):
-    """Integers uniform in [low, high), as dtype dt, with PyTorch's range checks."""
+def check_int_range(low, high, dt) -> tuple[int, int]:
+    """PyTorch's checks of an integer range [low, high) drawn as dtype dt (device backends too)."""
     low, high = int(low), int(high)
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
@@ -112,6 +112,12 @@ def randint_values(g, low, high, shape, dt):
         c = {D.uint8: "unsigned char", D.int8: "signed char", D.int16: "short", D.int32: "int",
              D.int64: "long", D.bool: "bool"}.get(dt, dt.name)
         raise RuntimeError(f"{'to - 1' if high - 1 > hi else 'from'} is out of bounds for {c}")
+    return low, high
+
+
+def randint_values(g, low, high, shape, dt):
+    """Integers uniform in [low, high), as dtype dt, with PyTorch's range checks."""
+    low, high = check_int_range(low, high, dt)
     return g.integers(low, high, shape, dtype=np.int64).astype(dt.np)
 
 

@@ -158,7 +158,9 @@ def _unnormalize(coord, size, align_corners):
     return ((coord + 1) * size - 1) / 2, size / 2
 
 
-def _grid_setup(x, grid, padding_mode, align_corners):
+def grid_checks(x, grid, padding_mode):
+    """grid_sampler's argument checks, shared with device kernels (x, grid: anything with
+    ndim/shape)."""
     if x.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2:
         raise RuntimeError(f"grid_sampler(): expected 4D input and grid with last dimension 2 "
                            f"(ember supports 2-D grid_sample), but got input with sizes "
@@ -170,6 +172,10 @@ def _grid_setup(x, grid, padding_mode, align_corners):
     if padding_mode == 2:
         raise NotImplementedError("grid_sample(padding_mode='reflection') is not supported by "
                                   "ember yet")
+
+
+def _grid_setup(x, grid, padding_mode, align_corners):
+    grid_checks(x, grid, padding_mode)
     H, W = x.shape[2:]
     dt = _cdt(x)
     ix, sx = _unnormalize(grid[..., 0].astype(dt), W, align_corners)

@@ -10,6 +10,7 @@ import importlib
 
 from ember import _dtype as D
 from ember._ops.reduction import _sum_dtype, reduce_dims, reduced_shape
+from ember._random import Generator
 from ember._tensor import Tensor
 
 from . import _runtime as rt
@@ -88,38 +89,47 @@ def _meta_of(op, args, tensor_idx=None):
     return execute(op, tuple(a))
 
 
+def factory_output(be, op, args, like):
+    """(new cuda tensor, requires_grad) for a factory call (like: a *_like op), shaped and typed
+    by the op's meta; None when the call is not for cuda. The meta call (shape, dtype, errors)
+    runs once per distinct call: factories are frequent (zero grads, new_zeros in backward)."""
+    from ember._device import device as Device
+    d = args[op.device_idx]
+    if like:
+        dev = args[0].device if d is None else Device(d)
+    else:
+        dev = Device(d) if d is not None else None
+    if dev is None or dev.type != "cuda":
+        return None
+    try:
+        key = (op, D.get_default_dtype(), *(
+            (a._shape, a.dtype) if isinstance(a, Tensor) else
+            tuple(a) if isinstance(a, list) else
+            a.__class__ if isinstance(a, Generator) else (a.__class__, a) for a in args))
+        m = _FACTORY_META.get(key)
+    except TypeError:  # unhashable arguments
+        key = m = None
+    if m is None:
+        r = _meta_of(op, args, 0 if like else None)
+        m = (tuple(r.shape), r.dtype, r.requires_grad)
+        if key is not None and len(_FACTORY_META) < 4096:
+            _FACTORY_META[key] = m
+    return be._new(m[0], m[1], dev), m[2]
+
+
 def _factory(fill, like=False):
     def f(be, op, *args):
-        from ember._device import device as Device
-        d = args[op.device_idx]
-        if like:
-            dev = args[0].device if d is None else Device(d)
-        else:
-            dev = Device(d) if d is not None else None
-        if dev is None or dev.type != "cuda":
+        r = factory_output(be, op, args, like)
+        if r is None:
             return NotImplemented
-        # the meta call (shape, dtype, errors) once per distinct call: factories are frequent
-        # (zero grads, new_zeros in backward) and their meta is a dispatch of its own
-        try:
-            key = (op, D.get_default_dtype(), *(
-                (a._shape, a.dtype) if isinstance(a, Tensor) else
-                tuple(a) if isinstance(a, list) else (a.__class__, a) for a in args))
-            m = _FACTORY_META.get(key)
-        except TypeError:  # unhashable arguments
-            key = m = None
-        if m is None:
-            r = _meta_of(op, args, 0 if like else None)
-            m = (tuple(r.shape), r.dtype, r.requires_grad)
-            if key is not None and len(_FACTORY_META) < 4096:
-                _FACTORY_META[key] = m
-        t = be._new(m[0], m[1], dev)
+        t, rg = r
         value = args[1] if fill == "arg" else fill
         try:
             if value is not None:
                 be.fill_(t, value)
         except Unsupported:
             return NotImplemented
-        if m[2]:
+        if rg:
             t.requires_grad_(True)
         return t
     return f

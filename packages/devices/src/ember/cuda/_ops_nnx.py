@@ -505,17 +505,8 @@ def _grid_check(x, grid, mode, pm):
     """core's grid_sampler checks (sample._grid_setup / _grid_kernel), in its order."""
     if mode == 2:
         raise NotImplementedError("grid_sample(mode='bicubic') is not supported by ember yet")
-    if x.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2:
-        raise RuntimeError(f"grid_sampler(): expected 4D input and grid with last dimension 2 "
-                           f"(ember supports 2-D grid_sample), but got input with sizes "
-                           f"{list(x.shape)} and grid with sizes {list(grid.shape)}")
-    if x.shape[0] != grid.shape[0]:
-        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, "
-                           f"but got input with sizes {list(x.shape)} and grid with sizes "
-                           f"{list(grid.shape)}")
-    if pm == 2:
-        raise NotImplementedError("grid_sample(padding_mode='reflection') is not supported by "
-                                  "ember yet")
+    from ember._ops.sample import grid_checks
+    grid_checks(x, grid, pm)
 
 
 def _grid_args(be, x, grid, mode, pm, ac):

@@ -81,16 +81,7 @@ def _float_only(dt, kernel):
 
 def _new_like_meta(be, op, args, like):
     """The output of a factory (like: a *_like op) on cuda from the op's meta, or None."""
-    from ember._device import device as Device
-    d = args[op.device_idx]
-    if like:
-        dev = args[0].device if d is None else Device(d)
-    else:
-        dev = Device(d) if d is not None else None
-    if dev is None or dev.type != "cuda":
-        return None
-    m = _ops()._meta_of(op, args, 0 if like else None)
-    return be._new(tuple(m.shape), m.dtype, dev), m.requires_grad
+    return _ops().factory_output(be, op, args, like)
 
 
 def _finish(t, rg):
@@ -115,17 +106,8 @@ def _rand_factory(dist, kernel, like):
 
 
 def _check_randint(low, high, dt):
-    from ember._ops.random import _int_range
-    low, high = int(low), int(high)
-    if low >= high:
-        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
-                           f"to={high}")
-    lo, hi = _int_range(dt)
-    if high - 1 > hi or low < lo:
-        c = {D.uint8: "unsigned char", D.int8: "signed char", D.int16: "short", D.int32: "int",
-             D.int64: "long", D.bool: "bool"}.get(dt, dt.name)
-        raise RuntimeError(f"{'to - 1' if high - 1 > hi else 'from'} is out of bounds for {c}")
-    return low, high
+    from ember._ops.random import check_int_range
+    return check_int_range(low, high, dt)
 
 
 def _randint_into(be, out, low, high, gen):
@@ -157,7 +139,11 @@ def _randint(be, op, high, size, gen, *rest):
 
 
 def _randint_low(be, op, low, high, size, gen, *rest, _args=None):
-    r = _new_like_meta(be, op, _args or (low, high, size, gen, *rest), False)
+    return _randint_new(be, op, _args or (low, high, size, gen, *rest), False, low, high, gen)
+
+
+def _randint_new(be, op, args, like, low, high, gen):
+    r = _new_like_meta(be, op, args, like)
     if r is None:
         return NotImplemented
     t, rg = r
@@ -171,13 +157,7 @@ def _randint_like(be, op, x, high, gen, *rest):
 
 
 def _randint_like_low(be, op, x, low, high, gen, *rest, _args=None):
-    r = _new_like_meta(be, op, _args or (x, low, high, gen, *rest), True)
-    if r is None:
-        return NotImplemented
-    t, rg = r
-    if not _randint_ok(t.dtype):
-        return NotImplemented
-    return _finish(_randint_into(be, t, low, high, gen), rg)
+    return _randint_new(be, op, _args or (x, low, high, gen, *rest), True, low, high, gen)
 
 
 # ---- in-place samplers -------------------------------------------------------------------------
