@@ -70,6 +70,19 @@ class OpDef:
     def __repr__(self) -> str:
         return f"<OpDef {self.qualname}>"
 
+    def __getattr__(self, name: str):
+        """`ember.ops.aten.max.dim`, `ember.ops.aten.add.default`: an overload by PyTorch's
+        name. PyTorch's overloads ember folds into one entry (`add.Tensor`, `add.Scalar`,
+        `sum.dim_IntList`) resolve to that entry."""
+        if name.startswith("_") or "schema" not in self.__dict__:
+            raise AttributeError(f"'OpDef' object has no attribute '{name}'")
+        op = OPS.get(f"{self.name}.{name}")
+        if op is None and (name == "default" or name[:1].isupper() or name in _FOLDED):
+            op = OPS.get(self.name)
+        if op is None:
+            raise AttributeError(f"'{self.qualname}' has no overload '{name}'")
+        return op
+
     def __call__(self, *args, **kwargs):
         """Call the op by schema order (what `ember.ops.aten.add(x, y)` does)."""
         from .._dispatch import call
@@ -86,6 +99,10 @@ class OpDef:
             else:
                 raise TypeError(f"{self.qualname}() missing required argument '{a.name}'")
         return tuple(out)
+
+
+# lower-case PyTorch overload names that name no entry of their own in ember's table
+_FOLDED = frozenset({"int", "dim", "dim_IntList", "self", "using_ints", "dims", "float"})
 
 
 def complex_vjp(fn: Callable) -> Callable:
