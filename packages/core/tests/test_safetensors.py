@@ -77,3 +77,13 @@ def test_non_tensor_value_names_key_and_type():
         save({"a": [1, 2]})
     with pytest.raises(type(want.value), match=r"Key `w` is invalid.*int"):
         save_file({"w": 3}, "unused.safetensors")
+
+
+def test_unsigned_types_both_ways():
+    vals = {"uint16": [1, 2**16 - 1], "uint32": [1, 2**32 - 1], "uint64": [1, 2**64 - 1]}
+    e = {k: ember.tensor(v, dtype=getattr(ember, k)) for k, v in vals.items()}
+    t = {k: torch.tensor(v, dtype=getattr(torch, k)) for k, v in vals.items()}
+    for k, v in st_torch.load(save(e)).items():
+        assert v.dtype == t[k].dtype and v.tolist() == vals[k]
+    for k, v in load(st_torch.save(t)).items():
+        assert v.dtype is e[k].dtype and v.tolist() == vals[k]

@@ -1,6 +1,7 @@
 """ember.load on hostile or damaged checkpoints, against torch.load(weights_only=True) 2.13:
 BUILD on allowlisted objects, globals that allocate without bound, views outside their record,
-records that inflate far past what their tensors need; and float8 checkpoints both ways."""
+records that inflate far past what their tensors need; and float8 and uint16/32/64 checkpoints
+both ways."""
 import collections
 import io
 import pickle
@@ -199,9 +200,38 @@ def test_record_shorter_than_its_tensor_refused_before_reading():
     assert isinstance(got, RuntimeError) and "'a/data/0'" in str(got)
 
 
-# ---- float8 both ways (issue 11 #14) ----------------------------------------------------------
+# ---- float8 and uint16/32/64 both ways (issue 11 #14) ------------------------------------------
 F8 = {"float8_e4m3fn": [1.5, -2.0, 448.0, 0.0625, -0.0], "float8_e5m2": [1.5, -2.0, 57344.0,
                                                                           0.0625, -0.0]}
+UINT = {"uint16": [0, 1, 2**15 + 3, 2**16 - 1], "uint32": [0, 1, 2**31 + 3, 2**32 - 1],
+        "uint64": [0, 1, 2**63 + 3, 2**64 - 1]}
+
+
+@pytest.mark.parametrize("name", sorted(UINT))
+def test_unsigned_checkpoints_both_ways(tmp_path, name):
+    t = torch.tensor(UINT[name], dtype=getattr(torch, name))
+    torch.save({"x": t, "v": t[1:3]}, tmp_path / "t.pt")
+    got = ember.load(tmp_path / "t.pt")
+    assert got["x"].dtype is getattr(ember, name) and got["v"].tolist() == UINT[name][1:3]
+    assert got["x"].tolist() == UINT[name]
+    e = ember.tensor(UINT[name], dtype=getattr(ember, name))
+    ember.save({"x": e, "v": e[1:3]}, tmp_path / "e.pt")
+    back = torch.load(tmp_path / "e.pt", weights_only=True)
+    assert back["x"].dtype == getattr(torch, name) and back["x"].tolist() == UINT[name]
+    assert back["v"].tolist() == UINT[name][1:3]
+
+
+def test_unsigned_types_do_not_promote_with_integers():
+    """PyTorch 2.13 has uint16/32/64 with limited support: no promotion with other ints."""
+    for a, b in (("uint16", "int64"), ("uint8", "uint32"), ("uint64", "bool")):
+        with pytest.raises(RuntimeError) as want:
+            torch.promote_types(getattr(torch, a), getattr(torch, b))
+        with pytest.raises(RuntimeError, match="Promotion for uint16, uint32, uint64") as got:
+            ember.promote_types(getattr(ember, a), getattr(ember, b))
+        assert str(got.value) == str(want.value)
+    for a, b in (("uint16", "float32"), ("uint64", "float16"), ("uint32", "uint32")):
+        assert ember.promote_types(getattr(ember, a), getattr(ember, b)).name == \
+            str(torch.promote_types(getattr(torch, a), getattr(torch, b))).split(".")[-1]
 
 
 @pytest.mark.parametrize("name", sorted(F8))

@@ -23,7 +23,7 @@ __all__ = ["save", "load", "save_file", "load_file", "SafetensorError"]
 _FILE_NAMES = {"BOOL": D.bool, "U8": D.uint8, "I8": D.int8, "I16": D.int16, "I32": D.int32,
                "I64": D.int64, "F16": D.float16, "BF16": D.bfloat16, "F32": D.float32,
                "F64": D.float64, "C64": D.complex64, "F8_E4M3": D.float8_e4m3fn,
-               "F8_E5M2": D.float8_e5m2}
+               "F8_E5M2": D.float8_e5m2, "U16": D.uint16, "U32": D.uint32, "U64": D.uint64}
 
 
 def _lib():
