@@ -251,17 +251,15 @@ class _Archive:
         if need == 0:
             return np.empty(0, np.uint8)
         try:
-            if self.mmap_file is not None and info.compress_type == zipfile.ZIP_STORED:
+            stored = info.compress_type == zipfile.ZIP_STORED
+            if stored and self.mmap_file is not None:
                 return self._map(name, info, need)
-            out = np.empty(need, np.uint8)
-            view, pos = memoryview(out), 0
-            with self.zf.open(info) as f:
-                while pos < need:
-                    chunk = f.read(min(_CHUNK, need - pos))
-                    if not chunk:
-                        break
-                    view[pos:pos + len(chunk)] = chunk
-                    pos += len(chunk)
+            if stored and hasattr(self.zf.fp, "readinto"):  # straight from the file
+                out = np.empty(need, np.uint8)
+                self.zf.fp.seek(_data_offset(self.zf.fp, info))
+                pos = self.zf.fp.readinto(out)
+            else:
+                out, pos = self._inflate(info, need)
         except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as e:
             raise RuntimeError(f"ember.load: record {name!r} is corrupt ({e})") from None
         if pos < need:
@@ -269,15 +267,34 @@ class _Archive:
                                f"the file is truncated or corrupt")
         return out
 
+    def _inflate(self, info, need):
+        out = np.empty(need, np.uint8)
+        view, pos = memoryview(out), 0
+        with self.zf.open(info) as f:
+            while pos < need:
+                chunk = f.read(min(_CHUNK, need - pos))
+                if not chunk:
+                    break
+                view[pos:pos + len(chunk)] = chunk
+                pos += len(chunk)
+        return out, pos
+
     def _map(self, name, info, need):
-        self.mmap_file.seek(info.header_offset)
-        head = self.mmap_file.read(30)
-        n, m = struct.unpack("<HH", head[26:30])
-        start = info.header_offset + 30 + n + m
+        start = _data_offset(self.mmap_file, info)
         if start + need > os.fstat(self.mmap_file.fileno()).st_size:
             raise RuntimeError(f"ember.load: record {name!r} runs past the end of the file: "
                                f"the file is truncated or corrupt")
         return np.memmap(self.mmap_file.name, np.uint8, "c", start, (need,))
+
+
+def _data_offset(fp, info) -> int:
+    """Where a stored record's bytes start: after its local header (name and extra field)."""
+    fp.seek(info.header_offset)
+    head = fp.read(30)
+    if len(head) < 30 or head[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"bad local header for {info.filename!r}")
+    n, m = struct.unpack("<HH", head[26:30])
+    return info.header_offset + 30 + n + m
 
 
 class _WeightsUnpickler(_Archive, WeightsUnpickler):
