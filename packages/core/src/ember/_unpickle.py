@@ -21,8 +21,8 @@ from . import _dtype as D
 from ._device import device as Device
 from ._size import Size
 
-__all__ = ["WeightsUnpickler", "StorageType", "LoadedStorage", "safe_table", "user_safe",
-           "refused_global", "python3_name"]
+__all__ = ["WeightsUnpickler", "StorageType", "LoadedStorage", "STORAGE_NAMES", "safe_table",
+           "user_safe", "refused_global", "python3_name"]
 
 user_safe: dict = {}  # "module.name" -> object, from add_safe_globals
 
@@ -144,7 +144,7 @@ def _encode(obj, encoding="utf-8", errors="strict"):
     return codecs.encode(obj, encoding, errors)
 
 
-_STORAGE_NAMES = {D.float32: "FloatStorage", D.float64: "DoubleStorage",
+STORAGE_NAMES = {D.float32: "FloatStorage", D.float64: "DoubleStorage",
                   D.float16: "HalfStorage", D.bfloat16: "BFloat16Storage",
                   D.int64: "LongStorage", D.int32: "IntStorage", D.int16: "ShortStorage",
                   D.int8: "CharStorage", D.uint8: "ByteStorage", D.bool: "BoolStorage",
@@ -169,7 +169,7 @@ def safe_table() -> dict:
          # what ember wrote for float8 before it wrote PyTorch's v3 form: still read
          ("torch", "Float8_e4m3fnStorage"): StorageType(D.float8_e4m3fn),
          ("torch", "Float8_e5m2Storage"): StorageType(D.float8_e5m2)}
-    for d, name in _STORAGE_NAMES.items():
+    for d, name in STORAGE_NAMES.items():
         t[("torch", name)] = StorageType(d)
     for d in D.ALL:
         t[("torch", d.name)] = d

@@ -25,9 +25,8 @@ import zlib
 
 import numpy as np
 
-from . import _dtype as D
 from ._device import device as Device
-from ._unpickle import (_STORAGE_NAMES, LoadedStorage, StorageType, WeightsUnpickler,
+from ._unpickle import (STORAGE_NAMES, LoadedStorage, StorageType, WeightsUnpickler,
                         python3_name, safe_table, user_safe)
 
 __all__ = ["save", "load", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
@@ -76,7 +75,7 @@ class _Pickler(pickle._Pickler):  # the pure-Python pickler: it lets us write ra
     def persistent_id(self, obj):
         if not isinstance(obj, _StorageRef):
             return None
-        name = _STORAGE_NAMES.get(obj.dtype)
+        name = STORAGE_NAMES.get(obj.dtype)
         if name is None:  # as torch: an UntypedStorage, its size in bytes
             return ("storage", _UNTYPED, obj.key, obj.location, obj.numel * obj.dtype.itemsize)
         return ("storage", _Global("torch", name), obj.key, obj.location, obj.numel)
@@ -101,7 +100,7 @@ class _Pickler(pickle._Pickler):  # the pure-Python pickler: it lets us write ra
             return (_REBUILD_PARAM, (_plain(obj), obj.requires_grad, _ORDERED_DICT()))
         view = (ref, obj._offset, tuple(obj._shape), tuple(obj._stride),
                 obj.requires_grad and obj.is_leaf, _ORDERED_DICT())
-        if obj.dtype in _STORAGE_NAMES:
+        if obj.dtype in STORAGE_NAMES:
             return (_REBUILD_TENSOR, view)
         return (_REBUILD_TENSOR_V3, (*view, _Global("torch", obj.dtype.name)))
 
