@@ -42,6 +42,9 @@ from ._dtype import (  # noqa: E402,F401
     result_type,
     set_default_dtype,
     uint8,
+    uint16,
+    uint32,
+    uint64,
 )
 from ._grad_mode import (  # noqa: E402,F401
     enable_grad,

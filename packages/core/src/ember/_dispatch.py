@@ -412,7 +412,8 @@ _TORCH_NAMES = {D.bool: "Bool", D.uint8: "Byte", D.int8: "Char", D.int16: "Short
                 D.int32: "Int", D.int64: "Long", D.float16: "Half", D.bfloat16: "BFloat16",
                 D.float32: "Float", D.float64: "Double", D.complex64: "ComplexFloat",
                 D.complex128: "ComplexDouble", D.float8_e4m3fn: "Float8_e4m3fn",
-                D.float8_e5m2: "Float8_e5m2"}
+                D.float8_e5m2: "Float8_e5m2", D.uint16: "UInt16", D.uint32: "UInt32",
+                D.uint64: "UInt64"}
 
 
 def torch_name(d) -> str:
