@@ -95,6 +95,7 @@ def export(mod, args: tuple, kwargs: dict | None = None, *, dynamic_shapes=None,
     ember.Size([3, 2])
     """
     from ember.fx.experimental.proxy_tensor import make_fx
+    from ember._subclasses.fake_tensor import FakeTensorMode
     from ember.fx.passes.shape_prop import ShapeProp
 
     from .exported_program import (
@@ -126,13 +127,14 @@ def export(mod, args: tuple, kwargs: dict | None = None, *, dynamic_shapes=None,
         return tuple(leaves)
 
     example = list(params.values()) + list(buffers.values()) + flat_user
+    # fake tensors: each op's meta runs (its checks, its output sizes), nothing is computed
     with ember.no_grad():
-        traced = make_fx(lifted, tracing_mode="real")(*example)
+        traced = make_fx(lifted, tracing_mode="fake")(*example)
     names = ["p_" + n.replace(".", "_") for n in params] + \
         ["b_" + n.replace(".", "_") for n in buffers] + _user_names(mod, args, kwargs, flat_user)
     gm = _renamed(traced, names)
     with ember.no_grad():
-        ShapeProp(gm).propagate(*example)
+        ShapeProp(gm, fake_mode=FakeTensorMode()).propagate(*example)
     ins = [InputSpec(InputKind.PARAMETER, TensorArgument(nm), fqn)
            for nm, fqn in zip(names, params)]
     ins += [InputSpec(InputKind.BUFFER, TensorArgument(nm), fqn, fqn in persistent)
