@@ -178,6 +178,8 @@ class _Emitter:
         if isinstance(a, tuple) and not hasattr(a, "_fields"):
             inner = ", ".join(self.arg(x) for x in a)
             return f"({inner},)" if len(a) == 1 else f"({inner})"
+        if isinstance(a, tuple):  # a namedtuple (return types): rebuilt by its type
+            return f"{self.fn_name(type(a))}({', '.join(self.arg(x) for x in a)})"
         if isinstance(a, list):
             return "[" + ", ".join(self.arg(x) for x in a) + "]"
         if isinstance(a, dict):
