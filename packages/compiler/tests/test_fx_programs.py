@@ -324,6 +324,39 @@ def test_shape_prop_and_split_module():
     assert ShapeProp is not None
 
 
+def test_cnn_block_code_matches_torch():
+    def program(torch):
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+                self.bn = torch.nn.BatchNorm2d(4)
+                self.layers = torch.nn.ModuleList([torch.nn.Linear(16, 16) for _ in range(2)])
+                self.seq = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Dropout(0.0))
+                self.register_buffer("scale", torch.ones(1) * 2)
+
+            def forward(self, x, extra=None):
+                b, c, h, w = x.shape
+                y = self.seq(self.bn(self.conv(x)))
+                y = y.view(x.size(0), -1)[:, :16]
+                for layer in self.layers:
+                    y = layer(y)
+                y += 1
+                y = torch.flatten(y.unsqueeze(-1), 1) * self.scale
+                y = y.softmax(dim=-1)
+                z = torch.where(y > 0.05, y, torch.zeros_like(y))
+                return {"out": z, "n": b * h, "mean": z.mean(dim=(0,), keepdim=False)}
+        m = Block().eval()
+        return m, torch.fx.symbolic_trace(m)
+    (tm, tg), (em, eg) = both(program)
+    _copy_params(tm, em)
+    assert _code(tg, _torch) == _code(eg, ember)
+    x = _seeded(_torch, 2, 3, 4, 4)
+    rt, re = tg(x), eg(ember.tensor(x.numpy()))
+    np.testing.assert_allclose(_np(rt["out"]), _np(re["out"]), rtol=1e-5, atol=1e-7)
+    assert rt["n"] == re["n"] == 8
+
+
 # ---- graph building and editing ------------------------------------------------------------
 def test_graph_by_hand_and_editing():
     def program(torch):
