@@ -178,6 +178,8 @@ class _Emitter:
         if isinstance(a, tuple) and not hasattr(a, "_fields"):
             inner = ", ".join(self.arg(x) for x in a)
             return f"({inner},)" if len(a) == 1 else f"({inner})"
+        if isinstance(a, tuple):  # a namedtuple (return types): rebuilt by its type
+            return f"{self.fn_name(type(a))}({', '.join(self.arg(x) for x in a)})"
         if isinstance(a, list):
             return "[" + ", ".join(self.arg(x) for x in a) + "]"
         if isinstance(a, dict):
@@ -211,7 +213,7 @@ def _attr_path(root: str, target: str) -> str:
     out = root
     for p in target.split("."):
         out = f"{out}.{p}" if _IDENT.match(p) and p not in keyword.kwlist else \
-            f"getattr({out}, {p!r})"
+            f'getattr({out}, "{p}")'
     return out
 
 
@@ -243,13 +245,13 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
     for n in graph.nodes:
         ns.create_name(n.name)
     e = _Emitter(ns)
-    last_use: dict = {}
-    for n in graph.nodes:
+    seen: set = set()
+    frees: dict = {}  # node -> the inputs whose last use it is, in argument order
+    for n in reversed(graph.nodes):
         for i in n.all_input_nodes:
-            last_use[i] = n
-    frees: dict = {}
-    for used, user in last_use.items():
-        frees.setdefault(user, []).append(used)
+            if i not in seen:
+                seen.add(i)
+                frees.setdefault(n, []).append(i)
     params, body = [root_module], []
     for n in graph.nodes:
         if n.op == "placeholder":

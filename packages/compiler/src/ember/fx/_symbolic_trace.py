@@ -8,7 +8,7 @@ operators of real tensors on Proxies) and records the table entry itself.
 """
 from __future__ import annotations
 
-import functools
+import contextlib
 import inspect
 import math
 from typing import Any
@@ -80,24 +80,71 @@ class _Patcher:
 _MISSING = object()
 
 
-def _proxying(orig):
-    """orig, recorded as one call_function node when any argument is a Proxy."""
-    if getattr(orig, "__fx_wrapped__", False):
-        return orig
+class _Proxying:
+    """A function that records one call_function node when any argument is a Proxy, else
+    runs it. It compares and hashes as the function it wraps, so `node.target ==
+    ember.sigmoid` holds while ember.sigmoid is patched (in a Transformer, say)."""
 
-    @functools.wraps(orig)
-    def wrapped(*args, **kwargs):
+    __fx_wrapped__ = True
+
+    def __init__(self, orig):
+        self.__wrapped__ = orig
+
+    def __call__(self, *args, **kwargs):
         p = find_proxy(args, kwargs)
         if p is not None:
-            return p.tracer.create_proxy("call_function", orig, args, kwargs)
-        return orig(*args, **kwargs)
-    wrapped.__fx_wrapped__ = True
-    return wrapped
+            return p.tracer.create_proxy("call_function", self.__wrapped__, args, kwargs)
+        return self.__wrapped__(*args, **kwargs)
+
+    def __eq__(self, other):
+        return other is self.__wrapped__ or (isinstance(other, _Proxying)
+                                             and other.__wrapped__ is self.__wrapped__)
+
+    def __hash__(self):
+        return hash(self.__wrapped__)
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["__wrapped__"], name)
+
+    def __repr__(self):
+        return repr(self.__wrapped__)
+
+
+def _proxying(orig):
+    return orig if getattr(orig, "__fx_wrapped__", False) else _Proxying(orig)
 
 
 def _ember_function_namespaces() -> list:
     import ember.nn.functional as F
     return [ember, F, ember.linalg]
+
+
+def patch_functions(patcher: _Patcher, autowrap_modules=(math,)) -> None:
+    """Make ember's public functions, autowrap modules' and `wrap`ped ones record Proxies."""
+    for ns in [*_ember_function_namespaces(), *autowrap_modules]:
+        d = vars(ns)
+        for k, v in list(d.items()):
+            if (inspect.isfunction(v) or inspect.isbuiltin(v)) and not k.startswith("_") \
+                    and k not in _NOT_PATCHED:
+                patcher.patch(d, k, _proxying(v))
+    for globals_, name in list(_wrapped_fns_to_patch.values()):
+        if name in globals_:
+            patcher.patch(globals_, name, _proxying(globals_[name]))
+
+
+@contextlib.contextmanager
+def proxy_functions():
+    """Within: ember.* functions called with Proxies record nodes (torch.fx gets this from
+    `__torch_function__`; Transformer runs under it)."""
+    from ._codegen import _ember_paths
+    _ember_paths()
+    patcher = _Patcher()
+    try:
+        patch_functions(patcher)
+        with _FallbackMode():
+            yield
+    finally:
+        patcher.revert()
 
 
 class _FallbackMode(DispatchMode):
@@ -269,20 +316,7 @@ class Tracer(TracerBase):
 
         patcher.patch_attr(Module, "__getattr__", module_getattr_wrapper)
         patcher.patch_attr(Module, "__call__", module_call_wrapper)
-        for ns in _ember_function_namespaces():
-            d = vars(ns)
-            for k, v in list(d.items()):
-                if (inspect.isfunction(v) or inspect.isbuiltin(v)) and not k.startswith("_") \
-                        and k not in _NOT_PATCHED:
-                    patcher.patch(d, k, _proxying(v))
-        for m in self._autowrap_modules:
-            d = vars(m)
-            for k, v in list(d.items()):
-                if not k.startswith("_") and callable(v) and not isinstance(v, type):
-                    patcher.patch(d, k, _proxying(v))
-        for globals_, name in list(_wrapped_fns_to_patch.values()):
-            if name in globals_:
-                patcher.patch(globals_, name, _proxying(globals_[name]))
+        patch_functions(patcher, self._autowrap_modules)
         self._autowrap_check(patcher, getattr(fn, "__globals__", {}))
 
     def _autowrap_check(self, patcher: _Patcher, globals_: dict) -> None:

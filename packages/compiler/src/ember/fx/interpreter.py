@@ -165,7 +165,9 @@ class Transformer(Interpreter):
 
     def transform(self) -> GraphModule:
         """The transformed GraphModule."""
-        result = super().run(enable_io_processing=False)
+        from ._symbolic_trace import proxy_functions
+        with proxy_functions():
+            result = super().run(enable_io_processing=False)
         if result is not None:
             def strip(a):
                 return a.node if isinstance(a, Proxy) else a

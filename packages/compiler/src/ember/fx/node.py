@@ -5,7 +5,6 @@ which nodes it uses, so `users` and `replace_all_uses_with` stay right.
 """
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable
 from typing import Any
 
@@ -239,7 +238,7 @@ class Node:
             if placeholder_names is not None:
                 placeholder_names.append(str(self.target))
                 return None
-            default = f" (default={self.args[0]!r})" if self.args else ""
+            default = f"(default={self.args[0]})" if self.args else ""
             return f"%{self.name} : [num_users={len(self.users)}] = placeholder[" \
                    f"target={self.target}]{default}"
         if self.op == "get_attr":
@@ -254,30 +253,27 @@ class Node:
 
 
 def _fmt(a) -> str:
-    return str(map_arg(a, lambda n: _Pct(n.name)))
-
-
-class _Pct:
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"%{self.name}"
+    """IR form of an argument: nodes as %name, everything else by str() (as torch.fx)."""
+    if isinstance(a, Node):
+        return f"%{a.name}"
+    if isinstance(a, tuple) and not hasattr(a, "_fields"):
+        inner = ", ".join(_fmt(x) for x in a)
+        return f"({inner},)" if len(a) == 1 else f"({inner})"
+    if isinstance(a, list):
+        return "[" + ", ".join(_fmt(x) for x in a) + "]"
+    if isinstance(a, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(v)}" for k, v in a.items()) + "}"
+    return str(a)
 
 
 def _pretty_target(t) -> str:
     if isinstance(t, str):
         return t
-    qual = getattr(t, "qualname", None)
-    if qual is not None and getattr(t, "schema", None) is not None:  # an op-table entry
+    from ._codegen import is_opdef, qualified_name
+    if is_opdef(t):
         return f"aten.{t.name}.{t.overload or 'default'}"
-    mod = getattr(t, "__module__", None)
-    name = getattr(t, "__name__", repr(t))
-    if mod in ("_operator", "operator"):
-        return f"operator.{name}"
-    if mod == "builtins" or t is getattr(builtins, name, None):
-        return name
-    return f"{mod}.{name}" if mod else name
+    q = qualified_name(t)
+    return q if "." in q else f"builtins.{q}"
 
 
 def _type_repr(t) -> str:

@@ -9,7 +9,7 @@ import operator
 
 from .node import map_aggregate
 
-__all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "find_proxy"]
+__all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "GraphAppendingTracer", "find_proxy"]
 
 
 class TraceError(ValueError):
@@ -169,9 +169,15 @@ class Attribute(Proxy):
         return self.tracer.create_proxy("call_method", self.attr, (self.root, *args), kwargs)
 
 
-class _GraphAppendingTracer(TracerBase):
+class GraphAppendingTracer(TracerBase):
+    """A tracer that only appends to an existing graph (for `Proxy(node, tracer)`)."""
+
     def __init__(self, graph):
         self.graph = graph
+        self.tensor_attrs: dict = {}
+
+
+_GraphAppendingTracer = GraphAppendingTracer
 
 
 _BINARY = ["add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "lshift", "rshift",

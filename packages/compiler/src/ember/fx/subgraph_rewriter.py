@@ -143,7 +143,12 @@ def _replace_one(gm, graph, matcher, match, repl_graph, repl_mod) -> None:
         for n in repl_graph.nodes:
             if n.op in ("get_attr", "call_module") and not hasattr(gm, n.target.split(".")[0]):
                 _copy_attr(repl_mod, gm, n.target)
-    with graph.inserting_after(last):
+    # as torch.fx: just before the first user of the matched outputs
+    users = {u for pn in matcher.returns for u in m[pn].users}
+    first_user = min(users, key=order.__getitem__) if users else None
+    where = graph.inserting_before(first_user) if first_user is not None else \
+        graph.inserting_after(last)
+    with where:
         out = graph.graph_copy(repl_graph, val_map)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     for pn, new in zip(matcher.returns, outs):
