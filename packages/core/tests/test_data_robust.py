@@ -1,8 +1,10 @@
 """ember.utils.data against torch where programs go wrong: workers that vanish, huge samplers."""
 import importlib.util
+import itertools
 import os
 import subprocess
 import sys
+import tracemalloc
 
 import pytest
 
@@ -76,3 +78,60 @@ def test_worker_that_exits_quietly_raises(quitter_runs, mode):
             line = lines[mode]
             assert line.startswith("RuntimeError: DataLoader worker (pid(s) "), (m, line)
             assert line.endswith(") exited unexpectedly"), (m, line)
+
+
+def _modules():
+    import ember
+    mods = [ember]
+    if importlib.util.find_spec("torch"):
+        import torch
+        mods.append(torch)
+    return mods
+
+
+def test_random_sampler_with_replacement_draws_lazily():
+    import ember
+    from ember.utils.data import RandomSampler
+    # 10**7 samples drawn at once would be 80 MB; lazily, 32 at a time, a few hundred bytes
+    s = RandomSampler(range(10), replacement=True, num_samples=10**7)
+    tracemalloc.start()
+    try:
+        first = list(itertools.islice(iter(s), 5))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    assert len(first) == 5 and all(0 <= i < 10 for i in first)
+    # so 10**10 (74 GiB at once) starts at once too
+    big = RandomSampler(range(3), replacement=True, num_samples=10**10,
+                        generator=ember.Generator().manual_seed(1))
+    assert len(big) == 10**10
+    assert all(0 <= i < 3 for i in itertools.islice(iter(big), 100))
+
+
+@pytest.mark.parametrize("num_samples", [5, 32, 70])
+def test_random_sampler_draws_32_at_a_time_from_its_generator(num_samples):
+    for t in _modules():
+        sampler_cls = __import__(t.__name__ + ".utils.data", fromlist=["x"]).RandomSampler
+        got = list(sampler_cls(range(7), replacement=True, num_samples=num_samples,
+                               generator=t.Generator().manual_seed(3)))
+        g = t.Generator().manual_seed(3)
+        sizes = [32] * (num_samples // 32) + [num_samples % 32]
+        want = [i for k in sizes for i in t.randint(0, 7, (k,), generator=g).tolist()]
+        assert got == want, t.__name__
+        # a partly consumed sampler has used one whole chunk of its generator
+        g1, g2 = t.Generator().manual_seed(4), t.Generator().manual_seed(4)
+        it = iter(sampler_cls(range(7), replacement=True, num_samples=1000, generator=g1))
+        assert len(list(itertools.islice(it, 3))) == 3
+        t.randint(0, 7, (32,), generator=g2)
+        assert t.randint(0, 7, (9,), generator=g1).tolist() == \
+            t.randint(0, 7, (9,), generator=g2).tolist(), t.__name__
+
+
+def test_random_sampler_arguments():
+    for t in _modules():
+        data = __import__(t.__name__ + ".utils.data", fromlist=["x"])
+        with pytest.raises(TypeError, match="replacement should be a boolean value"):
+            data.RandomSampler(range(3), replacement=1)
+        with pytest.raises(ValueError, match="num_samples should be a positive integer"):
+            data.RandomSampler(range(3), replacement=True, num_samples=0)
