@@ -13,6 +13,7 @@ from ember._tensor import Tensor
 from ._graph import (
     ANOMALY,
     FULL,
+    GRAD_LOCK,
     META,
     NONE,
     AccumulateGrad,
@@ -556,7 +557,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     if inputs is not None:
         for t, g in zip(inputs, captured):
             if g is not None and t.grad_fn is not None:  # non-leaf inputs accumulate too
-                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+                with GRAD_LOCK:
+                    t.grad = g.detach() if t.grad is None else t.grad + g.detach()
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -395,6 +395,8 @@ def _take_along_dim(x, indices, dim):
     b = list(broadcast_shapes(xs, js))
     xb = b[:d] + [x.shape[d]] + b[d + 1:]
     ib = b[:d] + [indices.shape[d]] + b[d + 1:]
+    if x.shape[d]:  # PyTorch 2.13 reads indices along dim modulo its size (gather would refuse)
+        indices = indices.remainder(x.shape[d])
     return x.expand(xb).gather(d, indices.expand(ib))
 
 

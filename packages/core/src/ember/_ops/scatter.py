@@ -22,7 +22,7 @@ def _same_meta(x, *_):
 
 
 def _check_bounds(index, size, dim):
-    bad = (index >= size) | (index < -size)
+    bad = (index >= size) | (index < 0)  # no negative indices along dim, as PyTorch
     if bad.any():
         raise RuntimeError(f"index {index[bad].flat[0]} is out of bounds for dimension {dim} "
                            f"with size {size}")
@@ -243,7 +243,7 @@ defop("index_select(Tensor self, int dim, Tensor index) -> Tensor",
       vjp=lambda g, out, x, dim, index: (x.new_zeros(x.shape).index_add(dim, index, g),))
 
 
-def _index_source_checks(x, d, idx, source, op, exc=RuntimeError):
+def _index_source_checks(x, d, idx, source, op, exc=RuntimeError, bounds=True):
     ns = source.shape[d] if source.ndim else 1
     if idx.size != ns:
         if op == "index_add_":
@@ -254,16 +254,36 @@ def _index_source_checks(x, d, idx, source, op, exc=RuntimeError):
     if source.dtype != x.dtype:
         raise RuntimeError(f"{op}(): self ({_name(x.dtype)}) and source ({_name(source.dtype)}) "
                            f"must have the same scalar type")
+    if not bounds:
+        return
     n = x.shape[d] if x.ndim else 1
-    bad = (idx >= n) | (idx < -n)
+    bad = (idx >= n) | (idx < 0)  # no negative indices, as PyTorch
     if bad.any():
-        raise IndexError(f"index {idx[bad][0]} is out of bounds for dimension {d} with size {n}")
+        raise IndexError(f"{op}(): index {idx[bad][0]} is out of bounds for dimension {d} "
+                         f"with size {n}")
+
+
+def _index_add_bounds(x, d, idx, source, alpha, index_dtype):
+    """PyTorch's index_add refuses indices outside [0, size) with the error of the path it
+    takes: scatter_add's (an int64 index, alpha 1, dim first or last of a >1-d self, source of
+    self's shape apart from dim), else IndexError "index out of range in self"."""
+    n = x.shape[d] if x.ndim else 1
+    bad = (idx >= n) | (idx < 0)
+    if not bad.any():
+        return
+    if (x.ndim > 1 and d in (0, x.ndim - 1) and alpha == 1 and index_dtype == np.int64
+            and source.ndim == x.ndim
+            and all(source.shape[i] == x.shape[i] for i in range(x.ndim) if i != d)):
+        raise RuntimeError(f"index {idx[bad][0]} is out of bounds for dimension {d} with size "
+                           f"{n}")
+    raise IndexError("index out of range in self")
 
 
 def _index_add(x, dim, index, source, alpha):
     d = normalize_dim(dim, x.ndim)
     idx = _index_vector(index, "index_add_")
-    _index_source_checks(x, d, idx, source, "index_add_")
+    _index_source_checks(x, d, idx, source, "index_add_", bounds=False)
+    _index_add_bounds(x, d, idx, source, alpha, index.dtype)
     out = x.copy()
     view = np.moveaxis(out.reshape(1) if out.ndim == 0 else out, d, 0)
     src = np.moveaxis(source.reshape(1) if source.ndim == 0 else source, d, 0)

@@ -196,7 +196,7 @@ def _gather_op(be, op, x, dim, index, sparse_grad=False):
         return _raise(be, op, (x, dim, index, sparse_grad))
     xv, iv = x.reshape(xs), index.reshape(ish)
     (mm,) = _minmax(be, [iv])
-    if not _in_range(mm, -xs[d], xs[d]):
+    if not _in_range(mm, 0, xs[d]):   # negatives refused, as PyTorch (the CPU kernel raises)
         return _raise(be, op, (x, dim, index, sparse_grad))
     out = be._new(ish, x.dtype, x.device)
     if not _gather(be, out, xv, iv, ish, _zeroed(xv.stride(), d), iv.stride(), xv.stride()[d],
@@ -277,7 +277,7 @@ def _scatter_checks(be, op, args, x, dim, index, src):
                                for i in range(index.ndim)):
         return _raise(be, op, args)
     (mm,) = _minmax(be, [index])
-    if not _in_range(mm, -xs[d], xs[d]):
+    if not _in_range(mm, 0, xs[d]):   # negatives refused, as PyTorch (the CPU kernel raises)
         return _raise(be, op, args)
     return None
 
@@ -329,7 +329,8 @@ def _index_dim(be, op, args, x, dim, index, source, accum, ndim_err=IndexError):
             return NotImplemented
     n = x.shape[d]
     (mm,) = _minmax(be, [index])
-    if not _in_range(mm, -n, n):
+    # index_fill wraps negative indices; index_add / index_copy refuse them (as PyTorch)
+    if not _in_range(mm, -n if source is None else 0, n):
         return _raise(be, op, args)
     out = be._copy_new(x, x.dtype)
     shape = tuple(x.shape[:d]) + (k,) + tuple(x.shape[d + 1:])
