@@ -76,16 +76,10 @@ class OpDef:
         return call(self, self.bind(args, kwargs), kwargs.get("out"))
 
     def bind(self, args, kwargs) -> tuple:
-        """Positional+keyword arguments -> the full positional tuple in schema order."""
-        out = list(args)
-        for a in self.schema.args[len(args):]:
-            if a.name in kwargs:
-                out.append(kwargs[a.name])
-            elif a.has_default:
-                out.append(a.default)
-            else:
-                raise TypeError(f"{self.qualname}() missing required argument '{a.name}'")
-        return tuple(out)
+        """Positional+keyword arguments -> the full positional tuple in schema order, checked
+        against the schema as torch.ops checks it (see _bind.py)."""
+        from ._bind import bind_checked
+        return bind_checked(self, args, kwargs)
 
 
 def complex_vjp(fn: Callable) -> Callable:
