@@ -70,6 +70,10 @@ class OpDef:
     def __repr__(self) -> str:
         return f"<OpDef {self.qualname}>"
 
+    def __reduce__(self):
+        # an op pickles (and deep-copies) by name, as torch's OpOverload: it is one per process
+        return lookup, (self.qualname,)
+
     def __call__(self, *args, **kwargs):
         """Call the op by schema order (what `ember.ops.aten.add(x, y)` does)."""
         from .._dispatch import call
