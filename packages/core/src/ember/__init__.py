@@ -142,3 +142,7 @@ def __getattr__(name):
 from ._components import ensure_loaded as _ensure_loaded  # noqa: E402
 
 _ensure_loaded()
+
+from ._pickle_names import fix_names as _fix_names  # noqa: E402
+
+_fix_names(__name__)  # public functions pickle by name (ember.save(model))

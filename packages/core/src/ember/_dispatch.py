@@ -73,13 +73,12 @@ def call(op, args: tuple, out=None):
                         and state.grad_enabled):
                     return autograd_hook(op, args, None)  # an nn.Parameter: as below
                 break
-            if a._requires_grad and state.grad_enabled:
+            if a._requires_grad and autograd_hook is not None and state.grad_enabled:
                 # straight to autograd (any device: it asks the device's cached launch itself):
                 # special[0] == 0 means no mode and no autocast (with grad off, as in a
-                # backward pass, it computes like any other tensor)
-                if autograd_hook is not None:
-                    return autograd_hook(op, args, None)
-                break
+                # backward pass, it computes like any other tensor). Without ember-autograd
+                # nothing records, so requires_grad changes nothing: the plain path.
+                return autograd_hook(op, args, None)
             if a.device is not _CPU:
                 break
             if d is None:

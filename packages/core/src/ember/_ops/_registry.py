@@ -83,22 +83,20 @@ class OpDef:
             raise AttributeError(f"'{self.qualname}' has no overload '{name}'")
         return op
 
+    def __reduce__(self):
+        # an op pickles (and deep-copies) by name, as torch's OpOverload: it is one per process
+        return lookup, (self.qualname,)
+
     def __call__(self, *args, **kwargs):
         """Call the op by schema order (what `ember.ops.aten.add(x, y)` does)."""
         from .._dispatch import call
         return call(self, self.bind(args, kwargs), kwargs.get("out"))
 
     def bind(self, args, kwargs) -> tuple:
-        """Positional+keyword arguments -> the full positional tuple in schema order."""
-        out = list(args)
-        for a in self.schema.args[len(args):]:
-            if a.name in kwargs:
-                out.append(kwargs[a.name])
-            elif a.has_default:
-                out.append(a.default)
-            else:
-                raise TypeError(f"{self.qualname}() missing required argument '{a.name}'")
-        return tuple(out)
+        """Positional+keyword arguments -> the full positional tuple in schema order, checked
+        against the schema as torch.ops checks it (see _bind.py)."""
+        from ._bind import bind_checked
+        return bind_checked(self, args, kwargs)
 
 
 # lower-case PyTorch overload names that name no entry of their own in ember's table

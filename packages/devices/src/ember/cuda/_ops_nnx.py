@@ -368,6 +368,8 @@ def _dims_plan(shape, n, sizes_to):
 
 
 def _upsample(be, op, x, output_size, mode, align_corners, scales):
+    from ember._ops.sample import upsample_checks
+    upsample_checks(x, output_size)
     n = len(output_size)
     if x.dtype not in _FLOAT or mode not in _MODES or not 1 <= n <= x.ndim:
         return NotImplemented
