@@ -18,7 +18,7 @@ _np.seterr(all="ignore")
 from . import _ops  # noqa: E402 - registers every op family
 from ._components import MissingComponentError  # noqa: E402,F401
 from ._creation_api import as_tensor, asarray, from_numpy, tensor  # noqa: E402,F401
-from ._device import device  # noqa: E402,F401
+from ._device import device, get_default_device, set_default_device  # noqa: E402,F401
 from ._dtype import (  # noqa: E402,F401
     bfloat16,
     bool,
