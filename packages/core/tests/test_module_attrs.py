@@ -24,7 +24,7 @@ _PROBE = r"""
 import json, pkgutil, sys
 import ember
 before = sorted(m for m in sys.modules if m.startswith("ember."))
-out = {"before": before, "missing": [], "found": []}
+out = {"before": before, "missing": [], "found": [], "optional": []}
 def reach(dotted):
     obj = ember
     for part in dotted.split("."):
@@ -37,6 +37,12 @@ def walk(prefix, path):
         dotted = prefix + m.name
         try:
             name = reach(dotted)
+        except ImportError as e:
+            # an optional third-party package (tensorboard, ...) that is not installed: the
+            # error must say what to install
+            key = "optional" if "pip install" in str(e) else "missing"
+            out[key].append(f"{dotted}: {type(e).__name__}: {e}")
+            continue
         except Exception as e:
             out["missing"].append(f"{dotted}: {type(e).__name__}: {e}")
             continue
