@@ -175,3 +175,36 @@ def _default_accelerator_type() -> str:
         if b.is_accelerator:
             return b.type
     return "cuda"
+
+
+def set_default_device(device) -> None:
+    """Factory functions without device= (zeros, randn, tensor, ...) create tensors on `device`
+    (None: back to cpu). Thread-local, as torch.set_default_device; a `with ember.device(...)`
+    block still takes precedence.
+
+    >>> import ember
+    >>> ember.set_default_device("meta"); ember.zeros(2).device.type
+    'meta'
+    >>> ember.set_default_device(None); ember.get_default_device()
+    device(type='cpu')
+    """
+    _state.state.default_device = None if device is None else _device_obj(device)
+
+
+def get_default_device():
+    """The device factory functions use without device=: a `with ember.device(...)` block's,
+    else set_default_device's, else cpu."""
+    st = _state.state
+    if st.device_stack:
+        return st.device_stack[-1]
+    return st.default_device or _device_obj("cpu")
+
+
+def _default_factory_device():
+    """The default device when one was chosen (a `with device` block or set_default_device),
+    else None: what tensor()/as_tensor() use for device=None."""
+    st = _state.state
+    return st.device_stack[-1] if st.device_stack else st.default_device
+
+
+_device_obj = device

@@ -200,7 +200,7 @@ def find_device(op, args):
                     return a.device
         if op.device_idx is not None and args[op.device_idx] is not None:
             return Device(args[op.device_idx])
-        return state.device_stack[-1] if state.device_stack else _CPU
+        return state.device_stack[-1] if state.device_stack else (state.default_device or _CPU)
     return dev
 
 

@@ -286,6 +286,9 @@ def set_rng_state_all(new_states) -> None:
 def __getattr__(name):  # torch.cuda.default_generators: one per GPU, made on first use
     if name == "default_generators":
         return tuple(_random.default_generator(i) for i in _random.device_indices())
+    if name == "amp":  # the deprecated torch.cuda.amp aliases
+        import importlib
+        return importlib.import_module(f"{__name__}.amp")
     raise AttributeError(f"module 'ember.cuda' has no attribute {name!r}")
 
 
