@@ -113,7 +113,8 @@ from .amp import autocast  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 
 _LAZY = {"autograd": "autograd", "optim": "autograd", "cuda": "devices", "fx": "compiler",
-         "compiler": "compiler", "export": "export", "distributed": "distributed"}
+         "compiler": "compiler", "export": "export", "distributed": "distributed",
+         "func": "autograd"}
 
 
 def __getattr__(name):
