@@ -1,5 +1,5 @@
 """`ember.nn.utils`: gradient clipping, parameter/vector conversion, and sequence packing."""
-from . import rnn  # noqa: F401
+from . import rnn, stateless  # noqa: F401
 from .clip_grad import (
            clip_grad_norm,
            clip_grad_norm_,
@@ -10,4 +10,5 @@ from .clip_grad import (
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 
 __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "get_total_norm",
-           "clip_grads_with_norm_", "parameters_to_vector", "vector_to_parameters", "rnn"]
+           "clip_grads_with_norm_", "parameters_to_vector", "vector_to_parameters", "rnn",
+           "stateless"]
