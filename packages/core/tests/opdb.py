@@ -526,3 +526,27 @@ NN = [
         s.pos(2), s.randn(5, 2, 5), 0, False), ref=False, grad=False),
 ]
 RECORDS += NN
+
+# ---- fft (complex samples: float64 parts, cast to complex64/128 with the dtype under test) ----
+def _cplx(s, *shape):
+    return s.randn(*shape) + 1j * s.randn(*shape)
+
+
+FFT = [
+    R("_fft_c2c", lambda s: (_cplx(s, 3, 4), [1], 0, True)),
+    R("_fft_c2c", lambda s: (_cplx(s, 3, 4), [0, 1], 2, False), id="_fft_c2c_inverse"),
+    R("_fft_r2c", lambda s: (s.randn(3, 6), [1], 1, True)),
+    R("_fft_r2c", lambda s: (s.randn(3, 6), [0, 1], 0, False), id="_fft_r2c_twosided"),
+    R("_fft_c2r", lambda s: (_cplx(s, 3, 4), [1], 2, 7)),
+    *[R(f"fft_{n}", lambda s: (_cplx(s, 3, 5), None, -1, "ortho")) for n in
+      ("fft", "ifft", "irfft", "hfft")],
+    *[R(f"fft_{n}", lambda s: (s.randn(3, 5), 6, 0, "forward")) for n in ("rfft", "ihfft")],
+    *[R(f"fft_{n}", lambda s: (_cplx(s, 3, 4, 5), [4, 3], [0, 2], None)) for n in
+      ("fft2", "ifft2", "fftn", "ifftn", "irfft2", "irfftn")],
+    *[R(f"fft_{n}", lambda s: (s.randn(3, 4, 5), None)) for n in ("rfft2", "rfftn")],
+    R("fft_fftfreq", lambda s: (5, 0.5)),
+    R("fft_rfftfreq", lambda s: (6,)),
+    R("fft_fftshift", lambda s: (s.randn(3, 4), None)),
+    R("fft_ifftshift", lambda s: (s.randn(3, 5), [1])),
+]
+RECORDS += FFT

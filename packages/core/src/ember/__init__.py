@@ -132,7 +132,7 @@ def __getattr__(name):
             from ._components import require
             require(_LAZY[name], f"ember.{name}")
     if name in ("nn", "utils", "testing", "library", "amp", "backends", "serialization",
-                "linalg", "random"):
+                "linalg", "random", "fft", "special"):
         return importlib.import_module(f"ember.{name}")
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
 
