@@ -345,7 +345,7 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
     # 1. dependencies: how many edges reach each node from the roots
     deps: dict = {}
     order: list = []
-    stack = [n for n, _ in roots]
+    stack = list({id(n): n for n, _ in roots}.values())  # two outputs of one node: one root
     seen = set(id(n) for n in stack)
     while stack:
         n = stack.pop()

@@ -9,7 +9,7 @@ from ._registry import FUNCTIONS, METHODS, NN_FUNCTIONAL, OPS, OpDef, defop, loo
 
 FAMILIES = ("creation", "memory", "pointwise", "reduction", "sorting", "movement", "joining",
             "indexing", "scatter", "linalg", "random", "nn", "conv", "pool", "norm", "loss",
-            "sample", "nn_extra")
+            "sample", "nn_extra", "fft", "special")
 for _fam in FAMILIES:
     try:
         importlib.import_module(f"{__name__}.{_fam}")
