@@ -117,4 +117,26 @@ def MPI():
         mpi4py.rc.thread_level = "multiple"
         from mpi4py import MPI as _m
         _MPI = _m
+        if launched_by_mpiexec() and _m.COMM_WORLD.Get_size() > 1:
+            _install_abort_hook()
     return _MPI
+
+
+def abort_job(code: int = 1) -> None:
+    """End every rank of the mpiexec job (MPI_Abort) if MPI is up with peers: an exiting rank
+    would otherwise wait for them in MPI_Finalize while they wait for it in a collective."""
+    m = sys.modules.get("mpi4py.MPI")
+    if m is None or not m.Is_initialized() or m.Is_finalized() or m.COMM_WORLD.Get_size() < 2:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    m.COMM_WORLD.Abort(code)
+
+
+def _install_abort_hook() -> None:
+    previous = sys.excepthook
+
+    def hook(tp, value, tb):
+        previous(tp, value, tb)
+        abort_job(1)
+    sys.excepthook = hook
