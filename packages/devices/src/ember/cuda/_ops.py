@@ -1,8 +1,8 @@
 """GPU kernels for non-pointwise ops: matmul (cuBLAS), copies/fills, reductions, softmax.
 
-`kernel(backend, op)` returns the kernel for an op or None (the backend then runs the op's CPU
-kernel on host copies). Each kernel validates like the CPU one by asking the op's meta function
-for the result shape and dtype, so errors match.
+`register(backend)` fills the op entries' cuda slots from here and the family modules. A kernel
+returning NotImplemented leaves the call to the dispatcher's rule (the decomposition, else the
+op's CPU kernel on host copies). Kernels ask the op's meta for the result shape and dtype.
 """
 from __future__ import annotations
 
@@ -30,23 +30,6 @@ def _lazy(name):
     return m
 
 _RBLOCK = 1024
-
-
-def kernel(backend, op):
-    f = _TABLE.get(op.qualname)
-    if f is None:
-        return None
-    if not _ACC:
-        _ACC.update(_acc())
-
-    def k(*args):
-        rt.ensure_context(_dev_index(args))
-        r = f(backend, op, *args)
-        if r is NotImplemented:  # the decomposition where core has one, else host copies
-            return op.decomp(*args) if op.qualname in OVER_DECOMP else backend._host_call(
-                op, args)
-        return r
-    return k
 
 
 def _dev_index(args) -> int:
@@ -568,10 +551,7 @@ def _acc():
             D.int8: tl.int64, D.uint8: tl.int64, D.bool: tl.int64}
 
 
-_ACC: dict = {}   # accumulator dtype per input dtype: filled (importing triton) by kernel()
-
-# ops that have a decomposition in core: registered as op.kernels["cuda"] by ember.cuda
-OVER_DECOMP = ("native_layer_norm_backward",)
+_ACC: dict = {}   # accumulator dtype per input dtype: filled (importing triton) on a first call
 
 _TABLE = {
     "matmul": _matmul, "clone": _clone, "fill_": _fill, "zero_": _zero,
@@ -595,9 +575,36 @@ _TABLE = {
 # the op families in their own modules (each: TABLE of kernels, HOST of ops left on host copies)
 FAMILIES = ("_ops_index", "_ops_sort", "_ops_random", "_ops_nnx", "_ops_misc",
             "_ops_linalg")
-HOST_OPS: dict = {}   # op qualname -> why it runs its CPU kernel on host copies
-for _name in FAMILIES:
-    _m = importlib.import_module("ember.cuda." + _name)
-    _TABLE.update(_m.TABLE)
-    HOST_OPS.update(_m.HOST)
-    OVER_DECOMP += tuple(getattr(_m, "OVER_DECOMP", ()))
+
+
+def register(backend) -> None:
+    """Fill the cuda slots of the op entries (`register_kernel(op, "cuda", fn)`): pointwise ops
+    and their in-place forms get the backend's cached Triton launch, the rest their kernel here
+    or in a family module; the backend's HOST lists the ops left on host copies."""
+    from ember._ops import OPS, register_kernel
+    table = dict(_TABLE)
+    host: dict = {}
+    for name in FAMILIES:
+        m = importlib.import_module("ember.cuda." + name)
+        table.update(m.TABLE)
+        host.update(m.HOST)
+    backend.HOST = host
+    for op in {id(o): o for o in OPS.values()}.values():
+        if op.pointwise is not None:
+            register_kernel(op, "cuda", backend.pointwise_kernel(op))
+        elif op.inplace_of is not None and op.inplace_of.pointwise is not None:
+            register_kernel(op, "cuda", backend.inplace_kernel(op))
+    for q, f in table.items():
+        register_kernel(OPS[q], "cuda", _slot(backend, OPS[q], f))
+
+
+def _slot(backend, op, f):
+    """A kernel f(backend, op, *args) as a slot kernel(*args), in the device's context;
+    f returns NotImplemented for calls it leaves to the dispatcher's rule (decomp, else host)."""
+    def kernel(*args):
+        rt.ensure_context(_dev_index(args))
+        if not _ACC:
+            _ACC.update(_acc())
+        return f(backend, op, *args)
+    kernel.__qualname__ = f"cuda[{op.qualname}]"
+    return kernel

@@ -2,8 +2,8 @@
 
 TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
 NotImplemented to fall back); HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it). OVER_DECOMP: ops that
-have a decomposition in core and a GPU kernel here (the kernel runs instead of the composition).
+host copies, with the reason (test_cuda_opdb.py holds the backend to it). A kernel for an op
+with a decomposition in core runs instead of the composition.
 
 The kernels (_kernels_nnx) take contiguous inputs: batch norm is one program per channel (two
 passes for the statistics, one for the output), or, for few channels of many values, P programs
@@ -583,8 +583,6 @@ TABLE: dict = {
     "grid_sampler": _grid_sampler,
     "grid_sampler_2d_backward": _grid_sampler_backward,
 }
-
-OVER_DECOMP = ("native_batch_norm_backward", "native_group_norm_backward")
 
 HOST: dict[str, str] = {
     "_ctc_loss": "no GPU kernel yet (a per-sample alpha recursion over time: a Triton kernel "
