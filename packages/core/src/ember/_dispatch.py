@@ -23,7 +23,7 @@ from ._state import state
 from ._tensor import _STRIDES, Tensor, c_strides
 
 __all__ = ["call", "execute", "DispatchMode", "TensorMeta", "autograd_hook", "no_kernel",
-           "pointwise_prepare"]
+           "pointwise_prepare", "DynamicOutputShape"]
 
 _make = Tensor._make
 autograd_hook = None  # set by ember-autograd: (op, args, out) -> result, recording a graph node
@@ -31,6 +31,11 @@ _CPU = Device("cpu")
 _META = Device("meta")
 
 TensorMeta = namedtuple("TensorMeta", "shape dtype stride", defaults=(None,))
+
+
+class DynamicOutputShape(NotImplementedError):
+    """A meta function validated the call, but the output's shape depends on the input's
+    values (x[mask]): meta tensors cannot hold it (PyTorch's DynamicOutputShapeException)."""
 
 
 class DispatchMode:

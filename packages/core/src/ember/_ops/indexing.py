@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from .._dispatch import TensorMeta, call, torch_name
+from .._dispatch import DynamicOutputShape, TensorMeta, call, torch_name
 from .._size import normalize_dim
 from .._tensor import Tensor
 from . import _index_meta as M
@@ -79,7 +79,7 @@ def _index_shape(x_shape, indices):
     for d, i in enumerate(indices):
         if i is not None:
             if i.dtype in (D.bool, D.uint8):
-                raise NotImplementedError("index with a mask has a data-dependent shape")
+                raise DynamicOutputShape("index with a mask has a data-dependent shape")
             adv.append(d)
             shapes.append(tuple(i.shape))
     from .._size import broadcast_shapes

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember import _dtype as D
+from ember._dispatch import DynamicOutputShape
 from ember._size import broadcast_shapes, normalize_dim
 from ember._tensor import Tensor
 
@@ -184,16 +185,13 @@ def _acc_target(be, x, accum):
 
 # ---- gather / index_select / take --------------------------------------------------------------
 def _gather_op(be, op, x, dim, index, sparse_grad=False):
-    if not _ok_dtype(x) or index.dtype not in _INTS:
-        return _raise(be, op, (x, dim, index, sparse_grad)) if index.dtype not in _INTS \
-            else NotImplemented
+    if not _ok_dtype(x):
+        return NotImplemented
     d = normalize_dim(dim, x.ndim)
-    if index.numel() == 0 and x.ndim == index.ndim:
+    if index.numel() == 0:
         return be._new(tuple(index.shape), x.dtype, x.device)
     xs = tuple(x.shape) if x.ndim else (1,)
     ish = tuple(index.shape) if index.ndim else (1,)
-    if len(xs) != len(ish) or any(i != d and ish[i] > xs[i] for i in range(len(ish))):
-        return _raise(be, op, (x, dim, index, sparse_grad))
     xv, iv = x.reshape(xs), index.reshape(ish)
     (mm,) = _minmax(be, [iv])
     if not _in_range(mm, -xs[d], xs[d]):
@@ -207,8 +205,6 @@ def _gather_op(be, op, x, dim, index, sparse_grad=False):
 
 def _index_select(be, op, x, dim, index):
     args = (x, dim, index)
-    if index.ndim > 1 or index.dtype not in _INTS:
-        return _raise(be, op, args)
     if not _ok_dtype(x) or x.ndim == 0:
         return NotImplemented
     d = normalize_dim(dim, x.ndim)
@@ -226,8 +222,6 @@ def _index_select(be, op, x, dim, index):
 
 
 def _take(be, op, x, index):
-    if index.dtype not in _INTS:
-        return _raise(be, op, (x, index))
     if not _ok_dtype(x):
         return NotImplemented
     n = x.numel()
@@ -262,20 +256,12 @@ def _scatter_any(be, op, args, x, d, index, src, accum):
 
 def _scatter_checks(be, op, args, x, dim, index, src):
     """None when the fast path applies, else the op's result (its error) or NotImplemented."""
-    if index.dtype is not D.int64 or (src is not None and src.dtype is not x.dtype):
-        return _raise(be, op, args)
     if not _ok_dtype(x):
         return NotImplemented
     d = normalize_dim(dim, x.ndim)
     if index.numel() == 0:
         return None
     xs = tuple(x.shape) if x.ndim else (1,)
-    ish = tuple(index.shape) if index.ndim else (1,)
-    if len(xs) != len(ish) or any(i != d and ish[i] > xs[i] for i in range(len(ish))):
-        return _raise(be, op, args)
-    if src is not None and any(i >= src.ndim or ish[i] > src.shape[i]
-                               for i in range(index.ndim)):
-        return _raise(be, op, args)
     (mm,) = _minmax(be, [index])
     if not _in_range(mm, -xs[d], xs[d]):
         return _raise(be, op, args)
@@ -312,10 +298,6 @@ def _scatter_add(be, op, x, dim, index, src):
 def _index_dim(be, op, args, x, dim, index, source, accum, ndim_err=IndexError):
     """index_add / index_copy / index_fill: out = copy of x with out[..., index[k], ...] =
     (+=) source[..., k, ...] along dim (source None: args[-1] is the fill value)."""
-    if index.ndim > 1 or index.dtype not in _INTS:
-        return _raise(be, op, args)
-    if source is not None and source.dtype is not x.dtype:
-        return _raise(be, op, args)
     if not _ok_dtype(x) or x.ndim == 0:
         return NotImplemented
     d = normalize_dim(dim, x.ndim)
@@ -323,8 +305,6 @@ def _index_dim(be, op, args, x, dim, index, source, accum, ndim_err=IndexError):
     if source is not None:
         if source.ndim != x.ndim:
             return NotImplemented
-        if source.shape[d] != k:
-            return _raise(be, op, args)
         if any(source.shape[i] != x.shape[i] for i in range(x.ndim) if i != d):
             return NotImplemented
     n = x.shape[d]
@@ -362,8 +342,6 @@ def _index_copy(be, op, x, dim, index, source):
 
 
 def _index_fill(be, op, x, dim, index, value):
-    if isinstance(value, Tensor) and value.ndim != 0:
-        return _raise(be, op, (x, dim, index, value))
     if isinstance(value, complex):
         return NotImplemented
     return _index_dim(be, op, (x, dim, index, value), x, dim, index, None, False)
@@ -372,9 +350,7 @@ def _index_fill(be, op, x, dim, index, value):
 def _put(be, op, x, index, source, accumulate=False):
     args = (x, index, source, accumulate)
     n = x.numel()
-    if index.dtype not in _INTS or index.numel() != source.numel() or source.dtype is not x.dtype:
-        return _raise(be, op, args)
-    if not _ok_dtype(x):
+    if source.dtype is not x.dtype or not _ok_dtype(x):  # (the CPU kernel casts source)
         return NotImplemented
     (mm,) = _minmax(be, [index])
     if not _in_range(mm, -n, n):
@@ -406,8 +382,6 @@ def _adv_plan(be, op, args, x, indices):
             i = i.to(x.device)
         if i.dtype is D.bool:
             k = i.ndim
-            if d + k > x.ndim or tuple(i.shape) != tuple(x.shape[d:d + k]):
-                return _raise(be, op, args)
             nz = _nonzero(be, None, i) if k else None
             if nz is None or nz is NotImplemented:
                 return NotImplemented
@@ -416,20 +390,14 @@ def _adv_plan(be, op, args, x, indices):
                 dims.append(d + j)
             d += k
             continue
-        if i.dtype not in _INTS or i.dtype is D.uint8 or d >= x.ndim:
-            return _raise(be, op, args) if i.dtype not in _INTS or d >= x.ndim \
-                else NotImplemented   # uint8 masks: deprecated, the host warns as PyTorch
+        if i.dtype is D.uint8:
+            return NotImplemented   # uint8 masks: deprecated, the host warns as PyTorch
         idx.append(i)
         dims.append(d)
         d += 1
-    if d > x.ndim:
-        return _raise(be, op, args)
     if not idx:
         return NotImplemented
-    try:
-        B = tuple(broadcast_shapes(*[tuple(i.shape) for i in idx]))
-    except RuntimeError:
-        return _raise(be, op, args)
+    B = tuple(broadcast_shapes(*[tuple(i.shape) for i in idx]))
     # the linear offsets of the indexed dims (one contiguous int64 tensor over B), each index
     # tensor's min/max on the way: one read checks them all
     off = be._new(B, D.int64, x.device)
@@ -477,15 +445,13 @@ def _index(be, op, x, indices):
 
 
 def _index_put_into(be, op, args, x, indices, values, accumulate):
-    if values.dtype is not x.dtype:
-        return _raise(be, op, args)
     if not _ok_dtype(x):
         return NotImplemented
     plan = _adv_plan(be, op, args, x, indices)
     if not isinstance(plan, tuple):
         return plan
     off, shape, a, b = plan
-    vs = tuple(values.shape)
+    vs = tuple(values.shape)   # (the meta checks this shape unless a mask's count sets it)
     if len(vs) > len(shape) or any(v not in (1, s) for v, s in zip(vs[::-1], shape[::-1])):
         return _raise(be, op, args)
     if values.device != x.device:
@@ -630,8 +596,6 @@ def _masked_scatter(be, op, x, mask, source):
 # ---- one_hot -----------------------------------------------------------------------------------
 def _one_hot(be, op, x, num_classes=-1):
     args = (x, num_classes)
-    if x.dtype is not D.int64:
-        return _raise(be, op, args)
     (mm,) = _minmax(be, [x]) if x.numel() else [(0, -1)]
     if x.numel() and mm[0] < 0:
         return _raise(be, op, args)
@@ -686,14 +650,20 @@ def _lazy_rule(name):
 
 
 def _on_device(f):
-    """Host tensors among the arguments (core's backward formulas build index tensors on the
-    CPU) are copied to the op's device first, as PyTorch does for CPU indices."""
+    """The op's meta validates the call first (PyTorch's rank, shape and dtype errors: the
+    kernels here check only index values). Host tensors among the arguments (core's backward
+    formulas build index tensors on the CPU) are copied to the op's device, as PyTorch does for
+    CPU indices."""
     def k(be, op, *args):
+        if op.meta is not None:
+            try:
+                op.meta(*args)
+            except DynamicOutputShape:  # validated; x[mask]'s shape needs the mask's values
+                pass
         dev = next(a.device for a in args if isinstance(a, Tensor) and a.device.type == "cuda")
         args = tuple(a.to(dev) if isinstance(a, Tensor) and a.device != dev else a for a in args)
         return f(be, op, *args)
     return k
-
 
 
 # ---- scatter_reduce ----------------------------------------------------------------------------
@@ -720,8 +690,6 @@ def _scatter_red(be, dst, src, idx, shape, a, b, c, scale, nsize, red):
 
 def _scatter_reduce(be, op, x, dim, index, src, reduce, include_self=True):
     args = (x, dim, index, src, reduce, include_self)
-    if reduce not in _REDUCE_OP:
-        return _raise(be, op, args)
     r = _scatter_checks(be, op, args, x, dim, index, src)
     if r is not None:
         return r
@@ -796,8 +764,6 @@ def _bincount(be, op, x, weights=None, minlength=0):
 
 def _histc(be, op, x, bins=100, min=0, max=0):  # noqa: A002
     args = (x, bins, min, max)
-    if not x.dtype.is_floating_point or x.dtype.is_complex or bins <= 0:
-        return _raise(be, op, args)
     if x.dtype not in be_dtypes():
         return NotImplemented
     acc_dt = D.float64 if x.dtype is D.float64 else D.float32
