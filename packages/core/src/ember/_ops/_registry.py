@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ._schema import parse_schema
 
-__all__ = ["OpDef", "defop", "OPS", "lookup", "bind_overloads", "complex_vjp"]
+__all__ = ["OpDef", "defop", "OPS", "lookup", "bind_overloads", "complex_vjp", "register_kernel"]
 
 OPS: dict[str, OpDef] = {}          # "add" / "max.dim" / "ns::name" -> OpDef
 FUNCTIONS: dict[str, Callable] = {}    # public functions by Python name, bound onto ember
@@ -118,6 +118,27 @@ def lookup(qualname: str) -> OpDef:
         return OPS[qualname]
     except KeyError:
         raise RuntimeError(f"No such operator {qualname}") from None
+
+
+def register_kernel(op: OpDef | str, device_type: str, fn: Callable | None = None):
+    """Fill an op's kernel slot for a device type: `op.kernels[device_type] = fn` (c10's dispatch
+    table, `torch.library.register_kernel`). The only way a device gives an op a kernel: the
+    dispatcher looks the slot up, and a device keeps no table of its own. A decorator too.
+
+    fn gets the call's arguments in schema order (Tensors; cpu kernels get numpy arrays) and
+    returns the result, or NotImplemented to decline a call it does not handle (a dtype, a
+    layout): the dispatcher then applies its rule for a missing kernel (`_dispatch.no_kernel`).
+
+    >>> k = register_kernel("tril", "toy", lambda x, diagonal=0: NotImplemented)
+    >>> lookup("tril").kernels.pop("toy") is k
+    True
+    """
+    target = lookup(op) if isinstance(op, str) else op
+
+    def fill(f):
+        target.kernels[device_type] = f
+        return f
+    return fill(fn) if fn is not None else fill
 
 
 def defop(schema: str, *, function: str | bool | None = True, method: str | bool | None = True,
