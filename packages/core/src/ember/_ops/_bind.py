@@ -53,8 +53,9 @@ def _is_float(v) -> bool:
 def _is_tensor(v, lenient: bool) -> bool:
     # core ops take Python numbers where a Tensor goes (ember.ops.aten.add(x, 2.0), as aten's);
     # custom ops do not (PyTorch refuses a float for a custom op's Tensor argument)
-    return isinstance(v, _tensor_cls()) or (lenient and isinstance(v, (numbers.Number, np.number,
-                                                                       np.bool_)))
+    # values of unknown types pass (tracers: fx Proxy and Node objects stand for tensors)
+    return isinstance(v, _tensor_cls()) or not _known(v) or (
+        lenient and isinstance(v, (numbers.Number, np.number, np.bool_)))
 
 
 def _is_dtype(v) -> bool:
@@ -120,8 +121,8 @@ def _checker(arg, lenient: bool):
     opt_elem = base.endswith("?")
     base = base.rstrip("?")
     if base == "Tensor":
-        elem = (lambda v: v is None or isinstance(v, _tensor_cls())) if opt_elem else (
-            lambda v: isinstance(v, _tensor_cls()))
+        elem = (lambda v: v is None or isinstance(v, _tensor_cls()) or not _known(v)) \
+            if opt_elem else (lambda v: isinstance(v, _tensor_cls()) or not _known(v))
     else:
         elem = _elem_check(base, lenient)
         if lenient and base in ("int", "SymInt"):
