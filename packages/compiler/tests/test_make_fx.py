@@ -157,8 +157,3 @@ def test_shape_prop_with_fake_mode():
     ShapeProp(gm, fake_mode=FakeTensorMode(allow_non_fake_inputs=True)).propagate(_t(7, 8))
     out = next(n for n in gm.graph.nodes if n.op == "output")
     assert tuple(out.meta["tensor_meta"].shape) == (7, 4)
-
-
-def test_symbolic_mode_says_not_implemented():
-    with pytest.raises(NotImplementedError, match="symbolic"):
-        make_fx(lambda x: x, tracing_mode="symbolic")

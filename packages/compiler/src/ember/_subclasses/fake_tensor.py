@@ -15,6 +15,7 @@ from __future__ import annotations
 from ember import Tensor
 from ember._device import device as Device
 from ember._dispatch import DispatchMode, call
+from ember._size import contiguous_strides
 from ember._tensor import Storage
 
 __all__ = ["FakeTensor", "FakeTensorMode", "DataDependentOutputException",
@@ -85,8 +86,9 @@ class FakeTensorMode(DispatchMode):
         self.shape_env = shape_env
         self._memo: dict = {}  # id(real) -> (real, fake)
 
-    def from_tensor(self, t: Tensor, *, static_shapes=None) -> FakeTensor:
-        """The fake twin of a real tensor (the same one each time for the same tensor)."""
+    def from_tensor(self, t: Tensor, *, static_shapes=None, source=None) -> FakeTensor:
+        """The fake twin of a real tensor (the same one each time for the same tensor).
+        With a shape_env (and source, the input's name), its sizes become symbols."""
         if isinstance(t, FakeTensor):
             if t.fake_mode is not self:
                 raise UnsupportedFakeTensorException("Mixing fake modes NYI")
@@ -94,9 +96,18 @@ class FakeTensorMode(DispatchMode):
         hit = self._memo.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
-        st = Storage(None, _META, t._storage.nbytes if t.device.type != "meta" else 0)
-        f = FakeTensor._make(st, tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype,
-                             t.device)
+        shape, stride = tuple(t.shape), tuple(t.stride())
+        nbytes = t._storage.nbytes if t.device.type != "meta" else 0
+        if self.shape_env is not None and not static_shapes:
+            shape = tuple(self.shape_env.create_symint(n, (source or "t", i))
+                          for i, n in enumerate(shape))
+            if t.is_contiguous():
+                stride = contiguous_strides(shape)
+            nbytes = t.dtype.itemsize
+            for n in shape:
+                nbytes = nbytes * n
+        st = Storage(None, _META, nbytes)
+        f = FakeTensor._make(st, shape, stride, t.storage_offset(), t.dtype, t.device)
         f.fake_mode = self
         if t.requires_grad:
             f._requires_grad = True
@@ -125,7 +136,7 @@ class FakeTensorMode(DispatchMode):
                         f"{op.qualname}: Please convert all Tensors to FakeTensors first or "
                         "instantiate FakeTensorMode with 'allow_non_fake_inputs'. Found in "
                         f"{op.qualname}(*args)")
-                return unwrap(self.from_tensor(x))
+                return unwrap(self.from_tensor(x, static_shapes=True))  # (constants)
             return x
         a = list(args)
         for i in op.tensor_idx:

@@ -164,7 +164,8 @@ class _Emitter:
     def fn_name(self, fn) -> str:
         q = qualified_name(fn)
         head = q.split(".")[0]
-        if head == "ember" and (is_opdef(fn) or _resolves(q, fn)):
+        valid = not any(keyword.iskeyword(p) for p in q.split("."))  # (random_.from)
+        if head == "ember" and valid and (is_opdef(fn) or _resolves(q, fn)):
             return q
         if "." not in q and getattr(builtins, q, None) is fn:
             return q

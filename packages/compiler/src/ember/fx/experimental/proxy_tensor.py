@@ -23,8 +23,14 @@ from .._op_args import split_op_args
 from ..graph import Graph
 from ..graph_module import GraphModule
 from ..node import map_aggregate
+from .symbolic_shapes import ShapeEnv, is_symbolic
 
-__all__ = ["make_fx", "ProxyTorchDispatchMode"]
+__all__ = ["make_fx", "ProxyTorchDispatchMode", "sym_size"]
+
+
+def sym_size(t: Tensor, dim: int) -> int:
+    """`t.size(dim)` as a graph node (PyTorch's aten.sym_size.int)."""
+    return t.size(dim)
 
 
 class ProxyTorchDispatchMode(DispatchMode):
@@ -35,6 +41,8 @@ class ProxyTorchDispatchMode(DispatchMode):
         self.decomposition_table = decomposition_table or {}
         self.tracked: dict = {}     # id(tensor) -> (tensor, node)
         self.constants: dict = {}   # attribute name -> tensor
+        self.sym_nodes: dict = {}   # sympy expression -> node (or constant)
+        self.inputs: dict = {}      # input name -> its placeholder
 
     def track(self, t: Tensor, node) -> None:
         self.tracked[id(t)] = (t, node)
@@ -51,7 +59,50 @@ class ProxyTorchDispatchMode(DispatchMode):
         return node
 
     def _arg(self, a):
-        return map_aggregate(a, lambda x: self.node_of(x) if isinstance(x, Tensor) else x)
+        def one(x):
+            if isinstance(x, Tensor):
+                return self.node_of(x)
+            if is_symbolic(x):
+                return self.sym_node(x.expr, x.env)
+            return x
+        return map_aggregate(a, one)
+
+    def sym_node(self, expr, env):
+        """A graph value computing a symbolic size from the inputs' sizes."""
+        import operator
+
+        import sympy
+        hit = self.sym_nodes.get(expr)
+        if hit is not None:
+            return hit
+        if expr.is_Integer:
+            return int(expr)
+        if expr.is_Float or expr.is_Rational:
+            return float(expr)
+        if expr.is_Symbol:
+            name, dim = env.var_to_sources[expr][0]
+            node = self.graph.call_function(sym_size, (self.inputs[name], dim))
+        elif isinstance(expr, (sympy.Add, sympy.Mul)):
+            fn = operator.add if isinstance(expr, sympy.Add) else operator.mul
+            args = [self.sym_node(a, env) for a in expr.args]
+            node = args[0]
+            for b in args[1:]:
+                node = self.graph.call_function(fn, (node, b))
+        elif isinstance(expr, sympy.Pow):
+            node = self.graph.call_function(operator.pow, (self.sym_node(expr.base, env),
+                                                           self.sym_node(expr.exp, env)))
+        elif isinstance(expr, sympy.floor) and isinstance(expr.args[0], sympy.Mul):
+            num, den = sympy.fraction(expr.args[0])
+            node = self.graph.call_function(operator.floordiv, (self.sym_node(num, env),
+                                                                self.sym_node(den, env)))
+        elif isinstance(expr, sympy.Mod):
+            node = self.graph.call_function(operator.mod, tuple(self.sym_node(a, env)
+                                                                for a in expr.args))
+        else:
+            raise NotImplementedError(f"make_fx(tracing_mode='symbolic'): cannot compute the "
+                                      f"size expression {expr} in the graph")
+        self.sym_nodes[expr] = node
+        return node
 
     def __ember_dispatch__(self, op, args, out):
         decomp = self.decomposition_table.get(op)
@@ -89,20 +140,20 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
     decomposition_table: {op: fn} whose ops are traced through fn instead of recorded."""
     if tracing_mode not in ("real", "fake", "symbolic"):
         raise AssertionError(f"Unexpected tracing type: {tracing_mode}")
-    if tracing_mode == "symbolic":
-        raise NotImplementedError("make_fx(tracing_mode='symbolic'): ember has no ShapeEnv "
-                                  "yet; use 'real' or 'fake'")
-
     def wrapped(*args):
         graph = Graph()
         mode = ProxyTorchDispatchMode(graph, decomposition_table)
         fake = None
-        if tracing_mode == "fake":
+        names = _placeholder_names(f, len(args))
+        if tracing_mode != "real":
             from ember._subclasses.fake_tensor import FakeTensorMode
-            fake = FakeTensorMode(allow_non_fake_inputs=_allow_non_fake_inputs)
-            args = tuple(fake.from_tensor(a) if isinstance(a, Tensor) else a for a in args)
-        for name, a in zip(_placeholder_names(f, len(args)), args):
+            env = ShapeEnv() if tracing_mode == "symbolic" else None
+            fake = FakeTensorMode(allow_non_fake_inputs=_allow_non_fake_inputs, shape_env=env)
+            args = tuple(fake.from_tensor(a, source=n[:-2]) if isinstance(a, Tensor) else a
+                         for n, a in zip(names, args))
+        for name, a in zip(names, args):
             ph = graph.placeholder(name)
+            mode.inputs[name[:-2]] = ph
             if isinstance(a, Tensor):
                 mode.track(a, ph)
         if fake is not None:
@@ -112,6 +163,9 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
             with mode:
                 result = f(*args)
         graph.output(mode._arg(result))
-        return GraphModule(dict(mode.constants), graph, "f" if not hasattr(f, "__name__")
+        gm = GraphModule(dict(mode.constants), graph, "f" if not hasattr(f, "__name__")
                            or f.__name__ == "<lambda>" else f.__name__)
+        if fake is not None and fake.shape_env is not None:
+            gm.shape_env = fake.shape_env  # its guards: what the graph assumed of the sizes
+        return gm
     return wrapped
