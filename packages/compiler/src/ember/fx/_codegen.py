@@ -13,7 +13,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-from .node import Node, map_arg
+from .node import Node
 
 __all__ = ["PythonCode", "Namespace", "qualified_name", "python_code"]
 
@@ -278,6 +278,3 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
         "".join(f"    {line}\n" for line in body) + "    "
     return PythonCode(src, e.globals)
 
-
-def map_names(a):
-    return map_arg(a, lambda n: n.name)

@@ -20,7 +20,7 @@ from ember.nn import Module, Parameter, Sequential
 from ._op_args import split_op_args
 from .graph import Graph
 from .graph_module import GraphModule
-from .proxy import Proxy, TracerBase, TraceError, find_proxy
+from .proxy import TracerBase, TraceError, find_proxy
 
 __all__ = ["Tracer", "symbolic_trace", "wrap", "PH", "TraceError"]
 
@@ -364,5 +364,3 @@ def symbolic_trace(root, concrete_args: dict | None = None) -> GraphModule:
     name = root.__class__.__name__ if isinstance(root, Module) else root.__name__
     return GraphModule(tracer.root, graph, name)
 
-
-_ = (Proxy, TraceError)

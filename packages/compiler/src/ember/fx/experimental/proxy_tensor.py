@@ -2,7 +2,9 @@
 GraphModule whose call_function targets are table entries (`ember.ops.aten.mm.default`).
 
 tracing_mode="real" computes on the real inputs while recording; "fake" runs on FakeTensors
-(meta storage, each op's meta function) so nothing is computed.
+(meta storage, each op's meta function) so nothing is computed; "symbolic" also gives the
+inputs symbolic sizes (`symbolic_shapes.ShapeEnv`), so the graph computes sizes from its inputs
+and runs on other sizes its guards (`gm.shape_env`) allow.
 
 >>> import ember
 >>> from ember.fx.experimental.proxy_tensor import make_fx
@@ -23,7 +25,6 @@ from .._op_args import split_op_args
 from ..graph import Graph
 from ..graph_module import GraphModule
 from ..node import map_aggregate
-from .symbolic_shapes import ShapeEnv, is_symbolic
 
 __all__ = ["make_fx", "ProxyTorchDispatchMode", "sym_size"]
 
@@ -62,7 +63,7 @@ class ProxyTorchDispatchMode(DispatchMode):
         def one(x):
             if isinstance(x, Tensor):
                 return self.node_of(x)
-            if is_symbolic(x):
+            if getattr(type(x), "_sym_kind", None) is not None:  # SymInt/SymFloat/SymBool
                 return self.sym_node(x.expr, x.env)
             return x
         return map_aggregate(a, one)
@@ -147,7 +148,10 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
         names = _placeholder_names(f, len(args))
         if tracing_mode != "real":
             from ember._subclasses.fake_tensor import FakeTensorMode
-            env = ShapeEnv() if tracing_mode == "symbolic" else None
+            env = None
+            if tracing_mode == "symbolic":
+                from .symbolic_shapes import ShapeEnv  # (sympy loads only for symbolic traces)
+                env = ShapeEnv()
             fake = FakeTensorMode(allow_non_fake_inputs=_allow_non_fake_inputs, shape_env=env)
             args = tuple(fake.from_tensor(a, source=n[:-2]) if isinstance(a, Tensor) else a
                          for n, a in zip(names, args))

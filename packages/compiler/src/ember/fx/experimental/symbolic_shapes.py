@@ -168,7 +168,7 @@ class _SymValue:
 
 def _arith(fn, reflected=False):
     def impl(self, other):
-        if not isinstance(other, (int, float, _SymValue)) or isinstance(other, bool) and False:
+        if not isinstance(other, (int, float, _SymValue)):
             return NotImplemented
         a, b = self.expr, _unwrap(other)
         if reflected:
