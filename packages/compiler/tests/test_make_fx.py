@@ -16,7 +16,7 @@ from ember._decomp import get_decompositions
 from ember._subclasses.fake_tensor import (DataDependentOutputException,
                                            DynamicOutputShapeException, FakeTensor,
                                            FakeTensorMode)
-from ember.fx.experimental.proxy_tensor import make_fx
+from ember.fx.experimental.proxy_tensor import functionalize, make_fx
 
 
 def _t(*shape, seed=0):
@@ -157,3 +157,30 @@ def test_shape_prop_with_fake_mode():
     ShapeProp(gm, fake_mode=FakeTensorMode(allow_non_fake_inputs=True)).propagate(_t(7, 8))
     out = next(n for n in gm.graph.nodes if n.op == "output")
     assert tuple(out.meta["tensor_meta"].shape) == (7, 4)
+
+
+def test_functionalize_removes_mutation_and_copies_inputs_back():
+    def f(x, y):
+        y.add_(1)
+        z = x * 2
+        z.relu_()
+        z.mul_(y)
+        y.mul_(3)
+        return z + y
+    x, y = _t(3, 4), _t(3, 4, seed=1)
+    gm = make_fx(functionalize(f))(x.clone(), y.clone())
+    names = [t.name for t in _targets(gm)]
+    assert names == ["add", "mul", "relu", "mul", "mul", "add", "copy_"]
+    assert all("inplace" not in t.tags for t in _targets(gm)[:-1])
+    y_eager, y_graph = y.clone(), y.clone()
+    _close(gm(x, y_graph), f(x, y_eager))
+    _close(y_graph, y_eager)  # the input is still written, once, at the end
+    gm.graph.lint()
+
+
+def test_functionalize_refuses_writes_through_views():
+    def g(x):
+        x[0].add_(1)
+        return x
+    with pytest.raises(NotImplementedError, match="through a view"):
+        make_fx(functionalize(g))(ember.ones(2, 2))

@@ -26,7 +26,17 @@ from ..graph import Graph
 from ..graph_module import GraphModule
 from ..node import map_aggregate
 
-__all__ = ["make_fx", "ProxyTorchDispatchMode", "sym_size"]
+__all__ = ["make_fx", "ProxyTorchDispatchMode", "sym_size", "functionalize"]
+
+
+def functionalize(f: Callable) -> Callable:
+    """f, marked so `make_fx(functionalize(f))` gives a graph without in-place ops (mutated
+    inputs are copied back at its end); called directly it is just f."""
+    def functionalized(*args, **kwargs):
+        return f(*args, **kwargs)
+    functionalized._ember_functionalize = True
+    functionalized.__wrapped__ = f
+    return functionalized
 
 
 def sym_size(t: Tensor, dim: int) -> int:
@@ -169,6 +179,9 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
         graph.output(mode._arg(result))
         gm = GraphModule(dict(mode.constants), graph, "f" if not hasattr(f, "__name__")
                            or f.__name__ == "<lambda>" else f.__name__)
+        if getattr(f, "_ember_functionalize", False):
+            from ..passes.functionalize import functionalize_graph
+            functionalize_graph(gm)
         if fake is not None and fake.shape_env is not None:
             gm.shape_env = fake.shape_env  # its guards: what the graph assumed of the sizes
         return gm
