@@ -363,17 +363,21 @@ def test_conv_bn_fusion_tutorial():
     def program(torch):
         def fuse_conv_bn_eval(conv, bn):
             fused = copy.deepcopy(conv)
-            w, b = fused.weight, fused.bias if fused.bias is not None else torch.zeros_like(bn.running_mean)
+            w = fused.weight
+            b = fused.bias if fused.bias is not None else torch.zeros_like(bn.running_mean)
             scale = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
             fused.weight = torch.nn.Parameter(w * scale.reshape(-1, 1, 1, 1))
             fused.bias = torch.nn.Parameter((b - bn.running_mean) * scale + bn.bias)
             return fused
+
         def _parent_name(target):
             *parent, name = target.rsplit('.', 1)
             return parent[0] if parent else '', name
+
         def replace_node_module(node, modules, new_module):
             parent_name, name = _parent_name(node.target)
             setattr(modules[parent_name], name, new_module)
+
         def fuse(model):
             model = copy.deepcopy(model)
             fx_model = torch.fx.symbolic_trace(model)
@@ -385,7 +389,7 @@ def test_conv_bn_fusion_tutorial():
                         type(modules[node.args[0].target]) is torch.nn.Conv2d:
                     if len(node.args[0].users) > 1:
                         continue
-                    conv = modules[node.args[0].target]; bn = modules[node.target]
+                    conv, bn = modules[node.args[0].target], modules[node.target]
                     replace_node_module(node.args[0], modules, fuse_conv_bn_eval(conv, bn))
                     node.replace_all_uses_with(node.args[0])
                     fx_model.graph.erase_node(node)
@@ -394,6 +398,7 @@ def test_conv_bn_fusion_tutorial():
             fx_model.delete_all_unused_submodules()
             return fx_model
         torch.manual_seed(0)
+
         class Net(torch.nn.Module):
             def __init__(self):
                 super().__init__()
@@ -401,12 +406,14 @@ def test_conv_bn_fusion_tutorial():
                                                  torch.nn.ReLU())
                 self.conv2 = torch.nn.Conv2d(4, 2, 1)
                 self.bn2 = torch.nn.BatchNorm2d(2)
+
             def forward(self, x):
                 return self.bn2(self.conv2(self.block(x))).mean()
         m = Net()
         with torch.no_grad():
             for bn in (m.block[1], m.bn2):
-                bn.running_mean.uniform_(-1, 1); bn.running_var.uniform_(0.5, 2)
+                bn.running_mean.uniform_(-1, 1)
+                bn.running_var.uniform_(0.5, 2)
         m.eval()
         f = fuse(m)
         return m, f
