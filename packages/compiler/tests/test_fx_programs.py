@@ -238,6 +238,23 @@ def test_concrete_args_specialize():
     np.testing.assert_allclose(_np(tr), _np(er))
 
 
+def test_varargs():
+    def program(torch):
+        def f(x, *args):
+            return x + args[0] * args[1]
+
+        class M(torch.nn.Module):
+            def forward(self, *xs):
+                return torch.cat(xs[:2]).sum()
+        gf, gm = torch.fx.symbolic_trace(f), torch.fx.symbolic_trace(M())
+        return gf, gm, gf(torch.ones(2), torch.ones(2) * 2, torch.ones(2) * 3), \
+            gm(torch.ones(2), torch.ones(3), 5)
+    (tf, tm, tr1, tr2), (ef, em, er1, er2) = both(program)
+    assert _code(tf, _torch) == _code(ef, ember) and _code(tm, _torch) == _code(em, ember)
+    assert _np(er1).tolist() == _np(tr1).tolist() == [7.0, 7.0]
+    assert float(er2) == float(tr2) == 5.0
+
+
 def test_control_flow_and_len_raise_as_torch():
     def program(torch):
         def cf(x):

@@ -243,9 +243,13 @@ class Tracer(TracerBase):
             args.append(self.root)
         concrete_args = dict(concrete_args or {})
         for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise NotImplementedError(f"ember.fx: tracing *args/**kwargs ({p}) is not "
-                                          "supported; give the function named parameters")
+            if p.kind == p.VAR_KEYWORD or p.kind == p.KEYWORD_ONLY:
+                raise NotImplementedError(f"ember.fx: tracing keyword-only and **kwargs "
+                                          f"parameters ({p}) is not supported")
+            if p.kind == p.VAR_POSITIONAL:  # one placeholder for the whole tuple
+                args.append(self.create_proxy("placeholder", f"*{p.name}", (), {}))
+                root_fn = _varargs_as_positional(root_fn)
+                continue
             default = () if p.default is inspect.Parameter.empty else (p.default,)
             if p.name in concrete_args and concrete_args[p.name] is not PH:
                 args.append(self._concrete_placeholder(p.name, concrete_args[p.name]))
@@ -333,6 +337,16 @@ class Tracer(TracerBase):
             if id(v) in self._autowrap_function_ids or (
                     id(v) in ember_ids and k not in _NOT_PATCHED):
                 patcher.patch(globals_, k, _proxying(v))
+
+
+def _varargs_as_positional(fn):
+    """fn with its `*args` turned into one ordinary parameter (it receives the Proxy)."""
+    import types
+    co = fn.__code__
+    code = co.replace(co_flags=co.co_flags & ~inspect.CO_VARARGS, co_argcount=co.co_argcount + 1)
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__annotations__ = getattr(fn, "__annotations__", {})
+    return new
 
 
 def wrap(fn_or_name):
