@@ -184,3 +184,15 @@ def test_functionalize_refuses_writes_through_views():
         return x
     with pytest.raises(NotImplementedError, match="through a view"):
         make_fx(functionalize(g))(ember.ones(2, 2))
+
+
+def test_fake_device_is_the_device_stood_for():
+    mode = FakeTensorMode()
+    x = mode.from_tensor(ember.ones(2, 3))
+    with mode:
+        y = x.to("cuda")  # no GPU needed: nothing runs but meta
+        assert str(y.device) == "cuda" and y.is_cuda and str((y * 2).device) == "cuda"
+        assert str(ember.zeros(3, device="cuda").device) == "cuda"
+        assert str((y + mode.from_tensor(ember.tensor(2.0))).device) == "cuda"  # cpu scalar
+        with pytest.raises(RuntimeError, match="same device"):
+            y + x

@@ -125,8 +125,12 @@ class FakeTensorMode(DispatchMode):
             if isinstance(x, FakeTensor):
                 if x.fake_mode is not self:
                     raise UnsupportedFakeTensorException("Mixing fake modes NYI")
-                if not dev or (dev[0].type == "cpu" and x.ndim != 0):
-                    dev[:1] = [x.device]
+                if not dev or (dev[0].type == "cpu" and dev[1]):
+                    dev[:2] = [x.device, x.ndim == 0]
+                elif x.device != dev[0] and not (x.device.type == "cpu" and x.ndim == 0):
+                    raise RuntimeError(f"Expected all tensors to be on the same device, but "
+                                       f"found at least two devices, {dev[0]} and {x.device}! "
+                                       f"({op.qualname})")
                 m = x._meta_view()
                 back[id(m)] = x
                 return m
