@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ember import Tensor
 from ember._device import device as Device
+from ember._dtype import int64 as _INT64
 from ember._dispatch import DispatchMode, call
 from ember._size import contiguous_strides
 from ember._tensor import Storage
@@ -160,9 +161,11 @@ class FakeTensorMode(DispatchMode):
         try:
             r = call(op, tuple(a), out)
         except NotImplementedError as e:
-            if "no meta function" in str(e):
+            if "no meta function" not in str(e):
+                raise
+            r = self._unbacked_output(op, a)
+            if r is None:
                 raise DynamicOutputShapeException(op.qualname) from e
-            raise
         device = dev[0] if dev else _CPU
 
         def wrap(x):
@@ -173,6 +176,24 @@ class FakeTensorMode(DispatchMode):
                 return FakeTensor._wrap(x, device, self) if x.device.type == "meta" else x
             return x
         return _map(r, wrap)
+
+
+_DATA_DEPENDENT_ROWS = {"nonzero": "index", "argwhere": "index", "masked_select": "values"}
+
+
+def _unbacked_output(self, op, args):
+    """With a ShapeEnv, ops whose output size is data-dependent get an unbacked size."""
+    kind = _DATA_DEPENDENT_ROWS.get(op.qualname)
+    if self.shape_env is None or kind is None:
+        return None
+    x = args[0]
+    u = self.shape_env.create_unbacked_symint()
+    if kind == "index":
+        return Tensor._empty((u, x.ndim), _INT64, _META)
+    return Tensor._empty((u,), x.dtype, _META)
+
+
+FakeTensorMode._unbacked_output = _unbacked_output
 
 
 def _map(r, fn):

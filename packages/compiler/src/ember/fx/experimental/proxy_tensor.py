@@ -54,6 +54,7 @@ class ProxyTorchDispatchMode(DispatchMode):
         self.constants: dict = {}   # attribute name -> tensor
         self.sym_nodes: dict = {}   # sympy expression -> node (or constant)
         self.inputs: dict = {}      # input name -> its placeholder
+        self.unbacked: dict = {}    # unbacked symbol -> (the tensor it sizes, dim)
 
     def track(self, t: Tensor, node) -> None:
         self.tracked[id(t)] = (t, node)
@@ -78,6 +79,16 @@ class ProxyTorchDispatchMode(DispatchMode):
             return x
         return map_aggregate(a, one)
 
+    def _bind_unbacked(self, r) -> None:
+        """Note which output first carries each new unbacked size (`nonzero`'s rows)."""
+        for t in (r if isinstance(r, (tuple, list)) else (r,)):
+            if isinstance(t, Tensor):
+                for d, n in enumerate(t.shape):
+                    e = getattr(n, "expr", None)
+                    if e is not None and e.is_Symbol and e not in self.unbacked and \
+                            e in n.env.unbacked:
+                        self.unbacked[e] = (t, d)
+
     def sym_node(self, expr, env):
         """A graph value computing a symbolic size from the inputs' sizes."""
         import operator
@@ -90,7 +101,10 @@ class ProxyTorchDispatchMode(DispatchMode):
             return int(expr)
         if expr.is_Float or expr.is_Rational:
             return float(expr)
-        if expr.is_Symbol:
+        if expr.is_Symbol and expr in self.unbacked:  # a size of an op's output
+            t, dim = self.unbacked[expr]
+            node = self.graph.call_function(sym_size, (self.node_of(t), dim))
+        elif expr.is_Symbol:
             name, dim = env.var_to_sources[expr][0]
             node = self.graph.call_function(sym_size, (self.inputs[name], dim))
         elif isinstance(expr, (sympy.Add, sympy.Mul)):
@@ -122,6 +136,7 @@ class ProxyTorchDispatchMode(DispatchMode):
                 return decomp(*args)
         r = call(op, args, out)
         a, kw = split_op_args(op, args)
+        self._bind_unbacked(r)
         node = self.graph.call_function(op, self._arg(a), self._arg(kw))
         if isinstance(r, Tensor):
             self.track(r, node)

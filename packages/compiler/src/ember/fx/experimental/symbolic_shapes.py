@@ -19,7 +19,12 @@ import operator
 
 import sympy
 
-__all__ = ["ShapeEnv", "SymInt", "SymFloat", "SymBool", "is_symbolic", "guard_int"]
+__all__ = ["ShapeEnv", "SymInt", "SymFloat", "SymBool", "is_symbolic", "guard_int",
+           "GuardOnDataDependentSymNode"]
+
+
+class GuardOnDataDependentSymNode(RuntimeError):
+    """A Python decision on a size only the data knows (an unbacked symbol, `nonzero`'s u0)."""
 
 
 class ShapeEnv:
@@ -34,6 +39,7 @@ class ShapeEnv:
         self._by_val: dict = {}
         self._shift: dict = {}          # Symbol -> t + 2 with t >= 0: the range [2, inf)
         self._static_cache: dict = {}
+        self.unbacked: list = []        # unbacked symbols, in creation order
 
     def create_symbol(self, val: int, source=None):
         """A symbol for an input size (or the int itself for 0 and 1)."""
@@ -50,6 +56,13 @@ class ShapeEnv:
         if source is not None:
             self.var_to_sources.setdefault(s, []).append(source)
         return s
+
+    def create_unbacked_symint(self) -> SymInt:
+        """A size no input gives (`nonzero`'s row count): no hint, range [0, inf); deciding
+        anything its range does not decide raises GuardOnDataDependentSymNode."""
+        u = sympy.Symbol(f"u{len(self.unbacked)}", integer=True, nonnegative=True)
+        self.unbacked.append(u)
+        return SymInt(u, self)
 
     def create_symint(self, val: int, source=None):
         return wrap_int(self.create_symbol(val, source), self)
@@ -73,6 +86,10 @@ class ShapeEnv:
         static = self._static(expr)
         if static is not None:
             return static
+        if any(u in expr.free_symbols for u in self.unbacked):
+            raise GuardOnDataDependentSymNode(
+                f"Could not guard on data-dependent expression {expr} (unhinted: "
+                f"{sorted(str(u) for u in expr.free_symbols if u in self.unbacked)})")
         val = bool(self.size_hint(expr))
         g = expr if val else sympy.Not(expr)
         if g not in self.guards:
@@ -81,6 +98,9 @@ class ShapeEnv:
 
     def specialize(self, expr) -> int:
         """`int(s0)`: the traced value, guarded to stay that value."""
+        if any(u in expr.free_symbols for u in self.unbacked):
+            raise GuardOnDataDependentSymNode(f"Could not specialize data-dependent "
+                                              f"expression {expr} to an int")
         val = int(self.size_hint(expr))
         if not expr.is_number:
             self.evaluate_expr(sympy.Eq(expr, val))
