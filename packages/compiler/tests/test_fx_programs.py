@@ -515,9 +515,11 @@ def test_map_arg_and_node_api():
 
 
 def test_ember_fx_import_is_lazy():
+    import os
     import subprocess
     import sys
     code = "import ember.fx, sys; print('ember.fx.graph' in sys.modules)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # (Bazel)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+                         check=True, env=env)
     assert out.stdout.strip() == "False"
