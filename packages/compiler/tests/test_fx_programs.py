@@ -267,6 +267,9 @@ def test_control_flow_and_len_raise_as_torch():
         with pytest.raises(RuntimeError, match="'len' is not supported"):
             torch.fx.symbolic_trace(ln)
     both(program)
+    # a failed trace leaves nothing patched behind
+    assert type(ember.relu).__name__ == "function" and not hasattr(ember.relu, "__fx_wrapped__")
+    assert ember.nn.Module.__call__ is ember.nn.Module._wrapped_call_impl
 
 
 def test_transformer_swaps_ops():

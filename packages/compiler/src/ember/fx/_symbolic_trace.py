@@ -110,8 +110,17 @@ class _Proxying:
         return repr(self.__wrapped__)
 
 
+_WRAPPERS: dict = {}  # id(function) -> its _Proxying (kept: traces patch the same functions)
+
+
 def _proxying(orig):
-    return orig if getattr(orig, "__fx_wrapped__", False) else _Proxying(orig)
+    w = _WRAPPERS.get(id(orig))
+    if w is not None and w.__wrapped__ is orig:
+        return w
+    if orig.__class__ is _Proxying:
+        return orig
+    w = _WRAPPERS[id(orig)] = _Proxying(orig)
+    return w
 
 
 def _ember_function_namespaces() -> list:
@@ -289,6 +298,7 @@ class Tracer(TracerBase):
         self.submodule_paths = {id(m): n for n, m in self.root.named_modules()}
         fn, args = self.create_args_for_root(fn, isinstance(root, Module), concrete_args)
         patcher = _Patcher()
+        self._checked_globals: set = set()
         try:
             self._patch(patcher, fn)
             with _FallbackMode():
@@ -326,8 +336,9 @@ class Tracer(TracerBase):
     def _autowrap_check(self, patcher: _Patcher, globals_: dict) -> None:
         """Patch names in a traced function's globals bound to ember or autowrap functions
         (`from ember import relu`, `from math import sqrt`)."""
-        if not globals_:
+        if not globals_ or id(globals_) in self._checked_globals:
             return
+        self._checked_globals.add(id(globals_))
         from ._codegen import _ember_paths
         ember_ids = _ember_paths()
         for k, v in list(globals_.items()):
