@@ -149,3 +149,22 @@ def test_unbacked_sizes_of_data_dependent_ops():
         return x.sum() if x.nonzero().shape[0] > 2 else x  # a branch on data
     with pytest.raises(GuardOnDataDependentSymNode, match="u0 > 2"):
         make_fx(g, tracing_mode="symbolic")(x)
+
+
+def test_item_gives_unbacked_scalars():
+    def f(x, n):
+        k = n.sum().item()                           # u0: an integer only the data knows
+        return ember.zeros(k) + 1, x * x.max().item()
+    x, n = _rand(4), ember.tensor([1, 2])
+    gm = make_fx(f, tracing_mode="symbolic")(x, n)
+    assert [nd.target for nd in gm.graph.nodes if nd.op == "call_method"] == ["item", "item"]
+    n2 = ember.tensor([2, 3])
+    for got, ref in zip(gm(x, n2), f(x, n2)):
+        assert got.shape == ref.shape and got.tolist() == ref.tolist()
+
+    def g(x):
+        return x * 2 if x.sum().item() > 0 else x
+    with pytest.raises(GuardOnDataDependentSymNode):
+        make_fx(g, tracing_mode="symbolic")(x)
+    with pytest.raises(DataDependentOutputException):
+        make_fx(g, tracing_mode="fake")(x)

@@ -69,6 +69,27 @@ class FakeTensor(Tensor):
     def _host(self):
         raise DataDependentOutputException("aten._local_scalar_dense.default")
 
+    def item(self):
+        """Under a ShapeEnv: an unbacked symbol standing for the value (recorded by an active
+        make_fx as an `item` node); without one, PyTorch's data-dependent error."""
+        env = self.fake_mode.shape_env
+        if env is None or not env.allow_scalar_outputs:
+            raise DataDependentOutputException("aten._local_scalar_dense.default")
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
+                               "Scalar")
+        if self.dtype.is_floating_point:
+            v = env.create_unbacked_symfloat()
+        else:
+            v = env.create_unbacked_symint_scalar()
+        from ember._state import state
+        for m in reversed(state.modes):
+            record = getattr(m, "record_item", None)
+            if record is not None:
+                record(self, v)
+                break
+        return v
+
     def __repr__(self, *, tensor_contents=None) -> str:
         return f"FakeTensor(..., device='{self.device}', size={tuple(self.shape)}" + \
             ("" if str(self.dtype) == "ember.float32" else f", dtype={self.dtype}") + ")"

@@ -79,6 +79,10 @@ class ProxyTorchDispatchMode(DispatchMode):
             return x
         return map_aggregate(a, one)
 
+    def record_item(self, t: Tensor, value) -> None:
+        """`t.item()` on a fake tensor: a node computing the value the symbol stands for."""
+        self.sym_nodes[value.expr] = self.graph.call_method("item", (self.node_of(t),))
+
     def _bind_unbacked(self, r) -> None:
         """Note which output first carries each new unbacked size (`nonzero`'s rows)."""
         for t in (r if isinstance(r, (tuple, list)) else (r,)):

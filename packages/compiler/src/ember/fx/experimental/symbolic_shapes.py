@@ -40,6 +40,7 @@ class ShapeEnv:
         self._shift: dict = {}          # Symbol -> t + 2 with t >= 0: the range [2, inf)
         self._static_cache: dict = {}
         self.unbacked: list = []        # unbacked symbols, in creation order
+        self.allow_scalar_outputs = True  # item() gives an unbacked symbol (as PyTorch's)
 
     def create_symbol(self, val: int, source=None):
         """A symbol for an input size (or the int itself for 0 and 1)."""
@@ -63,6 +64,18 @@ class ShapeEnv:
         u = sympy.Symbol(f"u{len(self.unbacked)}", integer=True, nonnegative=True)
         self.unbacked.append(u)
         return SymInt(u, self)
+
+    def create_unbacked_symint_scalar(self) -> SymInt:
+        """`t.item()` of an integer tensor: any integer, no hint."""
+        u = sympy.Symbol(f"u{len(self.unbacked)}", integer=True)
+        self.unbacked.append(u)
+        return SymInt(u, self)
+
+    def create_unbacked_symfloat(self) -> SymFloat:
+        """`t.item()` of a floating tensor."""
+        u = sympy.Symbol(f"u{len(self.unbacked)}", real=True)
+        self.unbacked.append(u)
+        return SymFloat(u, self)
 
     def create_symint(self, val: int, source=None):
         return wrap_int(self.create_symbol(val, source), self)
