@@ -196,3 +196,18 @@ def test_fake_device_is_the_device_stood_for():
         assert str((y + mode.from_tensor(ember.tensor(2.0))).device) == "cuda"  # cpu scalar
         with pytest.raises(RuntimeError, match="same device"):
             y + x
+
+
+def test_train_step_with_autograd_grad_real_mode():
+    """Forward and backward in one graph: the vjp ops run under the mode and are recorded;
+    what autograd saved for backward (aliases of traced values) reads from the graph."""
+    mlp = _mlp()
+    params = list(mlp.parameters())
+
+    def step(x, y):
+        loss = ((mlp(x) - y) ** 2).mean()
+        return [loss, *ember.autograd.grad(loss, params)]
+    gm = make_fx(step)(_t(5, 8), _t(5, 4, seed=1))
+    x2, y2 = _t(5, 8, seed=2), _t(5, 4, seed=3)
+    for got, ref in zip(gm(x2, y2), step(x2, y2)):
+        _close(got, ref)

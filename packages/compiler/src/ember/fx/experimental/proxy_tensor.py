@@ -51,6 +51,7 @@ class ProxyTorchDispatchMode(DispatchMode):
         self.graph = graph
         self.decomposition_table = decomposition_table or {}
         self.tracked: dict = {}     # id(tensor) -> (tensor, node)
+        self.by_view: dict = {}     # (storage, shape, strides, offset, dtype) -> node
         self.constants: dict = {}   # attribute name -> tensor
         self.sym_nodes: dict = {}   # sympy expression -> node (or constant)
         self.inputs: dict = {}      # input name -> its placeholder
@@ -58,11 +59,17 @@ class ProxyTorchDispatchMode(DispatchMode):
 
     def track(self, t: Tensor, node) -> None:
         self.tracked[id(t)] = (t, node)
+        self.by_view[_view_key(t)] = node
 
     def node_of(self, t: Tensor):
         hit = self.tracked.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
+        # a detached alias of a traced value (what autograd saves for backward) is that value
+        node = self.by_view.get(_view_key(t))
+        if node is not None:
+            self.tracked[id(t)] = (t, node)
+            return node
         prefix = "_param_constant" if isinstance(t, Parameter) else "_tensor_constant"
         name = f"{prefix}{sum(k.startswith(prefix) for k in self.constants)}"
         self.constants[name] = t
@@ -150,6 +157,11 @@ class ProxyTorchDispatchMode(DispatchMode):
                 if isinstance(x, Tensor):
                     self.track(x, self.graph.call_function(operator.getitem, (node, i)))
         return r
+
+
+def _view_key(t: Tensor) -> tuple:
+    st = t._storage
+    return (id(st), st, repr(t._shape), repr(t._stride), repr(t._offset), t.dtype)
 
 
 def _placeholder_names(f: Callable, n: int) -> list:
