@@ -238,6 +238,23 @@ def test_concrete_args_specialize():
     np.testing.assert_allclose(_np(tr), _np(er))
 
 
+def test_varargs():
+    def program(torch):
+        def f(x, *args):
+            return x + args[0] * args[1]
+
+        class M(torch.nn.Module):
+            def forward(self, *xs):
+                return torch.cat(xs[:2]).sum()
+        gf, gm = torch.fx.symbolic_trace(f), torch.fx.symbolic_trace(M())
+        return gf, gm, gf(torch.ones(2), torch.ones(2) * 2, torch.ones(2) * 3), \
+            gm(torch.ones(2), torch.ones(3), 5)
+    (tf, tm, tr1, tr2), (ef, em, er1, er2) = both(program)
+    assert _code(tf, _torch) == _code(ef, ember) and _code(tm, _torch) == _code(em, ember)
+    assert _np(er1).tolist() == _np(tr1).tolist() == [7.0, 7.0]
+    assert float(er2) == float(tr2) == 5.0
+
+
 def test_control_flow_and_len_raise_as_torch():
     def program(torch):
         def cf(x):
@@ -250,6 +267,9 @@ def test_control_flow_and_len_raise_as_torch():
         with pytest.raises(RuntimeError, match="'len' is not supported"):
             torch.fx.symbolic_trace(ln)
     both(program)
+    # a failed trace leaves nothing patched behind
+    assert type(ember.relu).__name__ == "function" and not hasattr(ember.relu, "__fx_wrapped__")
+    assert ember.nn.Module.__call__ is ember.nn.Module._wrapped_call_impl
 
 
 def test_transformer_swaps_ops():
@@ -358,6 +378,72 @@ def test_cnn_block_code_matches_torch():
     assert rt["n"] == re["n"] == 8
 
 
+def test_conv_bn_fusion_tutorial():
+    """The torch.fx Conv/BN fusion tutorial, unchanged."""
+    def program(torch):
+        def fuse_conv_bn_eval(conv, bn):
+            fused = copy.deepcopy(conv)
+            w = fused.weight
+            b = fused.bias if fused.bias is not None else torch.zeros_like(bn.running_mean)
+            scale = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
+            fused.weight = torch.nn.Parameter(w * scale.reshape(-1, 1, 1, 1))
+            fused.bias = torch.nn.Parameter((b - bn.running_mean) * scale + bn.bias)
+            return fused
+
+        def _parent_name(target):
+            *parent, name = target.rsplit('.', 1)
+            return parent[0] if parent else '', name
+
+        def replace_node_module(node, modules, new_module):
+            parent_name, name = _parent_name(node.target)
+            setattr(modules[parent_name], name, new_module)
+
+        def fuse(model):
+            model = copy.deepcopy(model)
+            fx_model = torch.fx.symbolic_trace(model)
+            modules = dict(fx_model.named_modules())
+            for node in fx_model.graph.nodes:
+                if node.op != 'call_module':
+                    continue
+                if type(modules[node.target]) is torch.nn.BatchNorm2d and \
+                        type(modules[node.args[0].target]) is torch.nn.Conv2d:
+                    if len(node.args[0].users) > 1:
+                        continue
+                    conv, bn = modules[node.args[0].target], modules[node.target]
+                    replace_node_module(node.args[0], modules, fuse_conv_bn_eval(conv, bn))
+                    node.replace_all_uses_with(node.args[0])
+                    fx_model.graph.erase_node(node)
+            fx_model.graph.lint()
+            fx_model.recompile()
+            fx_model.delete_all_unused_submodules()
+            return fx_model
+        torch.manual_seed(0)
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                                                 torch.nn.ReLU())
+                self.conv2 = torch.nn.Conv2d(4, 2, 1)
+                self.bn2 = torch.nn.BatchNorm2d(2)
+
+            def forward(self, x):
+                return self.bn2(self.conv2(self.block(x))).mean()
+        m = Net()
+        with torch.no_grad():
+            for bn in (m.block[1], m.bn2):
+                bn.running_mean.uniform_(-1, 1)
+                bn.running_var.uniform_(0.5, 2)
+        m.eval()
+        f = fuse(m)
+        return m, f
+    (tm, tf), (em, ef) = both(program)
+    assert _code(tf, _torch) == _code(ef, ember)
+    assert [n for n, _ in tf.named_modules()] == [n for n, _ in ef.named_modules()]
+    x = ember.tensor(_seeded(_torch, 2, 3, 6, 6).numpy())
+    np.testing.assert_allclose(_np(ef(x)), _np(em(x)), rtol=1e-5, atol=1e-6)
+
+
 # ---- graph building and editing ------------------------------------------------------------
 def test_graph_by_hand_and_editing():
     def program(torch):
@@ -432,9 +518,11 @@ def test_map_arg_and_node_api():
 
 
 def test_ember_fx_import_is_lazy():
+    import os
     import subprocess
     import sys
     code = "import ember.fx, sys; print('ember.fx.graph' in sys.modules)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # (Bazel)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+                         check=True, env=env)
     assert out.stdout.strip() == "False"

@@ -149,6 +149,9 @@ def scalar_dtype(v) -> dtype:
         return complex128 if _default_dtype is float64 else complex64
     if isinstance(v, np.generic):
         return from_numpy_dtype(v.dtype)
+    kind = getattr(t, "_sym_kind", None)  # the compiler's symbolic sizes (SymInt, SymFloat)
+    if kind is not None:
+        return {"int": int64, "float": _default_dtype, "bool": bool}[kind]
     raise TypeError(f"expected a number, got {t.__name__}")
 
 

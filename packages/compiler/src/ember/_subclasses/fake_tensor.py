@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from ember import Tensor
 from ember._device import device as Device
+from ember._dtype import int64 as _INT64
 from ember._dispatch import DispatchMode, call
+from ember._size import contiguous_strides
 from ember._tensor import Storage
 
 __all__ = ["FakeTensor", "FakeTensorMode", "DataDependentOutputException",
@@ -67,6 +69,27 @@ class FakeTensor(Tensor):
     def _host(self):
         raise DataDependentOutputException("aten._local_scalar_dense.default")
 
+    def item(self):
+        """Under a ShapeEnv: an unbacked symbol standing for the value (recorded by an active
+        make_fx as an `item` node); without one, PyTorch's data-dependent error."""
+        env = self.fake_mode.shape_env
+        if env is None or not env.allow_scalar_outputs:
+            raise DataDependentOutputException("aten._local_scalar_dense.default")
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
+                               "Scalar")
+        if self.dtype.is_floating_point:
+            v = env.create_unbacked_symfloat()
+        else:
+            v = env.create_unbacked_symint_scalar()
+        from ember._state import state
+        for m in reversed(state.modes):
+            record = getattr(m, "record_item", None)
+            if record is not None:
+                record(self, v)
+                break
+        return v
+
     def __repr__(self, *, tensor_contents=None) -> str:
         return f"FakeTensor(..., device='{self.device}', size={tuple(self.shape)}" + \
             ("" if str(self.dtype) == "ember.float32" else f", dtype={self.dtype}") + ")"
@@ -85,8 +108,9 @@ class FakeTensorMode(DispatchMode):
         self.shape_env = shape_env
         self._memo: dict = {}  # id(real) -> (real, fake)
 
-    def from_tensor(self, t: Tensor, *, static_shapes=None) -> FakeTensor:
-        """The fake twin of a real tensor (the same one each time for the same tensor)."""
+    def from_tensor(self, t: Tensor, *, static_shapes=None, source=None) -> FakeTensor:
+        """The fake twin of a real tensor (the same one each time for the same tensor).
+        With a shape_env (and source, the input's name), its sizes become symbols."""
         if isinstance(t, FakeTensor):
             if t.fake_mode is not self:
                 raise UnsupportedFakeTensorException("Mixing fake modes NYI")
@@ -94,9 +118,18 @@ class FakeTensorMode(DispatchMode):
         hit = self._memo.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
-        st = Storage(None, _META, t._storage.nbytes if t.device.type != "meta" else 0)
-        f = FakeTensor._make(st, tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype,
-                             t.device)
+        shape, stride = tuple(t.shape), tuple(t.stride())
+        nbytes = t._storage.nbytes if t.device.type != "meta" else 0
+        if self.shape_env is not None and not static_shapes:
+            shape = tuple(self.shape_env.create_symint(n, (source or "t", i))
+                          for i, n in enumerate(shape))
+            if t.is_contiguous():
+                stride = contiguous_strides(shape)
+            nbytes = t.dtype.itemsize
+            for n in shape:
+                nbytes = nbytes * n
+        st = Storage(None, _META, nbytes)
+        f = FakeTensor._make(st, shape, stride, t.storage_offset(), t.dtype, t.device)
         f.fake_mode = self
         if t.requires_grad:
             f._requires_grad = True
@@ -114,8 +147,12 @@ class FakeTensorMode(DispatchMode):
             if isinstance(x, FakeTensor):
                 if x.fake_mode is not self:
                     raise UnsupportedFakeTensorException("Mixing fake modes NYI")
-                if not dev or (dev[0].type == "cpu" and x.ndim != 0):
-                    dev[:1] = [x.device]
+                if not dev or (dev[0].type == "cpu" and dev[1]):
+                    dev[:2] = [x.device, x.ndim == 0]
+                elif x.device != dev[0] and not (x.device.type == "cpu" and x.ndim == 0):
+                    raise RuntimeError(f"Expected all tensors to be on the same device, but "
+                                       f"found at least two devices, {dev[0]} and {x.device}! "
+                                       f"({op.qualname})")
                 m = x._meta_view()
                 back[id(m)] = x
                 return m
@@ -125,7 +162,7 @@ class FakeTensorMode(DispatchMode):
                         f"{op.qualname}: Please convert all Tensors to FakeTensors first or "
                         "instantiate FakeTensorMode with 'allow_non_fake_inputs'. Found in "
                         f"{op.qualname}(*args)")
-                return unwrap(self.from_tensor(x))
+                return unwrap(self.from_tensor(x, static_shapes=True))  # (constants)
             return x
         a = list(args)
         for i in op.tensor_idx:
@@ -145,9 +182,11 @@ class FakeTensorMode(DispatchMode):
         try:
             r = call(op, tuple(a), out)
         except NotImplementedError as e:
-            if "no meta function" in str(e):
+            if "no meta function" not in str(e):
+                raise
+            r = self._unbacked_output(op, a)
+            if r is None:
                 raise DynamicOutputShapeException(op.qualname) from e
-            raise
         device = dev[0] if dev else _CPU
 
         def wrap(x):
@@ -158,6 +197,24 @@ class FakeTensorMode(DispatchMode):
                 return FakeTensor._wrap(x, device, self) if x.device.type == "meta" else x
             return x
         return _map(r, wrap)
+
+
+_DATA_DEPENDENT_ROWS = {"nonzero": "index", "argwhere": "index", "masked_select": "values"}
+
+
+def _unbacked_output(self, op, args):
+    """With a ShapeEnv, ops whose output size is data-dependent get an unbacked size."""
+    kind = _DATA_DEPENDENT_ROWS.get(op.qualname)
+    if self.shape_env is None or kind is None:
+        return None
+    x = args[0]
+    u = self.shape_env.create_unbacked_symint()
+    if kind == "index":
+        return Tensor._empty((u, x.ndim), _INT64, _META)
+    return Tensor._empty((u,), x.dtype, _META)
+
+
+FakeTensorMode._unbacked_output = _unbacked_output
 
 
 def _map(r, fn):

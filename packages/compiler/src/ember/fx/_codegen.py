@@ -13,7 +13,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-from .node import Node, map_arg
+from .node import Node
 
 __all__ = ["PythonCode", "Namespace", "qualified_name", "python_code"]
 
@@ -164,7 +164,8 @@ class _Emitter:
     def fn_name(self, fn) -> str:
         q = qualified_name(fn)
         head = q.split(".")[0]
-        if head == "ember" and (is_opdef(fn) or _resolves(q, fn)):
+        valid = not any(keyword.iskeyword(p) for p in q.split("."))  # (random_.from)
+        if head == "ember" and valid and (is_opdef(fn) or _resolves(q, fn)):
             return q
         if "." not in q and getattr(builtins, q, None) is fn:
             return q
@@ -277,6 +278,3 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
         "".join(f"    {line}\n" for line in body) + "    "
     return PythonCode(src, e.globals)
 
-
-def map_names(a):
-    return map_arg(a, lambda n: n.name)

@@ -20,7 +20,7 @@ from ember.nn import Module, Parameter, Sequential
 from ._op_args import split_op_args
 from .graph import Graph
 from .graph_module import GraphModule
-from .proxy import Proxy, TracerBase, TraceError, find_proxy
+from .proxy import TracerBase, TraceError, find_proxy
 
 __all__ = ["Tracer", "symbolic_trace", "wrap", "PH", "TraceError"]
 
@@ -110,8 +110,17 @@ class _Proxying:
         return repr(self.__wrapped__)
 
 
+_WRAPPERS: dict = {}  # id(function) -> its _Proxying (kept: traces patch the same functions)
+
+
 def _proxying(orig):
-    return orig if getattr(orig, "__fx_wrapped__", False) else _Proxying(orig)
+    w = _WRAPPERS.get(id(orig))
+    if w is not None and w.__wrapped__ is orig:
+        return w
+    if orig.__class__ is _Proxying:
+        return orig
+    w = _WRAPPERS[id(orig)] = _Proxying(orig)
+    return w
 
 
 def _ember_function_namespaces() -> list:
@@ -243,9 +252,13 @@ class Tracer(TracerBase):
             args.append(self.root)
         concrete_args = dict(concrete_args or {})
         for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise NotImplementedError(f"ember.fx: tracing *args/**kwargs ({p}) is not "
-                                          "supported; give the function named parameters")
+            if p.kind == p.VAR_KEYWORD or p.kind == p.KEYWORD_ONLY:
+                raise NotImplementedError(f"ember.fx: tracing keyword-only and **kwargs "
+                                          f"parameters ({p}) is not supported")
+            if p.kind == p.VAR_POSITIONAL:  # one placeholder for the whole tuple
+                args.append(self.create_proxy("placeholder", f"*{p.name}", (), {}))
+                root_fn = _varargs_as_positional(root_fn)
+                continue
             default = () if p.default is inspect.Parameter.empty else (p.default,)
             if p.name in concrete_args and concrete_args[p.name] is not PH:
                 args.append(self._concrete_placeholder(p.name, concrete_args[p.name]))
@@ -285,6 +298,7 @@ class Tracer(TracerBase):
         self.submodule_paths = {id(m): n for n, m in self.root.named_modules()}
         fn, args = self.create_args_for_root(fn, isinstance(root, Module), concrete_args)
         patcher = _Patcher()
+        self._checked_globals: set = set()
         try:
             self._patch(patcher, fn)
             with _FallbackMode():
@@ -322,8 +336,9 @@ class Tracer(TracerBase):
     def _autowrap_check(self, patcher: _Patcher, globals_: dict) -> None:
         """Patch names in a traced function's globals bound to ember or autowrap functions
         (`from ember import relu`, `from math import sqrt`)."""
-        if not globals_:
+        if not globals_ or id(globals_) in self._checked_globals:
             return
+        self._checked_globals.add(id(globals_))
         from ._codegen import _ember_paths
         ember_ids = _ember_paths()
         for k, v in list(globals_.items()):
@@ -333,6 +348,16 @@ class Tracer(TracerBase):
             if id(v) in self._autowrap_function_ids or (
                     id(v) in ember_ids and k not in _NOT_PATCHED):
                 patcher.patch(globals_, k, _proxying(v))
+
+
+def _varargs_as_positional(fn):
+    """fn with its `*args` turned into one ordinary parameter (it receives the Proxy)."""
+    import types
+    co = fn.__code__
+    code = co.replace(co_flags=co.co_flags & ~inspect.CO_VARARGS, co_argcount=co.co_argcount + 1)
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__annotations__ = getattr(fn, "__annotations__", {})
+    return new
 
 
 def wrap(fn_or_name):
@@ -364,5 +389,3 @@ def symbolic_trace(root, concrete_args: dict | None = None) -> GraphModule:
     name = root.__class__.__name__ if isinstance(root, Module) else root.__name__
     return GraphModule(tracer.root, graph, name)
 
-
-_ = (Proxy, TraceError)
