@@ -134,16 +134,64 @@ def test_dim_specs_as_torch():
         E.Dim("b", min=4, max=2)
 
 
-def test_dynamic_dims_are_refused_not_silently_specialized():
+@pytest.mark.parametrize("name", MODELS)
+def test_dynamic_batch_export_round_trips_both_ways(name, tmp_path):
+    make, shape = MODELS[name]
+    m, tm = make(ember), make(torch)
+    _same_weights(m, tm)
+    x = ember.randn(*shape)
+    ep = E.export(m, (x,), dynamic_shapes=({0: E.Dim("batch", min=2, max=32)},))
+    assert [str(v) for v in ep.range_constraints.values()] == ["VR[2, 32]"]
+    path = str(tmp_path / "dyn.pt2")
+    E.save(ep, path)
+    back, tep = E.load(path), torch.export.load(path)
+    assert [str(v) for v in tep.range_constraints.values()] == ["VR[2, 32]"]
+    for b in (3, 11):                       # one graph for other batch sizes
+        xb = np.random.default_rng(b).standard_normal((b,) + shape[1:]).astype("float32")
+        want = tm(torch.tensor(xb)).detach().numpy()
+        for mod in (ep.module(), back.module()):
+            np.testing.assert_allclose(mod(ember.tensor(xb)).detach().numpy(), want,
+                                       rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(tep.module()(torch.tensor(xb)).detach().numpy(), want,
+                                   rtol=1e-4, atol=1e-5)
+    with pytest.raises(AssertionError, match=r"Guard failed: .*size\(\)\[0\] <= 32"):
+        ep.module()(ember.randn(33, *shape[1:]))
+
+
+def test_a_specialized_dynamic_dim_is_a_user_error_as_in_torch():
+    class AddFixed:
+        @staticmethod
+        def make(t):
+            class M(t.nn.Module):
+                def forward(self, x):
+                    return x + t.ones(4, 8)      # broadcasting fixes x.shape[0] to 4
+            return M()
+    for t, mod in ((torch, torch.export), (ember, E)):
+        with pytest.raises(Exception) as info:
+            mod.export(AddFixed.make(t), (t.randn(4, 8),),
+                       dynamic_shapes=({0: mod.Dim("batch")},))
+        assert "Constraints violated (batch)" in str(info.value)
+        assert "batch = 4" in str(info.value)
+        assert isinstance(info.value, RuntimeError)
     m = _mlp(ember)
-    x = ember.randn(4, 8)
-    with pytest.raises(E.UserError, match=r"Constraints violated \(batch\)"):
-        E.export(m, (x,), dynamic_shapes={"input": {0: E.Dim("batch")}})
     with pytest.raises(E.UserError, match="outside its range"):
-        E.export(m, (x,), dynamic_shapes=({0: E.Dim("batch", min=5, max=9)},))
-    ep = E.export(m, (x,), dynamic_shapes=({0: E.Dim.STATIC},))   # static specs are fine
+        E.export(m, (ember.randn(4, 8),), dynamic_shapes=({0: E.Dim("batch", min=5, max=9)},))
+    ep = E.export(m, (ember.randn(4, 8),), dynamic_shapes=({0: E.Dim.STATIC},))
     with pytest.raises(AssertionError, match=r"Guard failed: input_1.size\(\)\[0\] == 4"):
         ep.module()(ember.randn(5, 8))
+
+
+def test_derived_and_shared_dims():
+    class Cat(ember.nn.Module):
+        def forward(self, x, y):
+            return ember.cat([x, y], 0).sum(0) + x[:1].sum(0)
+    b = E.Dim("b", min=2, max=16)
+    ep = E.export(Cat(), (ember.randn(3, 4), ember.randn(6, 4)),
+                  dynamic_shapes={"x": {0: b}, "y": {0: 2 * b}})
+    x, y = ember.randn(5, 4), ember.randn(10, 4)
+    np.testing.assert_allclose(ep.module()(x, y).numpy(), Cat()(x, y).numpy(), rtol=1e-5)
+    with pytest.raises(AssertionError, match="Guard failed"):
+        ep.module()(ember.randn(5, 4), ember.randn(9, 4))
 
 
 def _archive(tmp_path, edit):

@@ -15,6 +15,8 @@ import ember
 from ember._ops import OPS
 from ember.utils import _pytree as pytree
 
+from ember.fx.experimental.proxy_tensor import sym_size
+
 from ._symexpr import Expr, SymExprError, parse_srepr
 from .graph_signature import (
     ConstantArgument,
@@ -139,11 +141,6 @@ def _weight(z, prefix: str, key: str, entry: dict):
 
 _SYM_OPS = {"add", "sub", "mul", "floordiv", "mod", "truediv", "neg", "eq", "ne", "lt", "le",
             "gt", "ge"}
-
-
-def sym_size(t, dim: int) -> int:
-    """aten.sym_size.int: a size read at run time (dynamic dims of loaded programs)."""
-    return t.shape[dim]
 
 
 def _op_for(target: str):
@@ -334,6 +331,11 @@ def load(f, *, expected_opset_version=None, extra_files=None):
     return ExportedProgram(None, graph, sig, state, ranges, mcg, constants=constants)
 
 
+def _json_hi(v):
+    from ._dims import INT_OO
+    return None if v >= INT_OO else v
+
+
 def _hi(v):
     from ._dims import INT_OO
     return INT_OO if v is None or v >= INT_OO else v
@@ -388,21 +390,32 @@ def _torch_target(op, args: tuple) -> str:
     return f"torch.ops.aten.{op.name}.{cands[0][0]}"
 
 
-def _sym_json(v):
+def _sym_json(v, hints: dict | None = None):
     if isinstance(v, int):
         return {"as_int": int(v)}
     e = v if isinstance(v, Expr) else parse_srepr(__import__("sympy").srepr(v))
-    return {"as_expr": {"expr_str": e.srepr(), "hint": None}}
+    hints = hints or {}
+    hint = {"as_int": e.evaluate(hints)} if e.free_symbols() <= set(hints) else None
+    return {"as_expr": {"expr_str": e.srepr(), "hint": hint}}
 
 
-def _meta_json(m) -> dict:
+def _meta_json(m, hints: dict | None = None) -> dict:
     stride = m.stride() if callable(getattr(m, "stride", None)) else m.stride
     return {"dtype": _DTYPES[str(m.dtype).split(".")[-1]],
-            "sizes": [_sym_json(s) for s in m.shape],
+            "sizes": [_sym_json(s, hints) for s in m.shape],
             "requires_grad": bool(getattr(m, "requires_grad", False)),
             "device": {"type": "cpu", "index": None},
-            "strides": [_sym_json(s) for s in stride],
+            "strides": [_sym_json(s, hints) for s in stride],
             "storage_offset": {"as_int": 0}, "layout": _LAYOUT_STRIDED}
+
+
+_SYM_TARGETS = {operator.add: "_operator.add", operator.sub: "_operator.sub",
+                operator.mul: "_operator.mul", operator.floordiv: "_operator.floordiv",
+                operator.mod: "_operator.mod"}
+
+
+def _is_sym(n) -> bool:
+    return n.op == "call_function" and (n.target is sym_size or n.target in _SYM_TARGETS)
 
 
 def _arg_json(v, names: dict) -> dict:
@@ -410,6 +423,8 @@ def _arg_json(v, names: dict) -> dict:
     if v is None:
         return {"as_none": True}
     if isinstance(v, Node):
+        if _is_sym(v):
+            return {"as_sym_int": {"as_name": names[v]}}
         return {"as_tensor": {"name": names[v]}}
     if isinstance(v, bool):
         return {"as_bool": v}
@@ -426,6 +441,9 @@ def _arg_json(v, names: dict) -> dict:
     if v is ember.strided:
         return {"as_layout": _LAYOUT_STRIDED}
     if isinstance(v, (list, tuple)):
+        if any(isinstance(x, Node) and _is_sym(x) for x in v):
+            return {"as_sym_ints": [{"as_name": names[x]} if isinstance(x, Node) else
+                                    {"as_int": int(x)} for x in v]}
         if all(isinstance(x, Node) for x in v) and v:
             return {"as_tensors": [{"name": names[x]} for x in v]}
         if any(isinstance(x, Node) for x in v):
@@ -479,14 +497,29 @@ def _graph_json(ep) -> tuple[dict, dict]:
         if n.op == "call_function" and n.target is operator.getitem:
             getitems.setdefault(n.args[0], {})[n.args[1]] = n
     inputs = []
+    hints = getattr(ep, "sym_hints", {})
+    sym_values = {}
     for n in graph.nodes:
         meta = n.meta.get("tensor_meta") or n.meta.get("val")
         if n.op == "placeholder":
             names[n] = n.name
             inputs.append({"as_tensor": {"name": n.name}})
-            tensor_values[n.name] = _meta_json(meta)
+            tensor_values[n.name] = _meta_json(meta, hints)
         elif n.op == "call_function" and n.target is operator.getitem:
             continue
+        elif _is_sym(n):
+            names[n] = n.name
+            if n.target is sym_size:
+                target, arg_names = "torch.ops.aten.sym_size.int", ("self", "dim")
+            else:
+                target, arg_names = _SYM_TARGETS[n.target], ("a", "b")
+            ins = [{"name": an, "arg": _arg_json(a, names), "kind": _POSITIONAL}
+                   for an, a in zip(arg_names, n.args)]
+            nodes.append({"target": target, "inputs": ins,
+                          "outputs": [{"as_sym_int": {"as_name": n.name}}], "metadata": {},
+                          "is_hop_single_tensor_return": None, "name": n.name})
+            if "sym" in n.meta:
+                sym_values[n.name] = _sym_json(n.meta["sym"][0], hints)
         elif n.op == "call_function":
             op = n.target
             if not hasattr(op, "schema"):
@@ -498,7 +531,7 @@ def _graph_json(ep) -> tuple[dict, dict]:
             if op.nret == 1 and op.schema.returns[0][0].startswith("Tensor") and \
                     not op.schema.returns[0][0].startswith("Tensor[]"):
                 entry["outputs"] = [{"as_tensor": {"name": n.name}}]
-                tensor_values[n.name] = _meta_json(meta)
+                tensor_values[n.name] = _meta_json(meta, hints)
             else:
                 outs, kids = [], getitems.get(n, {})
                 count = len(meta) if isinstance(meta, (tuple, list)) else op.nret
@@ -511,7 +544,7 @@ def _graph_json(ep) -> tuple[dict, dict]:
                     km = (k.meta.get("tensor_meta") if k is not None else None) or \
                         (meta[i] if isinstance(meta, (tuple, list)) else None)
                     if km is not None:
-                        tensor_values[name] = _meta_json(km)
+                        tensor_values[name] = _meta_json(km, hints)
                 if op.schema.returns[0][0].startswith("Tensor[]"):
                     entry["outputs"] = [{"as_tensors": outs}]
                 else:
@@ -523,7 +556,7 @@ def _graph_json(ep) -> tuple[dict, dict]:
             raise SerializationError(f"node {n.name}: constants captured as attributes are not "
                                      f"serializable yet")
     g = {"inputs": inputs, "outputs": outputs, "nodes": nodes, "tensor_values": tensor_values,
-         "sym_int_values": {}, "sym_bool_values": {}, "is_single_tensor_return": False,
+         "sym_int_values": sym_values, "sym_bool_values": {}, "is_single_tensor_return": False,
          "custom_obj_values": {}, "sym_float_values": {}}
     return g, names
 
@@ -561,7 +594,7 @@ def save(ep, f, *, extra_files=None, opset_version=None, pickle_protocol=None) -
                   "out_spec": _spec_to_json(e.signature.out_spec),
                   "forward_arg_names": e.signature.forward_arg_names}
         mcg.append({"fqn": e.fqn, "signature": sj})
-    ranges = {str(k): {"min_val": v.lower, "max_val": v.upper}
+    ranges = {str(k): {"min_val": v.lower, "max_val": _json_hi(v.upper)}
               for k, v in ep.range_constraints.items()}
     model = {"graph_module": {"graph": g, "signature": {"input_specs": ins,
                                                         "output_specs": outs},

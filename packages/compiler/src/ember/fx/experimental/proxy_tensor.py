@@ -185,9 +185,11 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
     def wrapped(*args):
         graph = Graph()
         mode = ProxyTorchDispatchMode(graph, decomposition_table)
-        fake = None
+        from ember._subclasses.fake_tensor import FakeTensor
         names = _placeholder_names(f, len(args))
-        if tracing_mode != "real":
+        # inputs already fake (export makes its own, symbolic only where asked): their mode
+        fake = next((a.fake_mode for a in args if isinstance(a, FakeTensor)), None)
+        if fake is None and tracing_mode != "real":
             from ember._subclasses.fake_tensor import FakeTensorMode
             env = None
             if tracing_mode == "symbolic":
