@@ -90,7 +90,10 @@ def main(lock: str, site: str, out: str) -> None:
         data, deps = [], []
         if info is not None:
             data = [f"site/{e}" for e in top_level(site, info)]
-            if os.path.isdir(os.path.join(site, "_" + name)):  # a --prefix install (python.bzl)
+            # a --prefix install of python.bzl's _PREFIX_WHEELS (its own bin/ and lib/; not a
+            # package's private module such as pytest's _pytest, already in its top level)
+            prefix = os.path.join(site, "_" + name)
+            if f"site/_{name}" not in data and os.path.isdir(os.path.join(prefix, "lib")):
                 data.append(f"site/_{name}")
             deps = sorted({d for d in requires(site, info) if d in infos and d != name})
         lines += [
