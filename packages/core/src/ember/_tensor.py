@@ -465,6 +465,11 @@ class Tensor:
     def is_sparse(self) -> bool:
         return False
 
+    def to_sparse(self, sparse_dim=None):
+        """The sparse COO form of this dense tensor (ember.sparse)."""
+        from .sparse import to_sparse
+        return to_sparse(self, sparse_dim)
+
     @property
     def is_quantized(self) -> bool:
         return False
