@@ -1,6 +1,5 @@
 """ember.jit (programs that decorate with TorchScript run unchanged) and ember.nn.parallel on a
 machine without GPUs, against torch's behaviour there."""
-import typing
 import warnings
 
 import numpy as np
@@ -87,9 +86,9 @@ def test_trace_function_runs_example_and_returns_callable():
 
 
 def test_jit_helpers():
-    assert ember.jit.annotate(typing.List[int], [1]) == [1]
-    for obj, ty in (([1, 2], typing.List[int]), ([1, "a"], typing.List[int]),
-                    ({"a": 1}, typing.Dict[str, int]), ((1, "x"), typing.Tuple[int, str]),
+    assert ember.jit.annotate(list[int], [1]) == [1]
+    for obj, ty in (([1, 2], list[int]), ([1, "a"], list[int]),
+                    ({"a": 1}, dict[str, int]), ((1, "x"), tuple[int, str]),
                     (3, int), ("s", int)):
         assert ember.jit.isinstance(obj, ty) == torch.jit.isinstance(obj, ty), (obj, ty)
     fut = ember.jit.fork(lambda a: a + 1, 1)

@@ -7,7 +7,8 @@
 """
 from ._coo import SparseCOOTensor, mm, sparse_coo, sparse_coo_tensor, sum, to_sparse  # noqa: A004
 
-__all__ = ["SparseCOOTensor", "sparse_coo_tensor", "mm", "sum", "spmm", "to_sparse", "addmm"]
+__all__ = ["SparseCOOTensor", "sparse_coo", "sparse_coo_tensor", "mm", "sum", "spmm", "to_sparse",
+           "addmm"]
 
 spmm = mm
 
