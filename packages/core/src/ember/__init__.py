@@ -115,7 +115,8 @@ from .serialization import load, save  # noqa: E402,F401
 _LAZY = {"autograd": "autograd", "optim": "autograd", "cuda": "devices", "fx": "compiler",
          "compiler": "compiler", "export": "export", "distributed": "distributed",
          "func": "autograd"}
-_FROM_SUBMODULE = {"sparse_coo_tensor": "sparse", "spmm": "sparse", "sparse_coo": "sparse"}
+_FROM_SUBMODULE = {"sparse_coo_tensor": "sparse", "spmm": "sparse", "sparse_coo": "sparse",
+                   "jagged": "nested"}
 
 
 def __getattr__(name):
