@@ -1,7 +1,6 @@
 """`ember.nn.utils`: gradient clipping, parameter/vector conversion, sequence packing, weight and
 spectral norm, parametrizations (`parametrize`, `parametrizations`: loaded on first use)."""
 from . import rnn  # noqa: F401
-from ._legacy_norms import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm
 from .clip_grad import (
            clip_grad_norm,
            clip_grad_norm_,
@@ -9,6 +8,7 @@ from .clip_grad import (
            clip_grads_with_norm_,
            get_total_norm,
 )
+from ._legacy_norms import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 
 __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "get_total_norm",
