@@ -104,3 +104,30 @@ def test_sparse_adam_matches_torch():
             opt.step()
         out.append(_np(w))
     np.testing.assert_allclose(out[0], out[1], rtol=1e-10, atol=1e-12)
+
+
+def test_csr_matches_torch():
+    d = np.array([[0.0, 2.0, 0.0], [3.0, 0.0, 4.0], [0.0, 0.0, 0.0]])
+    e, t = ember.tensor(d).to_sparse_csr(), torch.tensor(d).to_sparse_csr()
+    assert e.is_sparse_csr and not e.is_sparse and str(e.layout) == "ember.sparse_csr"
+    for f in ("crow_indices", "col_indices"):
+        assert getattr(e, f)().tolist() == getattr(t, f)().tolist()
+    np.testing.assert_allclose(_np(e.values()), _np(t.values()))
+    np.testing.assert_allclose(_np(e.to_dense()), d)
+    c = ember.sparse_csr_tensor([0, 1, 3, 3], [1, 0, 2], [2.0, 3.0, 4.0], (3, 3))
+    tc = torch.sparse_csr_tensor(torch.tensor([0, 1, 3, 3]), torch.tensor([1, 0, 2]),
+                                 torch.tensor([2.0, 3.0, 4.0]), (3, 3))
+    np.testing.assert_allclose(_np(c.to_dense()), _np(tc.to_dense()))
+    assert c.to_sparse().indices().tolist() == tc.to_sparse().indices().tolist()
+    x = np.random.default_rng(2).normal(size=(3, 2)).astype("float32")
+    ex, tx = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ey, ty = ember.sparse.mm(c, ex), torch.sparse.mm(tc, tx)
+    np.testing.assert_allclose(_np(ey), _np(ty), rtol=1e-6)
+    np.testing.assert_allclose(_np(c @ ex), _np(tc @ tx), rtol=1e-6)
+    ey.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(_np(ex.grad), _np(tx.grad), rtol=1e-6)
+    coo = ember.sparse_coo_tensor(IDX, VAL, (3, 3)).to_sparse_csr()
+    tcoo = torch.sparse_coo_tensor(torch.tensor(IDX), torch.tensor(VAL), (3, 3)).to_sparse_csr()
+    assert coo.crow_indices().tolist() == tcoo.crow_indices().tolist()
+    np.testing.assert_allclose(_np(coo.values()), _np(tcoo.values()))

@@ -116,7 +116,7 @@ _LAZY = {"autograd": "autograd", "optim": "autograd", "cuda": "devices", "fx": "
          "compiler": "compiler", "export": "export", "distributed": "distributed",
          "func": "autograd"}
 _FROM_SUBMODULE = {"sparse_coo_tensor": "sparse", "spmm": "sparse", "sparse_coo": "sparse",
-                   "jagged": "nested"}
+                   "sparse_csr_tensor": "sparse", "sparse_csr": "sparse", "jagged": "nested"}
 
 
 def __getattr__(name):

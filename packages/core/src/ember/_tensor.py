@@ -470,6 +470,11 @@ class Tensor:
         from .sparse import to_sparse
         return to_sparse(self, sparse_dim)
 
+    def to_sparse_csr(self, dense_dim=None):
+        """The sparse CSR form of this 2-D dense tensor (ember.sparse)."""
+        from .sparse import to_sparse_csr
+        return to_sparse_csr(self)
+
     @property
     def is_quantized(self) -> bool:
         return False

@@ -126,6 +126,10 @@ class SparseCOOTensor:
     def to_sparse(self, sparse_dim=None):
         return self
 
+    def to_sparse_csr(self):
+        from ._csr import coo_to_csr
+        return coo_to_csr(self)
+
     def to(self, *args, **kwargs):
         vals = self._vals.to(*args, **kwargs)
         return SparseCOOTensor(self._idx.to(vals.device), vals, self._size, self._coalesced)
