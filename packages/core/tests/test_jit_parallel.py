@@ -1,6 +1,5 @@
 """ember.jit (programs that decorate with TorchScript run unchanged) and ember.nn.parallel on a
 machine without GPUs, against torch's behaviour there."""
-import typing
 import warnings
 
 import numpy as np
@@ -87,16 +86,33 @@ def test_trace_function_runs_example_and_returns_callable():
 
 
 def test_jit_helpers():
-    assert ember.jit.annotate(typing.List[int], [1]) == [1]
-    for obj, ty in (([1, 2], typing.List[int]), ([1, "a"], typing.List[int]),
-                    ({"a": 1}, typing.Dict[str, int]), ((1, "x"), typing.Tuple[int, str]),
+    assert ember.jit.annotate(list[int], [1]) == [1]
+    for obj, ty in (([1, 2], list[int]), ([1, "a"], list[int]),
+                    ({"a": 1}, dict[str, int]), ((1, "x"), tuple[int, str]),
                     (3, int), ("s", int)):
         assert ember.jit.isinstance(obj, ty) == torch.jit.isinstance(obj, ty), (obj, ty)
     fut = ember.jit.fork(lambda a: a + 1, 1)
     assert ember.jit.wait(fut) == 2
     assert isinstance(ember.nn.Linear(1, 1), ember.jit.ScriptModule)
-    with pytest.raises(NotImplementedError, match="no TorchScript archives"):
-        ember.jit.save(ember.nn.Linear(1, 1), "x.pt")
+    with pytest.raises(TypeError, match="expected a module"):
+        ember.jit.save(lambda x: x, "x.pt")
+
+
+def test_jit_save_load_round_trip(tmp_path):
+    m = ember.nn.Sequential(ember.nn.Linear(3, 2), ember.nn.Tanh())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = ember.jit.trace(m, ember.ones(1, 3))
+    path = tmp_path / "m.pt"
+    ember.jit.save(traced, str(path), _extra_files={"meta.txt": "v1"})
+    extra = {"meta.txt": ""}
+    loaded = ember.jit.load(str(path), _extra_files=extra)
+    x = ember.randn(4, 3)
+    np.testing.assert_allclose(loaded(x).detach().numpy(), m(x).detach().numpy())
+    assert extra == {"meta.txt": "v1"}
+    ember.save({"w": ember.ones(1)}, str(tmp_path / "w.pt"))
+    with pytest.raises(RuntimeError, match="not a file written by ember.jit.save"):
+        ember.jit.load(str(tmp_path / "w.pt"))
 
 
 def test_data_parallel_without_gpus_matches_torch():

@@ -78,8 +78,10 @@ def test_every_public_submodule_is_an_attribute_after_import_ember():
 
 def test_submodules_load_lazily():
     out = _probe([])
-    for name in ("ember.nn", "ember.utils.data", "ember.version", "ember.testing",
-                 "ember.library", "ember.optim"):
+    # (ember.nn is left out: ember-export's component subclasses nn.Module when it loads)
+    for name in ("ember.utils.data", "ember.version", "ember.testing", "ember.library",
+                 "ember.optim", "ember.distributions", "ember.profiler", "ember.sparse",
+                 "ember.nested", "ember.jit", "ember.onnx", "ember.nn.parallel"):
         assert name not in out["before"], name
 
 

@@ -2,12 +2,10 @@
 works with ember-devices installed, GPU or not."""
 import warnings
 
-import ember
-
 
 def test_from_cuda_amp_import():
-    from ember.cuda.amp import GradScaler, autocast, custom_bwd, custom_fwd
     import ember.cuda
+    from ember.cuda.amp import GradScaler, autocast, custom_bwd, custom_fwd
     assert ember.cuda.amp.autocast is autocast
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")

@@ -118,6 +118,8 @@ from .serialization import load, save  # noqa: E402,F401
 _LAZY = {"autograd": "autograd", "optim": "autograd", "cuda": "devices", "fx": "compiler",
          "compiler": "compiler", "export": "export", "distributed": "distributed",
          "func": "autograd"}
+_FROM_SUBMODULE = {"sparse_coo_tensor": "sparse", "spmm": "sparse", "sparse_coo": "sparse",
+                   "sparse_csr_tensor": "sparse", "sparse_csr": "sparse", "jagged": "nested"}
 
 
 def __getattr__(name):
@@ -130,6 +132,8 @@ def __getattr__(name):
         return __version__
     if name.startswith("_"):
         raise AttributeError(f"module 'ember' has no attribute '{name}'")
+    if name in _FROM_SUBMODULE:  # top-level names that live in a lazily loaded submodule
+        return getattr(importlib.import_module(f"ember.{_FROM_SUBMODULE[name]}"), name)
     try:
         found = importlib.util.find_spec(f"ember.{name}") is not None
     except (ImportError, ValueError):

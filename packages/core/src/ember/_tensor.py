@@ -465,6 +465,16 @@ class Tensor:
     def is_sparse(self) -> bool:
         return False
 
+    def to_sparse(self, sparse_dim=None):
+        """The sparse COO form of this dense tensor (ember.sparse)."""
+        from .sparse import to_sparse
+        return to_sparse(self, sparse_dim)
+
+    def to_sparse_csr(self, dense_dim=None):
+        """The sparse CSR form of this 2-D dense tensor (ember.sparse)."""
+        from .sparse import to_sparse_csr
+        return to_sparse_csr(self)
+
     @property
     def is_quantized(self) -> bool:
         return False

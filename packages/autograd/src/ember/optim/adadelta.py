@@ -9,7 +9,7 @@ __all__ = ["Adadelta", "ASGD", "Rprop"]
 
 
 def _scalar_tensor(v):
-    """A 0-dim state scalar in PyTorch's optimizer scalar dtype (float64 under a float64 default)."""
+    """A 0-dim state scalar in PyTorch's optimizer scalar dtype (float64 if that is the default)."""
     dt = ember.float64 if ember.get_default_dtype() == ember.float64 else ember.float32
     return ember.tensor(v, dtype=dt)
 

@@ -7,10 +7,10 @@ torch.distributions' API and formulas.
 >>> [round(v, 4) for v in d.entropy().tolist()]
 [2.1121]
 
-rsample gives reparameterized samples (gradients flow to loc/scale/...) for Normal, Uniform,
-Laplace, Exponential, MultivariateNormal and what is built from them (Independent,
-TransformedDistribution, LogNormal); Gamma, Beta and Dirichlet sample through numpy's gamma
-sampler, so their rsample has no gradient with respect to the concentration (it says so).
+rsample gives reparameterized samples (gradients flow to the parameters) for Normal, Uniform,
+Laplace, Exponential, MultivariateNormal, Gamma, Beta and Dirichlet (implicit reparameterization
+of the gamma sampler, first derivatives only) and what is built from them (Independent,
+TransformedDistribution, LogNormal).
 """
 from . import constraints, transforms
 from .continuous import Beta, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform

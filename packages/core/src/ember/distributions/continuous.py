@@ -1,6 +1,6 @@
 """Continuous distributions: Normal, Uniform, Laplace, Exponential, Gamma, Beta, Dirichlet
 (PyTorch's formulas for log_prob, entropy, moments; rsample by reparameterization where PyTorch
-has it)."""
+has it: implicit reparameterization for the gamma family)."""
 from __future__ import annotations
 
 import math
@@ -29,21 +29,21 @@ def _expand_params(self, cls, batch_shape, names, _instance):
 
 
 def _standard_gamma(concentration):
-    """Gamma(concentration, 1) samples (numpy's sampler seeded from ember's generator).
-    No gradient flows to the concentration: rsample refuses when one is needed."""
+    """Gamma(concentration, 1) samples: numpy's sampler seeded from ember's generator, with the
+    implicit reparameterization gradient (dx/dalpha from the incomplete gamma function) attached
+    when the concentration requires grad (first derivatives only)."""
     rng = np.random.default_rng(sample_seed())
     c = concentration.detach().cpu().numpy().astype(np.float64)
     out = rng.standard_gamma(c)
-    t = ember.tensor(out, dtype=concentration.dtype, device=concentration.device)
-    return t.clamp(min=ember.finfo(concentration.dtype).tiny)
-
-
-def _needs_concentration_grad(name, *tensors):
-    if ember.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        raise NotImplementedError(
-            f"{name}.rsample: gradients with respect to the concentration (the implicit "
-            "reparameterization of the gamma sampler) are not implemented in ember; use "
-            ".sample() or keep the concentration fixed")
+    tiny = ember.finfo(concentration.dtype).tiny
+    x = ember.tensor(out, dtype=concentration.dtype, device=concentration.device).clamp(min=tiny)
+    if concentration.requires_grad and ember.is_grad_enabled():
+        from ._gamma_grad import standard_gamma_grad
+        dx = ember.tensor(standard_gamma_grad(c, np.maximum(out, tiny)),
+                          dtype=concentration.dtype, device=concentration.device)
+        # value x, gradient dx/dalpha with respect to the concentration
+        x = x + (concentration - concentration.detach()) * dx
+    return x
 
 
 class Normal(Distribution):
@@ -248,9 +248,7 @@ class Gamma(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        _needs_concentration_grad("Gamma", self.concentration)
-        value = _standard_gamma(self.concentration.detach().expand(shape)) / self.rate.expand(
-            shape)
+        value = _standard_gamma(self.concentration.expand(shape)) / self.rate.expand(shape)
         return value.clamp(min=ember.finfo(value.dtype).tiny)
 
     def log_prob(self, value):
@@ -282,8 +280,7 @@ class Dirichlet(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        _needs_concentration_grad("Dirichlet", self.concentration)
-        g = _standard_gamma(self.concentration.detach().expand(shape))
+        g = _standard_gamma(self.concentration.expand(shape))
         return g / g.sum(-1, keepdim=True)
 
     def log_prob(self, value):

@@ -1,7 +1,8 @@
 """`ember.jit`: PyTorch's TorchScript entry points, so programs that decorate with them run
 unchanged. ember has no TorchScript: `script` returns its argument (with a one-time note) and
 `trace` runs the example once and returns a callable that runs the original code; the
-decorators (`ignore`, `unused`, `export`, ...) return what they wrap.
+decorators (`ignore`, `unused`, `export`, ...) return what they wrap; `save`/`load` keep a
+module in ember.save's archive (see `save`).
 
 >>> import ember
 >>> @ember.jit.script
@@ -192,11 +193,31 @@ def __getattr__(name):
 Error = RuntimeError
 
 
+_FORMAT = "ember.jit/1"
+
+
 def save(m, f, _extra_files=None) -> None:
-    raise NotImplementedError("ember.jit.save: ember has no TorchScript archives; save the "
-                              "state_dict (ember.save) or export the model (ember.export)")
+    """Save a scripted or traced module. ember's format is ember.save's archive of
+    {"format": "ember.jit/1", "module": m, "extra_files": {...}}: the module is pickled whole,
+    so its class must be importable where it is loaded (unlike TorchScript, no code is stored).
+    """
+    from ..nn import Module
+    from ..serialization import save as _save
+    if not builtins.isinstance(m, Module):
+        raise TypeError(f"ember.jit.save: expected a module (scripted or traced), got "
+                        f"{type(m).__name__}")
+    _save({"format": _FORMAT, "module": m, "extra_files": dict(_extra_files or {})}, f)
 
 
 def load(f, map_location=None, _extra_files=None):
-    raise NotImplementedError("ember.jit.load: ember has no TorchScript archives; load a "
-                              "state_dict (ember.load) or an exported program (ember.export)")
+    """Load what ember.jit.save wrote (it runs the module's pickled code: trusted files only).
+    `_extra_files`, a dict of names, is filled with the saved contents."""
+    from ..serialization import load as _load
+    obj = _load(f, map_location=map_location, weights_only=False)
+    if not (builtins.isinstance(obj, dict) and obj.get("format") == _FORMAT):
+        raise RuntimeError("ember.jit.load: not a file written by ember.jit.save (TorchScript "
+                           "archives from PyTorch cannot be loaded: ember has no TorchScript)")
+    if _extra_files is not None:
+        for k in list(_extra_files):
+            _extra_files[k] = obj["extra_files"].get(k, "")
+    return obj["module"]
