@@ -162,7 +162,7 @@ def main() -> None:
                 total += model(vx, vy).item()
         return total / 4
 
-    start = time.perf_counter()
+    start = evaled = time.perf_counter()
     tokens = 0
     first = step
     bar = progress(args.steps, step)
@@ -177,8 +177,10 @@ def main() -> None:
         step += 1
         tokens += x.numel()
         losses.append(loss.item())
-        if step % args.eval_every == 0:
+        # every --eval-every steps, and at least a dozen times in the time budget on slow machines
+        if step % args.eval_every == 0 or time.perf_counter() - evaled > args.time_budget / 12:
             val_losses.append((step, val_loss()))
+            evaled = time.perf_counter()
         bar.update(1, loss=sum(losses[-10:]) / len(losses[-10:]),
                    tok_s=tokens / (time.perf_counter() - start))
     bar.close()
