@@ -4,9 +4,11 @@
                                                  # --time-budget seconds, whichever comes first)
     python examples/train_gpt.py --resume        # continue from the saved checkpoint
 
-Writes out/gpt.pt (checkpoint: model, optimizer, step, losses), out/loss.png (loss curve) and
-prints a generated sample. Uses CUDA when ember-devices finds a GPU. The model code is plain
-PyTorch-API code: it also runs with `--impl torch` for a side-by-side check.
+Writes out/gpt.pt (checkpoint: model, optimizer, step, losses), out/loss.png (train and
+validation loss curves, by matplotlib; a plain PNG without it) and prints a generated sample.
+Progress shows with tqdm (a text bar without it). Uses CUDA when ember-devices finds a GPU.
+The model code is plain PyTorch-API code: it also runs with `--impl torch` for a side-by-side
+check.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _png import plot_losses  # noqa: E402
+from _plot import plot_losses, progress  # noqa: E402
 
 
 def load_text(max_chars: int) -> str:
@@ -94,12 +96,6 @@ def generate(torch, model, idx, n: int, block: int, temperature: float = 0.8):
     return idx
 
 
-def bar(step: int, total: int, loss: float, tps: float, width: int = 30) -> str:
-    done = int(width * step / total)
-    return (f"\r[{'#' * done}{'.' * (width - done)}] step {step:4d}/{total} "
-            f"loss {loss:.3f} {tps:8.0f} tok/s")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", default="ember", help="ember (default) or torch, for comparison")
@@ -114,6 +110,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(os.getcwd(), "out"))
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--eval-every", type=int, default=50, help="steps between validation losses")
     args = ap.parse_args()
 
     torch = importlib.import_module(args.impl)
@@ -138,13 +135,14 @@ def main() -> None:
 
     os.makedirs(args.out, exist_ok=True)
     ckpt_path = os.path.join(args.out, "gpt.pt")
-    step, losses = 0, []
+    step, losses, val_losses = 0, [], []
     if args.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path, map_location=device)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optim"])
         sched.load_state_dict(ck["sched"])
         step, losses = ck["step"], list(ck["losses"])
+        val_losses = [tuple(p) for p in ck.get("val_losses", [])]
         print(f"resumed from {ckpt_path} at step {step}")
 
     def batch(src):
@@ -153,9 +151,21 @@ def main() -> None:
         y = torch.stack([src[i + 1:i + 1 + args.block] for i in ix.tolist()])
         return x.to(device), y.to(device)
 
-    start = shown = time.perf_counter()
+    def val_loss() -> float:
+        g = torch.Generator().manual_seed(step)  # the same val batches at every point
+        with torch.no_grad():
+            total = 0.0
+            for _ in range(4):
+                ix = torch.randint(0, len(val) - args.block - 1, (args.batch,), generator=g)
+                vx = torch.stack([val[i:i + args.block] for i in ix.tolist()]).to(device)
+                vy = torch.stack([val[i + 1:i + 1 + args.block] for i in ix.tolist()]).to(device)
+                total += model(vx, vy).item()
+        return total / 4
+
+    start = evaled = time.perf_counter()
     tokens = 0
     first = step
+    bar = progress(args.steps, step)
     while step < args.steps and time.perf_counter() - start < args.time_budget:
         x, y = batch(train)
         loss = model(x, y)
@@ -167,27 +177,26 @@ def main() -> None:
         step += 1
         tokens += x.numel()
         losses.append(loss.item())
-        now = time.perf_counter()
-        if now - shown > 0.5 or step == args.steps:  # redraw twice a second, not every step
-            shown = now
-            tps = tokens / (now - start)
-            print(bar(step, args.steps, sum(losses[-10:]) / len(losses[-10:]), tps), end="",
-                  flush=True)
-    print()
-    with torch.no_grad():
-        vx, vy = batch(val)
-        val_loss = model(vx, vy).item()
+        # every --eval-every steps, and at least a dozen times in the time budget on slow machines
+        if step % args.eval_every == 0 or time.perf_counter() - evaled > args.time_budget / 12:
+            val_losses.append((step, val_loss()))
+            evaled = time.perf_counter()
+        bar.update(1, loss=sum(losses[-10:]) / len(losses[-10:]),
+                   tok_s=tokens / (time.perf_counter() - start))
+    bar.close()
+    if not val_losses or val_losses[-1][0] != step:
+        val_losses.append((step, val_loss()))
     print(f"trained {step - first} steps in {time.perf_counter() - start:.1f}s; "
           f"train loss {losses[0] if not first else losses[first]:.3f} -> "
-          f"{sum(losses[-10:]) / len(losses[-10:]):.3f}, val loss {val_loss:.3f} "
+          f"{sum(losses[-10:]) / len(losses[-10:]):.3f}, val loss {val_losses[-1][1]:.3f} "
           f"(uniform guess: {math.log(len(chars)):.3f})")
 
     torch.save({"model": model.state_dict(), "optim": opt.state_dict(),
                 "sched": sched.state_dict(), "step": step, "losses": losses,
-                "chars": "".join(chars)}, ckpt_path)
+                "val_losses": val_losses, "chars": "".join(chars)}, ckpt_path)
     png = os.path.join(args.out, "loss.png")
-    plot_losses(losses, png)
-    print(f"saved {ckpt_path} and {png}")
+    how = plot_losses(losses, val_losses, png, baseline=math.log(len(chars)))
+    print(f"saved {ckpt_path} and {png} ({how})")
 
     ctx = torch.tensor([[stoi["d"], stoi["e"], stoi["f"], stoi[" "]]], device=device)
     out = generate(torch, model, ctx, 200, args.block)[0].tolist()

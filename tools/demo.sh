@@ -16,8 +16,10 @@ if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
 fi
 VENV=.venv
 [[ -x $VENV/bin/python ]] || "$PY" -m venv "$VENV"
-# Runtime deps of core, autograd, compiler, export, pinned by the lock (no torch: demo needs none).
-reqs=$(grep -E '^(numpy|ml-dtypes|sympy|mpmath|safetensors)==' requirements.lock)
+# Runtime deps of core, autograd, compiler, export, pinned by the lock (no torch: demo needs none),
+# and the demo's own: tqdm and matplotlib with its dependencies (the lock's demo section).
+demo=$(sed -n '/^# --- demo/,/^$/p' requirements.lock | grep -E '^[A-Za-z0-9_.-]+==')
+reqs=$(grep -E '^(numpy|ml-dtypes|sympy|mpmath|safetensors|packaging)==' requirements.lock; echo "$demo")
 if [[ ! -f $VENV/.ember-deps ]] || [[ $(cat "$VENV/.ember-deps") != "$reqs" ]]; then
     echo "$reqs" | "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r /dev/stdin
     echo "$reqs" > "$VENV/.ember-deps"

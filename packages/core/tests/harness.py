@@ -13,7 +13,25 @@ import pytest
 
 import ember
 
-torch = pytest.importorskip("torch")
+
+class _NoTorch:
+    """Stands for torch where it is not installed. Using it skips the test that does (the module,
+    when used at import), so the checks that need no reference (op coverage, meta vs kernel,
+    decompositions vs kernels, ...) still run, and fail, without torch."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # introspection (pytest, inspect, copy): not a use of torch
+            raise AttributeError(name)
+        pytest.skip("PyTorch 2.13 (the reference) is not installed", allow_module_level=True)
+
+    def __bool__(self) -> bool:
+        return False
+
+
+try:
+    import torch
+except ImportError:
+    torch = _NoTorch()
 
 FLOATS = ("float32", "float64")
 LOWP = ("float16", "bfloat16")

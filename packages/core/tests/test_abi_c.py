@@ -122,7 +122,8 @@ def test_wrong_scalar_types_name_the_op_and_argument(checked):
     x, y = ember.ones(2), ember.ones(2)
     # torch.ops' check (RuntimeError), before the kernel: issue 11, defect 19
     with pytest.raises(RuntimeError, match=r"abi_c_test::axpy\(\) Expected a value of type "
-                                           r"'float' for argument 'a' but instead found type 'str'"):
+                                           r"'float' for argument 'a' but instead found type "
+                                           r"'str'"):
         ops.axpy(x, y, "3")
     with pytest.raises(TypeError, match=r"abi_c_test::axpy argument 'a': expected a float, got "
                                         r"_Opaque"):

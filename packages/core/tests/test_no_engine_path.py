@@ -5,11 +5,10 @@ as it is when the wheel is not installed: `_dispatch.autograd_hook` is None."""
 
 import numpy as np
 import pytest
+from harness import torch  # using it skips only where torch is absent
 
 import ember
 from ember import _dispatch
-
-torch = pytest.importorskip("torch")
 
 
 @pytest.fixture

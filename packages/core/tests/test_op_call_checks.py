@@ -74,7 +74,7 @@ def test_custom_op_call_is_checked_like_torch_ops(case):
         for t in (ember, torch):
             lib, f = _custom(t)
             libs.append(lib)
-            got[t.__name__] = _outcome(lambda: call(t, f, t.ones(2)))
+            got[t.__name__] = _outcome(lambda t=t, f=f: call(t, f, t.ones(2)))
         e, r = got["ember"], got["torch"]
         assert e[0] == r[0], f"{case}: ember {e}, torch {r}"
         if e[0] == "ok":
@@ -120,7 +120,7 @@ def test_each_schema_type_is_checked_like_torch(name, value):
         v = {"tensor": t.tensor(3), "gen": (i for i in (1, 2))}.get(value, value) \
             if isinstance(value, str) and value in ("tensor", "gen") else value
         kw = dict(G_ARGS, **{name: v})
-        got[t.__name__] = _outcome(lambda: getattr(t.ops, ns).g(t.ones(2), **kw))
+        got[t.__name__] = _outcome(lambda t=t, ns=ns, kw=kw: getattr(t.ops, ns).g(t.ones(2), **kw))
     e, r = got["ember"], got["torch"]
     assert e[0] == r[0], (e, r)
     if e[0] != "ok":
@@ -133,7 +133,7 @@ ATEN_CALLS = {
     "unknown keyword": lambda t, x: t.ops.aten.neg(x, foo=1),
     "wrong type": lambda t, x: t.ops.aten.neg("x"),
     "missing": lambda t, x: t.ops.aten.neg(),
-    "generator for Tensor[]": lambda t, x: t.ops.aten.cat((y for y in [x, x])),
+    "generator for Tensor[]": lambda t, x: t.ops.aten.cat(y for y in [x, x]),
     "int in Tensor[]": lambda t, x: t.ops.aten.cat([x, 1]),
     "float for int": lambda t, x: t.ops.aten.squeeze(x, 0.5),
 }
