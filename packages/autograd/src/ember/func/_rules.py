@@ -20,7 +20,7 @@ from ember._random import default_generator
 from ember._state import state
 from ember._tensor import Tensor
 
-from ._batched import is_batched_at, to_front
+from ._batched import VmapDataError, is_batched_at, to_front
 
 __all__ = ["run_rule"]
 
@@ -41,7 +41,10 @@ def run_rule(lv, op, args):
     if rule is None:
         rule = _CACHE[id(op)] = _derive(op)
     if rule is _decomp:
-        return _decomp(lv, op, args)
+        try:
+            return _decomp(lv, op, args)
+        except VmapDataError:  # a decomposition that reads values: run it per sample
+            rule = _loop
     P, flags = _prep(lv, op, args)
     if op.mutated_idx:
         _check_inplace(op, args, flags)
@@ -87,7 +90,7 @@ def _derive(op):
     if op.inplace_of is not None:
         base = op.inplace_of
         return _pointwise if base.pointwise is not None else _derive_single(base)
-    if op.pointwise is not None:
+    if op.pointwise is not None or "elementwise" in op.tags:
         return _pointwise
     if op.decomp is not None:
         return _decomp
@@ -168,7 +171,8 @@ def _pointwise(lv, op, args, P, flags):
         if flags[i]:
             P[i] = _pad(P[i], nd - args[i].ndim)
     r = _call(op, tuple(P))
-    if op.inplace_of is None and len(ts) > 1 and any(flags[i] and args[i].ndim == 0 for i in ts):
+    if (op.inplace_of is None and op.pointwise is not None and len(ts) > 1
+            and any(flags[i] and args[i].ndim == 0 for i in ts)):
         # a batched 0-d tensor is 1-d physically: promote by the logical (per-sample) types
         rdt = _dispatch.pointwise_dtypes(op, [args[i] for i in op.pw_idx], args)[1]
         if r.dtype is not rdt:
