@@ -594,7 +594,7 @@ _TABLE = {
 
 # the op families in their own modules (each: TABLE of kernels, HOST of ops left on host copies)
 FAMILIES = ("_ops_index", "_ops_sort", "_ops_random", "_ops_nnx", "_ops_misc",
-            "_ops_linalg")
+            "_ops_linalg", "_ops_spectral")
 HOST_OPS: dict = {}   # op qualname -> why it runs its CPU kernel on host copies
 for _name in FAMILIES:
     _m = importlib.import_module("ember.cuda." + _name)
