@@ -45,3 +45,33 @@ def test_printoptions_precision():
     finally:
         ember.set_printoptions(profile="default")
         torch.set_printoptions(profile="default")
+
+
+@pytest.mark.parametrize("expr", ["t.arange(10**5) * 0.5", "t.ones(300, 400, dtype=t.int32)",
+                                  "t.zeros(7, 5000, 3).bool()", "t.arange(4000).reshape(2, 2000)"])
+@pytest.mark.parametrize("edgeitems", [3, 1])
+def test_summarized_repr_formats_only_the_edges(expr, edgeitems, monkeypatch):
+    """A summarized tensor formats only the values shown, not every element first."""
+    from ember import _printing
+    calls = []
+    fmt = _printing._Formatter.format
+    monkeypatch.setattr(_printing._Formatter, "format", lambda self, x: calls.append(x) or
+                        fmt(self, x))
+    try:
+        ember.set_printoptions(edgeitems=edgeitems)
+        torch.set_printoptions(edgeitems=edgeitems)
+        e, t = eval(expr, {"t": ember}), eval(expr, {"t": torch})
+        assert repr(e) == repr(t).replace("torch", "ember")
+    finally:
+        ember.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")
+    shown = 1
+    for n in e.shape:
+        shown *= min(n, 2 * edgeitems)
+    assert len(calls) == shown
+
+
+def test_repr_of_a_huge_expanded_tensor():
+    for shape in [(10**8,), (10**4, 10**4), (3, 10**8)]:
+        want = repr(torch.zeros(1).expand(*shape)).replace("torch", "ember")
+        assert repr(ember.zeros(1).expand(*shape)) == want

@@ -117,34 +117,38 @@ def _complex_str(v) -> str:
     return f"{re:.{p}f}{sign}{abs(im):.{p}f}j"
 
 
-def _summarize(a: np.ndarray, edge: int) -> np.ndarray:
-    """The values shown when summarizing (first and last `edge` along every dim)."""
-    if a.ndim == 0:
-        return a.reshape(1)
-    parts = []
-    if a.shape[0] > 2 * edge:
-        for sub in (a[:edge], a[-edge:]):
-            parts.extend(_summarize(s, edge) for s in sub)
-    else:
-        parts.extend(_summarize(s, edge) for s in a) if a.ndim > 1 else parts.append(a)
-    return np.concatenate([p.ravel() for p in parts]) if parts else a.ravel()
+def _edges(t, edge: int):
+    """(values, cut): t's values with every dim longer than 2*edge reduced to its first and
+    last `edge` entries, gathered before anything is copied or formatted (so a huge or expanded
+    tensor prints at once, as PyTorch's summarized printing does); cut[d] marks reduced dims."""
+    cut = tuple(n > 2 * edge for n in t.shape)
+    if any(cut):
+        import ember
+        d = t.ndim
+        index = tuple(
+            ember.tensor(list(range(edge)) + list(range(n - edge, n)) if c else list(range(n)),
+                         dtype=ember.int64, device=t.device).reshape((-1,) + (1,) * (d - 1 - i))
+            for i, (n, c) in enumerate(zip(t.shape, cut)))
+        t = t.detach()[index]
+    return _values(t), cut
 
 
-def _fmt_array(a: np.ndarray, fmt: _Formatter, indent: int, summarize: bool) -> str:
+def _fmt_array(a: np.ndarray, fmt: _Formatter, indent: int, cut: tuple) -> str:
+    """a: the values shown; cut[d]: dim d was reduced to its edges, with "..." between them."""
     edge = _OPTS.edgeitems
     if a.ndim == 0:
         return fmt.format(a.item() if fmt.kind != "c" else a[()])
     if a.ndim == 1:
         items = [fmt.format(x) for x in a]
-        if summarize and a.shape[0] > 2 * edge:
-            items = items[:edge] + [" ..."] + items[-edge:]
+        if cut[0]:
+            items = items[:edge] + [" ..." if edge else "..."] + items[edge:]
         per_line = max(1, (_OPTS.linewidth - indent) // (fmt.width + 2))
         lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
         return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
     rows = list(range(a.shape[0]))
-    if summarize and a.shape[0] > 2 * edge:
-        rows = rows[:edge] + [None] + rows[-edge:]
-    subs = ["..." if r is None else _fmt_array(a[r], fmt, indent + 1, summarize) for r in rows]
+    if cut[0]:
+        rows = rows[:edge] + [None] + rows[edge:]
+    subs = ["..." if r is None else _fmt_array(a[r], fmt, indent + 1, cut[1:]) for r in rows]
     sep = "," + "\n" * (a.ndim - 1) + " " * (indent + 1)
     return "[" + sep.join(subs) + "]"
 
@@ -172,13 +176,14 @@ def tensor_repr(t, prefix: str = "tensor(") -> str:
         if tuple(t.shape) != (0,):
             suffixes.append(f"size={tuple(t.shape)}")
     else:
-        a = _values(t)
         kind = "b" if dt is D.bool else ("c" if dt.is_complex else (
             "f" if dt.is_floating_point else "i"))
-        summarize = t.numel() > _OPTS.threshold
-        shown = _summarize(a, _OPTS.edgeitems) if summarize else a
-        fmt = _Formatter(np.asarray(shown), kind)
-        body = _fmt_array(a, fmt, indent, summarize)
+        if t.numel() > _OPTS.threshold:
+            a, cut = _edges(t, _OPTS.edgeitems)
+        else:
+            a, cut = _values(t), (False,) * t.ndim
+        fmt = _Formatter(np.asarray(a), kind)
+        body = _fmt_array(a, fmt, indent, cut)
     if dt not in default_dts or (t.numel() == 0 and dt is not D.get_default_dtype()):
         if not (t.numel() == 0 and dt is D.get_default_dtype()):
             suffixes.append(f"dtype={dt}")

@@ -34,3 +34,12 @@ def _ensure_hook():
 
 
 _ensure_hook()
+
+
+def __getattr__(name):
+    # submodules not imported above (profiler, ...) load on first attribute access
+    import importlib
+    import importlib.util
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")

@@ -13,6 +13,7 @@ from ember._tensor import Tensor
 from ._graph import (
     ANOMALY,
     FULL,
+    GRAD_LOCK,
     META,
     NONE,
     AccumulateGrad,
@@ -65,7 +66,7 @@ def record(op, args: tuple, out=None):
     if op.pointwise is not None and _fast_core is not None and not _dispatch.special[0]:
         # core's fast path: CPU float tensors of one dtype (Python scalars pass as they are);
         # the numpy views are collected in the same pass
-        d = None
+        d = a = None
         arrs = list(args)
         n = 0
         for i in op.tensor_idx:
@@ -83,9 +84,15 @@ def record(op, args: tuple, out=None):
                 n = x.size
         if d is _F32 or d is _F64:
             result = _fast_core(op, args, arrs, n, d)
-        elif d is None and _dispatch.accel_pointwise is not None:
-            # a device backend's cached launch plan (ember-devices), recorded like any result
-            result = _dispatch.accel_pointwise(op, args, True)
+        elif d is None and isinstance(a, Tensor) and a.device is not _CPU:
+            k = op.kernels.get(a.device.type)  # a device's kernel (cuda: its cached launch)
+            if k is not None:
+                st = state
+                st.grad_enabled = False
+                try:
+                    result = k(*args)
+                finally:
+                    st.grad_enabled = True
     if result is None:
         st = state
         st.grad_enabled = False
@@ -556,7 +563,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     if inputs is not None:
         for t, g in zip(inputs, captured):
             if g is not None and t.grad_fn is not None:  # non-leaf inputs accumulate too
-                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+                with GRAD_LOCK:
+                    t.grad = g.detach() if t.grad is None else t.grad + g.detach()
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dis
 import itertools
 import sys
+import threading
 import weakref
 
 from ember._size import is_contiguous as _is_contiguous
@@ -27,6 +28,10 @@ ANOMALY = [0]
 # How many saved_tensors_hooks blocks are open in any thread: saving a tensor reads the
 # thread-local hook stack only while this is nonzero
 SAVED_HOOKS = [0]
+# Serializes writes to leaves' `.grad` (and creating a leaf's AccumulateGrad) across threads that
+# run backward at once, as PyTorch's per-node mutex does; reentrant so that a hook or a Tensor
+# subclass called while it is held may itself run backward
+GRAD_LOCK = threading.RLock()
 
 FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
          "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -319,7 +324,10 @@ def accumulate_grad_node(t: Tensor) -> AccumulateGrad:
     i = info(t)
     node = i.acc
     if node is None:
-        node = i.acc = AccumulateGrad(t)
+        with GRAD_LOCK:  # two threads recording on one leaf must share its node (and hooks)
+            node = i.acc
+            if node is None:
+                node = i.acc = AccumulateGrad(t)
     return node
 
 
@@ -651,17 +659,18 @@ class AccumulateGrad(Node):
         if g is None:
             return []
         var = self.variable
-        old = var.grad
-        if state.grad_enabled:  # create_graph: keep the grad's own graph
-            var.grad = g if old is None else old + g
-        elif old is None:
-            # a clone, unless nothing else can see g (PyTorch steals such grads too): the same
-            # gradient object may reach several leaves (`x + y`), or a hook may have kept it
-            var.grad = g if _stealable(g, var) else g.detach().clone()
-        elif old._requires_grad:
-            var.grad = old.detach() + g
-        else:
-            old.add_(g)
+        with GRAD_LOCK:  # backward may run in several threads into one leaf
+            old = var.grad
+            if state.grad_enabled:  # create_graph: keep the grad's own graph
+                var.grad = g if old is None else old + g
+            elif old is None:
+                # a clone, unless nothing else can see g (PyTorch steals such grads too): the
+                # same gradient object may reach several leaves (`x + y`), or a hook kept it
+                var.grad = g if _stealable(g, var) else g.detach().clone()
+            elif old._requires_grad:
+                var.grad = old.detach() + g
+            else:
+                old.add_(g)
         ag = var._ag
         if ag is not None and ag.post_hooks:
             for h in list(ag.post_hooks.values()):

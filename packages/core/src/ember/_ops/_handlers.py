@@ -36,14 +36,15 @@ def _is_int(x) -> bool:
     return np.asarray(x).dtype.kind in "iub"
 
 
-def _check_int_divisor(y):
-    # integer division by zero is an error in PyTorch's CPU kernels (floats give inf/nan)
-    if _is_int(y) and not np.all(y):
+def _check_int_divisor(x, y):
+    # integer division by zero is an error in PyTorch's CPU kernels; a float operand (a float
+    # tensor divided by the Python int 0 included) makes it float division: inf/nan
+    if _is_int(y) and _is_int(x) and not np.all(y):
         raise RuntimeError("ZeroDivisionError")
 
 
 def _floordiv(x, y):
-    _check_int_divisor(y)
+    _check_int_divisor(x, y)
     return np.floor_divide(x, y)
 
 
@@ -51,7 +52,7 @@ def _truncdiv(x, y):
     """Division rounding toward zero (C's integer `/`; trunc(x / y) for floats)."""
     if not _is_int(x) or not _is_int(y):
         return np.trunc(np.true_divide(x, y))
-    _check_int_divisor(y)
+    _check_int_divisor(x, y)
     q = np.floor_divide(x, y)
     # floor and trunc differ when the signs differ and the division is inexact
     fix = (np.remainder(x, y) != 0) & ((x < 0) != (y < 0))
@@ -59,12 +60,12 @@ def _truncdiv(x, y):
 
 
 def _remainder(x, y):
-    _check_int_divisor(y)
+    _check_int_divisor(x, y)
     return np.remainder(x, y)  # Python's sign convention, as torch.remainder
 
 
 def _fmod(x, y):
-    _check_int_divisor(y)
+    _check_int_divisor(x, y)
     return np.fmod(x, y)
 
 

@@ -106,7 +106,13 @@ defop(f"full_like(Tensor self, Scalar fill_value, *, {_FACTORY_KW}, "
 def _arange_args(start, end, step):
     if end is None:
         start, end = 0, start
-    return _scalar(start), _scalar(end), _scalar(step)
+    start, end, step = _scalar(start), _scalar(end), _scalar(step)
+    for v in (start, end, step):  # what PyTorch's argument parser refuses
+        if isinstance(v, int) and v >= 2**64:
+            raise OverflowError("int too big to convert")
+        if isinstance(v, int) and v < -2**63:
+            raise OverflowError("can't convert negative int to unsigned")
+    return start, end, step
 
 
 def _arange_dtype(start, end, step, dtype):
@@ -119,12 +125,30 @@ def _arange_dtype(start, end, step, dtype):
     return D.int64
 
 
+def _wrap64(v: int) -> int:
+    return (v + 2**63) % 2**64 - 2**63
+
+
 def _arange_len(start, end, step, dtype):
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if dtype is D.int64 and any(isinstance(v, int) and v >= 2**63 for v in (start, end, step)):
+        raise RuntimeError("value cannot be converted to type int64_t without overflow")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {start:g} -> {end:g}")
     if (end - start) / step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
-    return max(0, math.ceil((end - start) / step))
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if dtype is D.int64:
+        # PyTorch counts int64 ranges in int64 arithmetic: ceil((end - start + step - sign) /
+        # step), wrapping on overflow, and refuses a count that comes out negative
+        a, b, c = int(start), int(end), int(step)
+        num = _wrap64(_wrap64(_wrap64(b - a) + c) - (1 if c > 0 else -1))
+        n = abs(num) // abs(c) * (1 if (num < 0) == (c < 0) else -1)  # C's division
+    else:
+        n = math.ceil((end - start) / step)
+    if n < 0 or n > 2**63 - 1:
+        raise RuntimeError("invalid size, possible overflow?")
+    return n
 
 
 def _arange_kernel(start, end, step, dtype, *_):
@@ -136,10 +160,14 @@ def _arange_kernel(start, end, step, dtype, *_):
     return (np.arange(n, dtype=np.int64) * int(step) + int(start)).astype(dt.np)
 
 
+def _arange_meta(start, end, step, dtype, *_):
+    start, end, step = _arange_args(start, end, step)
+    dt = _arange_dtype(start, end, step, dtype)
+    return TensorMeta((_arange_len(start, end, step, dt),), dt)
+
+
 defop(f"arange(Scalar start, Scalar? end=None, Scalar step=1, *, {_FACTORY_KW}) -> Tensor",
-      method=False, tags={"factory"}, kernels={"cpu": _arange_kernel},
-      meta=lambda s, e, st, dtype, *_: TensorMeta(
-          (_arange_len(*_arange_args(s, e, st), None),), _arange_dtype(s, e, st, dtype)))
+      method=False, tags={"factory"}, kernels={"cpu": _arange_kernel}, meta=_arange_meta)
 
 
 def _linspace_kernel(start, end, steps, dtype, *_):

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
-from .._dispatch import TensorMeta, torch_name
+from .._dispatch import torch_name
 from .._size import normalize_dim
+from . import _index_meta as M
 from ._registry import defop
 
 
@@ -17,12 +18,8 @@ def _name(npdtype) -> str:
     return torch_name(D.from_numpy_dtype(npdtype))
 
 
-def _same_meta(x, *_):
-    return TensorMeta(x.shape, x.dtype)
-
-
 def _check_bounds(index, size, dim):
-    bad = (index >= size) | (index < -size)
+    bad = (index >= size) | (index < 0)  # no negative indices along dim, as PyTorch
     if bad.any():
         raise RuntimeError(f"index {index[bad].flat[0]} is out of bounds for dimension {dim} "
                            f"with size {size}")
@@ -60,8 +57,7 @@ def _gather(x, dim, index, sparse_grad):
 
 
 defop("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor",
-      kernels={"cpu": _gather}, differentiable=("self",),
-      meta=lambda x, dim, index, sg: TensorMeta(index.shape, x.dtype),
+      kernels={"cpu": _gather}, differentiable=("self",), meta=M.gather_meta,
       vjp=lambda g, out, x, dim, index, sg: (x.new_zeros(x.shape).scatter_add(dim, index, g),))
 
 
@@ -123,7 +119,7 @@ def _scatter_vjp(g, out, x, dim, index, src, value, reduce):
 
 
 defop("scatter(Tensor self, int dim, Tensor index, Tensor? src=None, *, Scalar? value=None, "
-      "str? reduce=None) -> Tensor", kernels={"cpu": _scatter}, meta=_same_meta, inplace=True,
+      "str? reduce=None) -> Tensor", kernels={"cpu": _scatter}, meta=M.scatter_meta, inplace=True,
       differentiable=("self", "src"), vjp=_scatter_vjp)
 
 
@@ -139,7 +135,7 @@ def _scatter_add(x, dim, index, src):
 
 
 defop("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
-      kernels={"cpu": _scatter_add}, meta=_same_meta, inplace=True,
+      kernels={"cpu": _scatter_add}, meta=M.scatter_add_meta, inplace=True,
       differentiable=("self", "src"),
       vjp=lambda g, out, x, dim, index, src: (g, g.gather(dim, index)))
 
@@ -202,7 +198,8 @@ def _scatter_reduce_vjp(g, out, x, dim, index, src, reduce, include_self):
 
 
 defop("scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, "
-      "bool include_self=True) -> Tensor", kernels={"cpu": _scatter_reduce}, meta=_same_meta,
+      "bool include_self=True) -> Tensor", kernels={"cpu": _scatter_reduce},
+      meta=M.scatter_reduce_meta,
       inplace=True, differentiable=("self", "src"), vjp=_scatter_reduce_vjp)
 
 
@@ -231,19 +228,12 @@ def _index_select(x, dim, index):
     return np.take(x, idx, axis=d)
 
 
-def _index_select_meta(x, dim, index):
-    d = normalize_dim(dim, x.ndim)
-    if x.ndim == 0:
-        return TensorMeta((), x.dtype)
-    return TensorMeta(tuple(x.shape[:d]) + (index.numel(),) + tuple(x.shape[d + 1:]), x.dtype)
-
-
 defop("index_select(Tensor self, int dim, Tensor index) -> Tensor",
-      kernels={"cpu": _index_select}, meta=_index_select_meta, differentiable=("self",),
+      kernels={"cpu": _index_select}, meta=M.index_select_meta, differentiable=("self",),
       vjp=lambda g, out, x, dim, index: (x.new_zeros(x.shape).index_add(dim, index, g),))
 
 
-def _index_source_checks(x, d, idx, source, op, exc=RuntimeError):
+def _index_source_checks(x, d, idx, source, op, exc=RuntimeError, bounds=True):
     ns = source.shape[d] if source.ndim else 1
     if idx.size != ns:
         if op == "index_add_":
@@ -254,16 +244,36 @@ def _index_source_checks(x, d, idx, source, op, exc=RuntimeError):
     if source.dtype != x.dtype:
         raise RuntimeError(f"{op}(): self ({_name(x.dtype)}) and source ({_name(source.dtype)}) "
                            f"must have the same scalar type")
+    if not bounds:
+        return
     n = x.shape[d] if x.ndim else 1
-    bad = (idx >= n) | (idx < -n)
+    bad = (idx >= n) | (idx < 0)  # no negative indices, as PyTorch
     if bad.any():
-        raise IndexError(f"index {idx[bad][0]} is out of bounds for dimension {d} with size {n}")
+        raise IndexError(f"{op}(): index {idx[bad][0]} is out of bounds for dimension {d} "
+                         f"with size {n}")
+
+
+def _index_add_bounds(x, d, idx, source, alpha, index_dtype):
+    """PyTorch's index_add refuses indices outside [0, size) with the error of the path it
+    takes: scatter_add's (an int64 index, alpha 1, dim first or last of a >1-d self, source of
+    self's shape apart from dim), else IndexError "index out of range in self"."""
+    n = x.shape[d] if x.ndim else 1
+    bad = (idx >= n) | (idx < 0)
+    if not bad.any():
+        return
+    if (x.ndim > 1 and d in (0, x.ndim - 1) and alpha == 1 and index_dtype == np.int64
+            and source.ndim == x.ndim
+            and all(source.shape[i] == x.shape[i] for i in range(x.ndim) if i != d)):
+        raise RuntimeError(f"index {idx[bad][0]} is out of bounds for dimension {d} with size "
+                           f"{n}")
+    raise IndexError("index out of range in self")
 
 
 def _index_add(x, dim, index, source, alpha):
     d = normalize_dim(dim, x.ndim)
     idx = _index_vector(index, "index_add_")
-    _index_source_checks(x, d, idx, source, "index_add_")
+    _index_source_checks(x, d, idx, source, "index_add_", bounds=False)
+    _index_add_bounds(x, d, idx, source, alpha, index.dtype)
     out = x.copy()
     view = np.moveaxis(out.reshape(1) if out.ndim == 0 else out, d, 0)
     src = np.moveaxis(source.reshape(1) if source.ndim == 0 else source, d, 0)
@@ -272,7 +282,7 @@ def _index_add(x, dim, index, source, alpha):
 
 
 defop("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
-      kernels={"cpu": _index_add}, meta=_same_meta, inplace=True,
+      kernels={"cpu": _index_add}, meta=M.index_add_meta, inplace=True,
       differentiable=("self", "source"),
       vjp=lambda g, out, x, dim, index, source, alpha: (
           g, g.index_select(dim, index).reshape(source.shape) * alpha))
@@ -289,7 +299,7 @@ def _index_copy(x, dim, index, source):
 
 
 defop("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor",
-      kernels={"cpu": _index_copy}, meta=_same_meta, inplace=True,
+      kernels={"cpu": _index_copy}, meta=M.index_copy_meta, inplace=True,
       differentiable=("self", "source"),
       vjp=lambda g, out, x, dim, index, source: (
           g.index_fill(dim, index, 0), g.index_select(dim, index).reshape(source.shape)))
@@ -314,5 +324,6 @@ def _index_fill(x, dim, index, value):
 
 
 defop("index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor",
-      kernels={"cpu": _index_fill}, meta=_same_meta, inplace=True, differentiable=("self",),
+      kernels={"cpu": _index_fill}, meta=M.index_fill_meta, inplace=True,
+      differentiable=("self",),
       vjp=lambda g, out, x, dim, index, value: (g.index_fill(dim, index, 0),))

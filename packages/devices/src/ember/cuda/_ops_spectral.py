@@ -5,7 +5,6 @@ entry here: they are decompositions into these primitives or Triton-generated po
 """
 from __future__ import annotations
 
-TABLE: dict = {}
 _FFT = "no cuFFT binding yet: numpy's pocketfft on host copies"
 _SPECIAL = "series/quadrature numpy kernel (core's _special_np), no GPU kernel yet"
 HOST: dict = {

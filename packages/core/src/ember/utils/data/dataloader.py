@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing as mp
 import queue
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -12,6 +13,10 @@ from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
+
+# How often (seconds) a loader waiting for a batch checks that its workers are still alive: a
+# worker gone (even with status 0, as after os._exit(0)) would otherwise leave it waiting forever
+_STATUS_CHECK_INTERVAL = 1.0
 
 
 @dataclass
@@ -200,20 +205,31 @@ class _MultiWorkerIter:
         return self
 
     def _get(self):
-        timeout = self.loader.timeout or 5.0
+        """The next result from any worker; raises once a worker that owes results is gone
+        (PyTorch's message) or, with `timeout`, once that many seconds pass without one."""
+        limit = self.loader.timeout
+        deadline = time.monotonic() + limit if limit else None
         while True:
+            wait = _STATUS_CHECK_INTERVAL
+            if deadline is not None:
+                wait = max(0.0, min(wait, deadline - time.monotonic()))
             try:
-                return self.results.get(timeout=timeout)
+                return self.results.get(timeout=wait)
             except queue.Empty:
-                if self.loader.timeout:
-                    self._shutdown()
-                    raise RuntimeError(f"DataLoader timed out after {self.loader.timeout} "
-                                       f"seconds") from None
-                dead = [w.pid for w in self.workers if not w.is_alive() and w.exitcode]
-                if dead:
-                    self._shutdown()
-                    raise RuntimeError(f"DataLoader worker (pid(s) {dead}) exited "
-                                       f"unexpectedly") from None
+                pass
+            dead = [w.pid for i, w in enumerate(self.workers)
+                    if i not in self.done_workers and not w.is_alive()]
+            if dead:
+                try:  # what a worker sent just before it ended is still good
+                    return self.results.get(timeout=0.1)
+                except queue.Empty:
+                    pass
+                self._shutdown()
+                pids = ", ".join(str(p) for p in dead)
+                raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly")
+            if deadline is not None and time.monotonic() >= deadline:
+                self._shutdown()
+                raise RuntimeError(f"DataLoader timed out after {limit} seconds")
 
     def __next__(self):
         if self.closed:

@@ -41,6 +41,9 @@ class RandomSampler(Sampler):
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
         self.data_source, self.replacement = data_source, replacement
         self._num_samples, self.generator = num_samples, generator
+        if not isinstance(replacement, bool):
+            raise TypeError(f"replacement should be a boolean value, but got "
+                            f"replacement={replacement}")
         if not isinstance(self.num_samples, int) or self.num_samples <= 0:
             raise ValueError(f"num_samples should be a positive integer value, but got "
                              f"num_samples={self.num_samples}")
@@ -53,8 +56,10 @@ class RandomSampler(Sampler):
         import ember
         n = len(self.data_source)
         g = _generator(self.generator)
-        if self.replacement:
-            yield from ember.randint(0, n, (self.num_samples,), generator=g).tolist()
+        if self.replacement:  # drawn lazily, 32 at a time as PyTorch does: num_samples may be huge
+            for _ in range(self.num_samples // 32):
+                yield from ember.randint(0, n, (32,), generator=g).tolist()
+            yield from ember.randint(0, n, (self.num_samples % 32,), generator=g).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from ember.randperm(n, generator=g).tolist()
