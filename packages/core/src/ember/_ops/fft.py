@@ -267,6 +267,33 @@ for _s, _dims in (("2", _TWO), ("n", _N)):
     defop(f"fft_irfft{_s}" + _dims, decomp=_irfft_n(f"fft_irfft{_s}"), **_BIND)
 
 
+_SWAP = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def _hfft_n(op):
+    """hfftn: the real signal of a Hermitian spectrum, irfftn of the conjugate with the
+    opposite normalization (the forward direction's scaling)."""
+    def f(x, s, dim, norm):
+        if norm not in _SWAP:
+            _norm(norm, True, op)
+        return OPS["fft_irfftn"](_to_complex(x, op).conj(), s, dim, _SWAP[norm])
+    return f
+
+
+def _ihfft_n(op):
+    """ihfftn: the Hermitian half spectrum of a real signal, conj(rfftn) scaled as an inverse."""
+    def f(x, s, dim, norm):
+        if norm not in _SWAP:
+            _norm(norm, False, op)
+        return OPS["fft_rfftn"](x, s, dim, _SWAP[norm]).conj()
+    return f
+
+
+for _s, _dims in (("2", _TWO), ("n", _N)):
+    defop(f"fft_hfft{_s}" + _dims, decomp=_hfft_n(f"fft_hfft{_s}"), **_BIND)
+    defop(f"fft_ihfft{_s}" + _dims, decomp=_ihfft_n(f"fft_ihfft{_s}"), **_BIND)
+
+
 def _freq(rfft):
     def f(n, d, dtype, layout, device, pin_memory, requires_grad=False):
         m = n // 2 + 1 if rfft else n
