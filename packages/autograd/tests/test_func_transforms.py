@@ -148,3 +148,28 @@ def test_functional_call_and_stack_module_state():
     for k, m in enumerate(models):
         np.testing.assert_allclose(ens[k].detach().numpy(), m(x).detach().numpy(), rtol=1e-6,
                                    atol=1e-6)
+
+
+def test_linearize():
+    xa, ta, tb = arr(4), arr(4), arr(4)
+
+    def go(t):
+        out, fn = t.func.linearize(lambda x: x.sin() * x.sum(), t.tensor(xa))
+        return out, fn(t.tensor(ta)), fn(t.tensor(tb))
+    compare(go(ember), go(torch))
+
+
+def test_replace_all_batch_norm_modules_and_vmap():
+    def make(t):
+        t.manual_seed(0)
+        m = t.nn.Sequential(t.nn.Linear(3, 4), t.nn.BatchNorm1d(4))
+        return t.func.replace_all_batch_norm_modules_(m)
+    em, tm = make(ember), make(torch)
+    with torch.no_grad():
+        for (n, p), (_, q) in zip(em.named_parameters(), tm.named_parameters()):
+            q.copy_(torch.tensor(p.detach().numpy()))
+    assert em[1].running_mean is None and not em[1].track_running_stats
+    x = arr(5, 6, 3).astype("float32")
+    e = ember.func.vmap(em)(ember.tensor(x))
+    t = torch.func.vmap(tm)(torch.tensor(x))
+    compare(e, t, tol=1e-5)

@@ -8,9 +8,10 @@ jacfwd, hessian, functional_call, stack_module_state.
 """
 from ember.nn.utils.stateless import functional_call
 
-from ._eager import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
-from ._module_state import stack_module_state
+from ._eager import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
+from ._module_state import replace_all_batch_norm_modules_, stack_module_state
 from ._vmap import vmap
 
 __all__ = ["vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
-           "functional_call", "stack_module_state"]
+           "functional_call", "stack_module_state", "linearize",
+           "replace_all_batch_norm_modules_"]
