@@ -206,3 +206,14 @@ def test_vmap_over_vjp_fn_and_jvp():
         return t.func.vmap(lambda v: t.func.jvp(f, (t.tensor(y),), (v,))[1])(
             t.eye(3, dtype=t.float64))
     compare(jac_cols(ember), jac_cols(torch))
+
+
+def test_vmap_batched_indices():
+    i = RNG.integers(0, 3, size=(4, 2))
+    both(lambda t, x, i: x[i], [arr(3, 5), i], in_dims=(None, 0))
+    both(lambda t, x, i: x[i], [arr(4, 3, 5), i], in_dims=(0, 0))
+    both(lambda t, x, i, j: x[i, j], [arr(4, 3, 5), i, RNG.integers(0, 5, size=(2,))],
+         in_dims=(0, 0, None))
+    both(lambda t, x, i: x[:, i], [arr(4, 3, 5), RNG.integers(0, 5, size=(4, 2))],
+         in_dims=(0, 0))
+    both(lambda t, x, y: x[y > 0].sum(), [arr(4, 3), arr(3)], in_dims=(0, None))

@@ -325,13 +325,24 @@ def _repeat(lv, op, args, P, flags):
 
 
 def _index(lv, op, args, P, flags):
-    idx = P[1]
-    if any(flags[1] or []):
-        raise Fallback
+    """x[indices] (advanced indexing): the batch becomes a leading advanced index."""
+    idx = list(P[1])
     pos = [k for k, t in enumerate(idx) if t is not None]
     if pos and pos[-1] - pos[0] + 1 != len(pos):
         raise Fallback  # split advanced indices move to the front
-    return _call(op, (P[0], [None] + list(idx)))
+    fl = flags[1] or [False] * len(idx)
+    if not any(fl):
+        return _call(op, (P[0], [None] + idx))
+    if pos[0] != 0 or any(idx[k].dtype.is_floating_point or idx[k].dtype == ember.bool
+                          for k in pos):
+        raise Fallback
+    nd = max(args[1][k].ndim for k in pos)
+    for k in pos:  # every index batched, padded to one logical rank
+        idx[k] = _pad(_materialize(lv, idx[k], fl[k]), nd - args[1][k].ndim)
+    if not flags[0]:
+        return _call(op, (P[0], idx))
+    ar = ember.arange(lv.size, device=P[0].device).reshape((lv.size,) + (1,) * nd)
+    return _call(op, (P[0], [ar] + idx))
 
 
 def _fold_batch(keep):
