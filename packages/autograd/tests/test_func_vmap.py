@@ -217,3 +217,16 @@ def test_vmap_batched_indices():
     both(lambda t, x, i: x[:, i], [arr(4, 3, 5), RNG.integers(0, 5, size=(4, 2))],
          in_dims=(0, 0))
     both(lambda t, x, y: x[y > 0].sum(), [arr(4, 3), arr(3)], in_dims=(0, None))
+
+
+def test_vmap_ensembles_conv_embedding():
+    both(lambda t, x, w, b: t.nn.functional.conv2d(x, w, b, padding=1),
+         [arr(2, 4, 5, 5), arr(3, 6, 4, 3, 3), arr(3, 6)], in_dims=(None, 0, 0))
+    both(lambda t, x, w: t.nn.functional.conv2d(x, w, groups=2, stride=2),
+         [arr(3, 2, 4, 6, 6), arr(3, 6, 2, 3, 3)], in_dims=(0, 0))
+    both(lambda t, x, w: t.nn.functional.conv1d(x, w), [arr(4, 5), arr(3, 2, 4, 3)],
+         in_dims=(None, 0))
+    i = RNG.integers(0, 5, size=(3, 4))
+    both(lambda t, w, i: t.nn.functional.embedding(i, w), [arr(3, 5, 2), i], in_dims=(0, 0))
+    both(lambda t, w, i: t.nn.functional.embedding(i, w), [arr(3, 5, 2), i[0]],
+         in_dims=(0, None))
