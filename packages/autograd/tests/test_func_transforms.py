@@ -173,3 +173,16 @@ def test_replace_all_batch_norm_modules_and_vmap():
     e = ember.func.vmap(em)(ember.tensor(x))
     t = torch.func.vmap(tm)(torch.tensor(x))
     compare(e, t, tol=1e-5)
+
+
+def test_namespaces_reachable_from_ember():
+    assert ember.vmap is ember.func.vmap
+    public = {n for n in dir(torch.func) if not n.startswith("_")}
+    have = set(dir(ember.func))
+    # rearrange needs the einops package (not a dependency)
+    assert public - have <= {"rearrange"}, sorted(public - have)
+    x = ember.ones(3, 2)
+    assert ember.func.functionalize(lambda a: a.add_(1) * 2)(x).tolist() == [[4.0, 4.0]] * 3
+    assert x.tolist() == [[2.0, 2.0]] * 3
+    inner = ember.func.vmap(lambda a: ember.func.debug_unwrap(a) * 1)(x)
+    assert inner.shape == (3, 3, 2)
