@@ -89,3 +89,20 @@ def test_grad_roots_two_outputs_of_one_node():
                                 retain_graph=True)
     (g1,) = ember.autograd.grad((out * ember.tensor(ga)).sum() + mean.sum(), x)
     np.testing.assert_allclose(g2.numpy(), g1.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["fft", "rfft", "irfft", "fft2", "hfft"])
+def test_entry_jvp_rules_fft(name):
+    # the fft primitives carry jvp rules in their entries (linear maps: the op of the tangent)
+    xa = RNG.standard_normal((4, 6)) + (1j * RNG.standard_normal((4, 6)) if name in (
+        "irfft", "hfft", "fft2") else 0)
+    va = RNG.standard_normal((4, 6)) + (1j * RNG.standard_normal((4, 6)) if name in (
+        "irfft", "hfft", "fft2") else 0)
+    out = []
+    for t, fw in ((ember, efw), (torch, tfw)):
+        with fw.dual_level():
+            x = fw.make_dual(t.tensor(xa), t.tensor(va))
+            y = getattr(t.fft, name)(x, norm="ortho")
+            out.append(fw.unpack_dual(y).tangent.resolve_conj().numpy() if t is torch else
+                       fw.unpack_dual(y).tangent.numpy())
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-7, atol=1e-9)

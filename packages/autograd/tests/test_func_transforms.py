@@ -148,3 +148,41 @@ def test_functional_call_and_stack_module_state():
     for k, m in enumerate(models):
         np.testing.assert_allclose(ens[k].detach().numpy(), m(x).detach().numpy(), rtol=1e-6,
                                    atol=1e-6)
+
+
+def test_linearize():
+    xa, ta, tb = arr(4), arr(4), arr(4)
+
+    def go(t):
+        out, fn = t.func.linearize(lambda x: x.sin() * x.sum(), t.tensor(xa))
+        return out, fn(t.tensor(ta)), fn(t.tensor(tb))
+    compare(go(ember), go(torch))
+
+
+def test_replace_all_batch_norm_modules_and_vmap():
+    def make(t):
+        t.manual_seed(0)
+        m = t.nn.Sequential(t.nn.Linear(3, 4), t.nn.BatchNorm1d(4))
+        return t.func.replace_all_batch_norm_modules_(m)
+    em, tm = make(ember), make(torch)
+    with torch.no_grad():
+        for (n, p), (_, q) in zip(em.named_parameters(), tm.named_parameters()):
+            q.copy_(torch.tensor(p.detach().numpy()))
+    assert em[1].running_mean is None and not em[1].track_running_stats
+    x = arr(5, 6, 3).astype("float32")
+    e = ember.func.vmap(em)(ember.tensor(x))
+    t = torch.func.vmap(tm)(torch.tensor(x))
+    compare(e, t, tol=1e-5)
+
+
+def test_namespaces_reachable_from_ember():
+    assert ember.vmap is ember.func.vmap
+    public = {n for n in dir(torch.func) if not n.startswith("_")}
+    have = set(dir(ember.func))
+    # rearrange needs the einops package (not a dependency)
+    assert public - have <= {"rearrange"}, sorted(public - have)
+    x = ember.ones(3, 2)
+    assert ember.func.functionalize(lambda a: a.add_(1) * 2)(x).tolist() == [[4.0, 4.0]] * 3
+    assert x.tolist() == [[2.0, 2.0]] * 3
+    inner = ember.func.vmap(lambda a: ember.func.debug_unwrap(a) * 1)(x)
+    assert inner.shape == (3, 3, 2)

@@ -182,3 +182,51 @@ def test_fallback_loop_matches():
     both(lambda t, x: t.diag(x), [arr(4, 3)])
     both(lambda t, x: t.roll(x, 1), [arr(4, 3, 2)])
     both(lambda t, x: t.kron(x, x), [arr(4, 2, 2)])
+
+
+def test_vmap_special_fft_and_elementwise_kernels():
+    both(lambda t, x: t.special.i0e(x) + t.special.erfcx(x), [arr(4, 3)])
+    both(lambda t, x, q: t.special.zeta(x.abs() + 2, q), [arr(4, 3), np.array([0.5, 1.5, 2.0])],
+         in_dims=(0, None))
+    both(lambda t, x: t.fft.fft(x).abs(), [arr(4, 6)])
+    both(lambda t, x: t.fft.irfft(t.fft.rfft(x, norm="ortho"), 6, norm="ortho"), [arr(3, 6)],
+         in_dims=1)
+
+
+def test_vmap_over_vjp_fn_and_jvp():
+    y = arr(3)
+
+    def jac_rows(t):
+        _, fn = t.func.vjp(lambda a: a.sin() * a.sum(), t.tensor(y))
+        return t.func.vmap(fn)(t.eye(3, dtype=t.float64))[0]
+    compare(jac_rows(ember), jac_rows(torch))
+
+    def jac_cols(t):
+        f = lambda a: a.sin() * a.sum()  # noqa: E731
+        return t.func.vmap(lambda v: t.func.jvp(f, (t.tensor(y),), (v,))[1])(
+            t.eye(3, dtype=t.float64))
+    compare(jac_cols(ember), jac_cols(torch))
+
+
+def test_vmap_batched_indices():
+    i = RNG.integers(0, 3, size=(4, 2))
+    both(lambda t, x, i: x[i], [arr(3, 5), i], in_dims=(None, 0))
+    both(lambda t, x, i: x[i], [arr(4, 3, 5), i], in_dims=(0, 0))
+    both(lambda t, x, i, j: x[i, j], [arr(4, 3, 5), i, RNG.integers(0, 5, size=(2,))],
+         in_dims=(0, 0, None))
+    both(lambda t, x, i: x[:, i], [arr(4, 3, 5), RNG.integers(0, 5, size=(4, 2))],
+         in_dims=(0, 0))
+    both(lambda t, x, y: x[y > 0].sum(), [arr(4, 3), arr(3)], in_dims=(0, None))
+
+
+def test_vmap_ensembles_conv_embedding():
+    both(lambda t, x, w, b: t.nn.functional.conv2d(x, w, b, padding=1),
+         [arr(2, 4, 5, 5), arr(3, 6, 4, 3, 3), arr(3, 6)], in_dims=(None, 0, 0))
+    both(lambda t, x, w: t.nn.functional.conv2d(x, w, groups=2, stride=2),
+         [arr(3, 2, 4, 6, 6), arr(3, 6, 2, 3, 3)], in_dims=(0, 0))
+    both(lambda t, x, w: t.nn.functional.conv1d(x, w), [arr(4, 5), arr(3, 2, 4, 3)],
+         in_dims=(None, 0))
+    i = RNG.integers(0, 5, size=(3, 4))
+    both(lambda t, w, i: t.nn.functional.embedding(i, w), [arr(3, 5, 2), i], in_dims=(0, 0))
+    both(lambda t, w, i: t.nn.functional.embedding(i, w), [arr(3, 5, 2), i[0]],
+         in_dims=(0, None))

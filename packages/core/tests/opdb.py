@@ -544,6 +544,10 @@ FFT = [
     *[R(f"fft_{n}", lambda s: (_cplx(s, 3, 4, 5), [4, 3], [0, 2], None)) for n in
       ("fft2", "ifft2", "fftn", "ifftn", "irfft2", "irfftn")],
     *[R(f"fft_{n}", lambda s: (s.randn(3, 4, 5), None)) for n in ("rfft2", "rfftn")],
+    *[R(f"fft_{n}", lambda s: (_cplx(s, 3, 4, 5), [4, 6], [-2, -1], "ortho")) for n in
+      ("hfft2", "hfftn")],
+    *[R(f"fft_{n}", lambda s: (s.randn(3, 4, 5), None, [0, 2], "forward")) for n in
+      ("ihfft2", "ihfftn")],
     R("fft_fftfreq", lambda s: (5, 0.5)),
     R("fft_rfftfreq", lambda s: (6,)),
     R("fft_fftshift", lambda s: (s.randn(3, 4), None)),

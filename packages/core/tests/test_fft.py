@@ -96,6 +96,21 @@ def test_c2r_nd(name, norm):
         run(lambda m, x: getattr(m.fft, name)(x, norm=norm, **kw), CPLX)
 
 
+@pytest.mark.parametrize("norm", NORMS)
+def test_hermitian_nd(norm):
+    for kw in ({}, {"s": (4, 6)}, {"dim": (0, 2)}):
+        run(lambda m, x: m.fft.hfft2(x, norm=norm, **kw), CPLX)
+        run(lambda m, x: m.fft.hfftn(x, norm=norm, **kw), CPLX)
+        run(lambda m, x: m.fft.ihfft2(x, norm=norm, **kw), REAL)
+        run(lambda m, x: m.fft.ihfftn(x, norm=norm, **kw), REAL)
+
+
+def test_namespace_complete():
+    public = {n for n in dir(torch.fft) if not n.startswith("_")} - {
+        "Tensor", "torch", "common_args", "factory_common_args"}  # (docstring helpers)
+    assert not sorted(public - set(dir(ember.fft)))
+
+
 def test_float32_and_int_inputs():
     a = REAL.astype("float32")
     run(lambda m, x: m.fft.fft(x), a, rtol=1e-5, atol=1e-5)

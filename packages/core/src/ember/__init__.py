@@ -143,6 +143,11 @@ def __getattr__(name):
     if name == "cuda":
         from . import _cuda_stub
         return _cuda_stub
+    if name == "vmap":  # torch.vmap is torch.func.vmap (ember-autograd)
+        if importlib.util.find_spec("ember.func") is not None:
+            return importlib.import_module("ember.func").vmap
+        from ._components import require
+        require("autograd", "ember.vmap")
     if name in _LAZY:
         from ._components import require
         require(_LAZY[name], f"ember.{name}")

@@ -25,6 +25,10 @@ from ember._tensor import Tensor
 __all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level",
            "exit_dual_level"]
 
+# ops linear in their first argument whose tangent is the op applied to the tangent (some of
+# their decompositions read the data directly: `_to_copy` casts in numpy)
+_LINEAR = frozenset({"_to_copy", "clone", "contiguous", "conj", "conj_physical", "resolve_conj",
+                     "resolve_neg"})
 UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 _current: list = []  # the active level (at most one, as PyTorch)
 
@@ -44,7 +48,8 @@ class _Level(_dispatch.DispatchMode):
             self.tangent(a) is not None for i in op.list_idx for a in args[i])
         if not has:
             return _dispatch.call(op, args, out)
-        if op.decomp is not None and op.jvp is None and not op.mutated_idx:
+        if (op.decomp is not None and op.jvp is None and not op.mutated_idx
+                and op.name not in _LINEAR):
             state.modes.append(self)
             try:
                 r = op.decomp(*args)
@@ -91,7 +96,7 @@ def _tangents_out(lv, op, args, outs):
         r = op.jvp(tuple(tans.get(i) for i in op.diff_idx), outs if len(outs) > 1 else outs[0],
                    *args)
         return r if isinstance(r, (tuple, list)) else (r,)
-    if op.view is not None or op.name in ("detach", "alias"):
+    if op.view is not None or op.name in _LINEAR or op.name in ("detach", "alias"):
         if op.name == "detach":
             return (None,)
         a = list(args)

@@ -15,12 +15,17 @@ from ember._size import contiguous_strides
 from ember._state import state
 from ember._tensor import Tensor
 
-__all__ = ["BatchedTensor", "VmapLevel", "is_batched_at", "unwrap_to_front", "active_levels"]
+__all__ = ["BatchedTensor", "VmapLevel", "VmapDataError", "is_batched_at", "unwrap_to_front",
+           "active_levels"]
 
 _levels = itertools.count(1)
 _DATA_MSG = ("vmap: It looks like you're calling .item() on a Tensor (or reading its values). "
              "We don't support vmap over calling .item() on a Tensor, please try to rewrite what "
              "you're doing with other operations.")
+
+
+class VmapDataError(RuntimeError):
+    """Reading a batched tensor's values (`.item()`, numpy) inside vmap."""
 
 
 class BatchedTensor(Tensor):
@@ -40,17 +45,17 @@ class BatchedTensor(Tensor):
 
     @property
     def _np(self):
-        raise RuntimeError(_DATA_MSG)
+        raise VmapDataError(_DATA_MSG)
 
     @property
     def _storage(self):
-        raise RuntimeError(_DATA_MSG)
+        raise VmapDataError(_DATA_MSG)
 
     def _host(self):
-        raise RuntimeError(_DATA_MSG)
+        raise VmapDataError(_DATA_MSG)
 
     def data_ptr(self) -> int:
-        raise RuntimeError(_DATA_MSG)
+        raise VmapDataError(_DATA_MSG)
 
     def __repr__(self, *, tensor_contents=None) -> str:
         return (f"BatchedTensor(lvl={self._level.depth}, bdim={self._bdim}, "

@@ -21,7 +21,7 @@ from ember._tensor import Tensor
 from ._batched import active_levels, rewrap, suspended, unwrap_to_front
 from ._pytree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize"]
 
 
 class _Lifted:
@@ -224,6 +224,37 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
                             zip(oleaves, lowered)], ospec)
     jv = tree_unflatten([L.lift(j) for j in jv], ospec)
     return (value, jv, aux) if has_aux else (value, jv)
+
+
+def linearize(func, *primals):
+    """(func(*primals), jvp_fn): jvp_fn(*tangents) is J tangents, reusing one reverse pass
+    (the double-vjp trick) for every call."""
+    leaves, spec = tree_flatten(list(primals))
+    with ember.enable_grad():
+        L = _Lifted(leaves)
+        out = func(*tree_unflatten(L.seen, spec))
+        oleaves, ospec = tree_flatten(out)
+        lowered = [L.lower(o) for o in oleaves]
+        us = [ember.zeros_like(o).requires_grad_(True) for o in lowered]
+        gs = L.grad(lowered, L.real, us, create_graph=True)
+
+    def jvp_fn(*tangents):
+        tl, _ = tree_flatten(list(tangents))
+        if len(tl) != len(leaves):
+            raise RuntimeError(f"linearize: expected {len(leaves)} tangents, got {len(tl)}")
+        for p, t in zip(leaves, tl):
+            if tuple(p.shape) != tuple(t.shape):
+                raise RuntimeError(f"linearize: tangent of shape {tuple(t.shape)} for a primal "
+                                   f"of shape {tuple(p.shape)}")
+        pairs = [(g, L.lower(t)) for g, t in zip(gs, tl) if g is not None and g.requires_grad]
+        with ember.enable_grad(), _no_levels(L.levels):
+            jv = ember.autograd.grad([g for g, _ in pairs], us, [t for _, t in pairs],
+                                     retain_graph=True, allow_unused=True) if pairs else \
+                [None] * len(us)
+        res = [L.lift(ember.zeros_like(o) if j is None else j) for j, o in zip(jv, lowered)]
+        return tree_unflatten(res, ospec)
+    value = tree_unflatten([L.lift(p) for p in lowered], ospec)
+    return value, jvp_fn
 
 
 def _jac(func, argnums, has_aux, mode, what):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ember
 
-__all__ = ["stack_module_state"]
+__all__ = ["stack_module_state", "replace_all_batch_norm_modules_"]
 
 
 def stack_module_state(models):
@@ -26,3 +26,16 @@ def stack_module_state(models):
     buffers = {name: ember.stack([dict(m.named_buffers())[name] for m in models])
                for name, _ in models[0].named_buffers()}
     return params, buffers
+
+
+def replace_all_batch_norm_modules_(root):
+    """Make every batch norm under root use batch statistics only (no running stats), as vmap
+    over a model with batch norm needs; in place, returns root."""
+    from ember.nn.modules.batchnorm import _BatchNorm
+    for m in root.modules():
+        if isinstance(m, _BatchNorm) and m.track_running_stats:
+            m.running_mean = None
+            m.running_var = None
+            m.num_batches_tracked = None
+            m.track_running_stats = False
+    return root

@@ -20,7 +20,7 @@ from ember._random import default_generator
 from ember._state import state
 from ember._tensor import Tensor
 
-from ._batched import is_batched_at, to_front
+from ._batched import VmapDataError, is_batched_at, to_front
 
 __all__ = ["run_rule"]
 
@@ -41,7 +41,10 @@ def run_rule(lv, op, args):
     if rule is None:
         rule = _CACHE[id(op)] = _derive(op)
     if rule is _decomp:
-        return _decomp(lv, op, args)
+        try:
+            return _decomp(lv, op, args)
+        except VmapDataError:  # a decomposition that reads values: run it per sample
+            rule = _loop
     P, flags = _prep(lv, op, args)
     if op.mutated_idx:
         _check_inplace(op, args, flags)
@@ -87,7 +90,7 @@ def _derive(op):
     if op.inplace_of is not None:
         base = op.inplace_of
         return _pointwise if base.pointwise is not None else _derive_single(base)
-    if op.pointwise is not None:
+    if op.pointwise is not None or "elementwise" in op.tags:
         return _pointwise
     if op.decomp is not None:
         return _decomp
@@ -168,7 +171,8 @@ def _pointwise(lv, op, args, P, flags):
         if flags[i]:
             P[i] = _pad(P[i], nd - args[i].ndim)
     r = _call(op, tuple(P))
-    if op.inplace_of is None and len(ts) > 1 and any(flags[i] and args[i].ndim == 0 for i in ts):
+    if (op.inplace_of is None and op.pointwise is not None and len(ts) > 1
+            and any(flags[i] and args[i].ndim == 0 for i in ts)):
         # a batched 0-d tensor is 1-d physically: promote by the logical (per-sample) types
         rdt = _dispatch.pointwise_dtypes(op, [args[i] for i in op.pw_idx], args)[1]
         if r.dtype is not rdt:
@@ -321,13 +325,24 @@ def _repeat(lv, op, args, P, flags):
 
 
 def _index(lv, op, args, P, flags):
-    idx = P[1]
-    if any(flags[1] or []):
-        raise Fallback
+    """x[indices] (advanced indexing): the batch becomes a leading advanced index."""
+    idx = list(P[1])
     pos = [k for k, t in enumerate(idx) if t is not None]
     if pos and pos[-1] - pos[0] + 1 != len(pos):
         raise Fallback  # split advanced indices move to the front
-    return _call(op, (P[0], [None] + list(idx)))
+    fl = flags[1] or [False] * len(idx)
+    if not any(fl):
+        return _call(op, (P[0], [None] + idx))
+    if pos[0] != 0 or any(idx[k].dtype.is_floating_point or idx[k].dtype == ember.bool
+                          for k in pos):
+        raise Fallback
+    nd = max(args[1][k].ndim for k in pos)
+    for k in pos:  # every index batched, padded to one logical rank
+        idx[k] = _pad(_materialize(lv, idx[k], fl[k]), nd - args[1][k].ndim)
+    if not flags[0]:
+        return _call(op, (P[0], idx))
+    ar = ember.arange(lv.size, device=P[0].device).reshape((lv.size,) + (1,) * nd)
+    return _call(op, (P[0], [ar] + idx))
 
 
 def _fold_batch(keep):
@@ -348,8 +363,43 @@ def _fold_batch(keep):
     return rule
 
 
-def _layer_norm(lv, op, args, P, flags):
-    return _direct(lv, op, args, P, flags)
+def _convolution(lv, op, args, P, flags):
+    """Batched weights (model ensembles): one grouped convolution, the batch folded into the
+    channels; a batched input alone folds into the op's own batch dim."""
+    x, w, b = args[0], args[1], args[2]
+    if not flags[1] and not flags[2]:
+        return _fold_batch(lambda a: a[1].ndim - 1)(lv, op, args, P, flags)
+    transposed, groups = P[6], P[8]
+    if transposed:
+        raise Fallback
+    B = lv.size
+    k = w.ndim - 2                                            # spatial dims
+    unbatched_input = x.ndim == k + 1
+    px = _materialize(lv, P[0], flags[0])                     # (B, [N,] C, *sp)
+    if unbatched_input:
+        px = px.unsqueeze(1)
+    n, c = px.shape[1], px.shape[2]
+    px = px.movedim(0, 1).reshape((n, B * c) + tuple(px.shape[3:]))   # (N, B*C, *sp)
+    pw = _materialize(lv, P[1], flags[1])                     # (B, O, C/g, *k)
+    o = pw.shape[1]
+    pw = pw.reshape((B * o,) + tuple(pw.shape[2:]))
+    pb = None
+    if b is not None:
+        pb = _materialize(lv, P[2], flags[2]).reshape(B * o)
+    a = list(P)
+    a[0], a[1], a[2], a[8] = px, pw, pb, groups * B
+    r = _call(op, tuple(a))                                   # (N, B*O, *sp')
+    r = r.reshape((n, B, o) + tuple(r.shape[2:])).movedim(1, 0)   # (B, N, O, *sp')
+    return r.squeeze(1) if unbatched_input else r
+
+
+def _embedding(lv, op, args, P, flags):
+    if not flags[0]:
+        return _call(op, tuple(P))
+    idx = args[1]
+    pi = _materialize(lv, P[1], flags[1])                     # (B, *idx)
+    ar = ember.arange(lv.size, device=pi.device).reshape((lv.size,) + (1,) * idx.ndim)
+    return _call(OPS["index.Tensor"], (P[0], [ar, pi]))        # (B, *idx, D)
 
 
 def _copy_(lv, op, args, P, flags):
@@ -366,7 +416,7 @@ for _n in ("index_select", "index_add", "index_copy", "index_fill.int_Scalar"):
     _RULES[_n] = _index_dim
 for _n in ("clone", "_to_copy", "contiguous", "nan_to_num", "conj_physical", "angle", "tril",
            "triu", "zeros_like", "ones_like", "empty_like", "full_like", "constant_pad_nd",
-           "embedding", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky",
+           "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky",
            "linalg_qr", "linalg_svd", "linalg_svdvals", "linalg_eigh", "linalg_eigvalsh",
            "linalg_eig", "linalg_eigvals", "native_layer_norm", "fill_", "zero_", "detach",
            "alias", "positive", "real", "imag", "view.dtype", "_pad_index"):
@@ -375,12 +425,13 @@ for _n, _k in (("max_pool1d_with_indices", 2), ("max_pool2d_with_indices", 3),
                ("max_pool3d_with_indices", 4), ("avg_pool1d", 2), ("avg_pool2d", 3),
                ("avg_pool3d", 4)):
     _RULES[_n] = _fold_batch(lambda a, k=_k: k)
-_RULES["convolution"] = _fold_batch(lambda a: a[1].ndim - 1)
+_RULES["convolution"] = _convolution
 for _n in ("_adaptive_avg_pool", "_adaptive_max_pool", "_upsample"):
     _RULES[_n] = _fold_batch(lambda a: len(a[1]) + 1)
 _RULES.update({"matmul": _matmul, "einsum": _einsum, "view": _view, "expand": _expand,
                "permute": _permute, "squeeze.dims": _squeeze, "t": _t, "repeat": _repeat,
-               "index.Tensor": _index, "copy_": _copy_, "as_strided": _loop})
+               "index.Tensor": _index, "copy_": _copy_, "as_strided": _loop,
+               "embedding": _embedding})
 
 
 # ---- random ops ---------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 `_fft_c2r`, PyTorch's own split) with their vjps, and the public `fft_*` functions as
 decompositions (resize to n/s, promote, pick the normalization), bound by `ember.fft`.
 
-normalization: 0 none, 1 1/sqrt(n), 2 1/n (n: the product of the transformed sizes).
+normalization: 0 none, 1 1/sqrt(n), 2 1/n (n: the product of the transformed sizes). The
+primitives are linear, so each one's jvp (forward mode) is the op applied to the tangent.
 """
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ _fft_c2c = defop(
     # the DFT matrix is symmetric: the plain transpose is the same transform (autograd
     # conjugates around it, giving the adjoint PyTorch uses)
     vjp=lambda g, out, x, dim, normalization, forward: (
-        _fft_c2c(g, dim, normalization, forward),))
+        _fft_c2c(g, dim, normalization, forward),),
+    jvp=lambda ts, out, x, dim, normalization, forward: _fft_c2c(ts[0], dim, normalization,
+                                                                 forward))
 
 
 def _r2c_kernel(x, dim, normalization, onesided):
@@ -77,7 +80,7 @@ def _pad_at(ndim, d, extra):
 _fft_r2c = defop(
     "_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor",
     function=False, method=False, kernels={"cpu": _r2c_kernel}, meta=_r2c_meta, supports="f",
-    vjp=_r2c_vjp)
+    vjp=_r2c_vjp, jvp=lambda ts, out, x, dim, norm, onesided: _fft_r2c(ts[0], dim, norm, onesided))
 
 
 def _c2r_kernel(x, dim, normalization, last_dim_size):
@@ -117,7 +120,7 @@ def _weights(w, dtype, shape):
 _fft_c2r = defop(
     "_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor",
     function=False, method=False, kernels={"cpu": _c2r_kernel}, meta=_c2r_meta, supports="c",
-    vjp=_c2r_vjp)
+    vjp=_c2r_vjp, jvp=lambda ts, out, x, dim, norm, last: _fft_c2r(ts[0], dim, norm, last))
 
 
 # ---- argument handling ------------------------------------------------------------------------
@@ -262,6 +265,33 @@ for _s, _dims in (("2", _TWO), ("n", _N)):
     defop(f"fft_ifft{_s}" + _dims, decomp=_c2c_n(False, f"fft_ifft{_s}"), **_BIND)
     defop(f"fft_rfft{_s}" + _dims, decomp=_rfft_n(f"fft_rfft{_s}"), **_BIND)
     defop(f"fft_irfft{_s}" + _dims, decomp=_irfft_n(f"fft_irfft{_s}"), **_BIND)
+
+
+_SWAP = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def _hfft_n(op):
+    """hfftn: the real signal of a Hermitian spectrum, irfftn of the conjugate with the
+    opposite normalization (the forward direction's scaling)."""
+    def f(x, s, dim, norm):
+        if norm not in _SWAP:
+            _norm(norm, True, op)
+        return OPS["fft_irfftn"](_to_complex(x, op).conj(), s, dim, _SWAP[norm])
+    return f
+
+
+def _ihfft_n(op):
+    """ihfftn: the Hermitian half spectrum of a real signal, conj(rfftn) scaled as an inverse."""
+    def f(x, s, dim, norm):
+        if norm not in _SWAP:
+            _norm(norm, False, op)
+        return OPS["fft_rfftn"](x, s, dim, _SWAP[norm]).conj()
+    return f
+
+
+for _s, _dims in (("2", _TWO), ("n", _N)):
+    defop(f"fft_hfft{_s}" + _dims, decomp=_hfft_n(f"fft_hfft{_s}"), **_BIND)
+    defop(f"fft_ihfft{_s}" + _dims, decomp=_ihfft_n(f"fft_ihfft{_s}"), **_BIND)
 
 
 def _freq(rfft):

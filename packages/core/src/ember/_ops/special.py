@@ -84,7 +84,7 @@ def _sinc_vjp(g, out, x):
     return (g * OPS["where"](x == 0, 0.0, d),)
 
 
-defop("sinc(Tensor self) -> Tensor", promote="int_to_float", supports="bif", pointwise=_sinc,
+defop("sinc(Tensor self) -> Tensor", promote="int_to_float", supports="bifc", pointwise=_sinc,
       vjp=_sinc_vjp)
 
 

@@ -621,7 +621,7 @@ cuda_kernel("log_softmax")(_softmax_any(True))
 # the op families in their own modules: each fills its ops' cuda slots when imported, and lists
 # in HOST the ops it leaves on host copies (with the reason)
 FAMILIES = ("_ops_index", "_ops_sort", "_ops_random", "_ops_nnx", "_ops_misc",
-            "_ops_linalg")
+            "_ops_linalg", "_ops_spectral")
 
 
 def register(backend) -> None:
