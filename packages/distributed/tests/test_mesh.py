@@ -1,5 +1,5 @@
-"""DeviceMesh (2x2 on 4 MPI ranks: groups per dim, slicing) and the functional collectives,
-against numpy (workers/mesh_worker.py prints one CHECK line per rank and check)."""
+"""DeviceMesh (2x2 on 4 MPI ranks: groups per dim, slicing), functional collectives and DTensor
+(distribute, redistribute between placements, Partial), against numpy (workers/mesh_worker.py)."""
 import os
 import re
 

@@ -9,6 +9,8 @@ import ember
 import ember.distributed as dist
 import ember.distributed._functional_collectives as funcol
 from ember.distributed.device_mesh import init_device_mesh
+from ember.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+from ember.distributed.tensor._placements import shard_sizes
 
 dist.init_process_group("gloo")
 R, N = dist.get_rank(), dist.get_world_size()
@@ -80,6 +82,62 @@ def functional_collectives():
     assert b.tolist() == [[float(MESH[0, j])] * 3] * 2
     w = funcol.wait_tensor(funcol.all_reduce(ember.ones(1), "avg", list(range(N))))
     assert w.tolist() == [1.0]
+
+
+X = np.arange(5 * 6, dtype=np.float32).reshape(5, 6)  # 5 rows: uneven shards
+
+
+def expected_local(placements):
+    """This rank's piece of X under placements, computed with numpy (torch.chunk sizes)."""
+    a = X
+    coord = mesh.get_coordinate()
+    for m, p in enumerate(placements):
+        if isinstance(p, Shard):
+            sizes = shard_sizes(a.shape[p.dim], mesh.size(m))
+            start = sum(sizes[:coord[m]])
+            a = np.take(a, range(start, start + sizes[coord[m]]), axis=p.dim)
+    return a
+
+
+PLACEMENTS = [(Shard(0), Shard(1)), (Shard(0), Shard(0)), (Replicate(), Shard(1)),
+              (Shard(1), Replicate()), (Replicate(), Replicate()), (Shard(-1), Shard(0))]
+
+
+@check
+def dtensor_distribute_and_full_tensor():
+    for ps in PLACEMENTS:
+        d = distribute_tensor(ember.tensor(X) if R == 0 else ember.zeros(5, 6), mesh, ps)
+        np.testing.assert_array_equal(d.to_local().numpy(), expected_local(d.placements))
+        assert tuple(d.shape) == (5, 6)
+        np.testing.assert_array_equal(d.full_tensor().numpy(), X)
+
+
+@check
+def dtensor_redistribute_all_pairs():
+    for a in PLACEMENTS:
+        d = distribute_tensor(ember.tensor(X), mesh, a)
+        for b in PLACEMENTS:
+            e = d.redistribute(mesh, b)
+            np.testing.assert_array_equal(e.to_local().numpy(), expected_local(e.placements),
+                                          err_msg=f"{a} -> {b}")
+            np.testing.assert_array_equal(e.full_tensor().numpy(), X)
+
+
+@check
+def dtensor_partial():
+    i, j = mesh.get_coordinate()
+    local = ember.tensor(X) * float(R + 1)
+    d = DTensor.from_local(local, mesh, [Partial(), Replicate()])
+    total = X * float(sum(MESH[:, j] + 1))
+    np.testing.assert_allclose(d.full_tensor().numpy(), total)
+    s = d.redistribute(mesh, [Shard(0), Replicate()])
+    np.testing.assert_allclose(s.to_local().numpy(),
+                               np.take(total, range(*((0, 3) if i == 0 else (3, 5))), axis=0))
+    p = distribute_tensor(ember.tensor(X), mesh, [Replicate(), Partial()])
+    assert (p.to_local().numpy() == (X if j == 0 else 0)).all()
+    np.testing.assert_array_equal(p.full_tensor().numpy(), X)
+    m = DTensor.from_local(ember.full((2,), float(R)), mesh, [Partial("max"), Partial("max")])
+    assert m.full_tensor().tolist() == [float(N - 1)] * 2
 
 
 dist.destroy_process_group()
