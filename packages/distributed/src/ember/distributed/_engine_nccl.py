@@ -43,10 +43,12 @@ class NCCLEngine:
     """Collectives over one NCCL communicator of `size` ranks."""
 
     def __init__(self, store, rank: int, size: int, timeout: float):
-        from ember.cuda import _runtime as rt
-        self.nccl, self.rt = _nccl(), rt
+        import ember
+        self.cuda = ember.cuda  # the public torch.cuda-like API of ember-devices
+        self.nccl = _nccl()
         self.rank, self.size, self.timeout = rank, size, timeout
-        self.device = rt.ensure_context()
+        self.device = self.cuda.current_device()
+        self.cuda.set_device(self.device)  # binds the device's context for NCCL
         if rank == 0:
             store.set("uid", _uid_bytes(self.nccl.get_unique_id()))
         uid = store.get("uid")
@@ -54,18 +56,12 @@ class NCCLEngine:
 
     # ---- plumbing ----------------------------------------------------------------------------
     def _stream(self) -> int:
-        from ember.cuda._streams import current_stream_handle
-        return current_stream_handle(self.device)
+        return self.cuda.current_stream(self.device).cuda_stream
 
     def _work(self, result, what, finish=None):
-        rt, s = self.rt, self._stream()
-        ev = rt.event_create()
-        rt.event_record(ev, s)
-        def done():
-            rt.event_destroy(ev)
-            if finish is not None:
-                finish()
-        return Work(lambda: rt.event_query(ev), done, result, self.timeout, what, self.rank)
+        ev = self.cuda.Event()
+        ev.record(self.cuda.current_stream(self.device))
+        return Work(ev.query, finish, result, self.timeout, what, self.rank)
 
     def _ptr(self, t, what):
         if t.device.type != "cuda":
