@@ -312,6 +312,9 @@ def subgroups():
     t = ember.full((1,), float(R))
     dist.broadcast(t, group=full, group_src=N - 1)
     close(t, [N - 1.0])
+    mine, groups = dist.new_subgroups(1)
+    assert dist.get_world_size(mine) == 1 and dist.get_process_group_ranks(mine) == [R]
+    assert len(groups) == N and groups[R] is mine
 
 
 @check

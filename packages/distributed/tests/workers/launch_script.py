@@ -11,7 +11,7 @@ import ember.distributed as dist
 mode = sys.argv[1]
 env = {k: os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                                    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT")}
-timeout = datetime.timedelta(seconds=3 if mode == "hang" else 600)
+timeout = datetime.timedelta(seconds=2 if mode == "hang" else 600)
 dist.init_process_group("gloo", timeout=timeout)
 rank = dist.get_rank()
 if rank == 1:

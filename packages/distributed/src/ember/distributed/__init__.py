@@ -28,6 +28,7 @@ from ._collectives import (
     scatter,
     send,
 )
+from ._device_mesh import DeviceMesh, init_device_mesh
 from ._group import (
     ProcessGroup,
     default_pg_timeout,
@@ -87,7 +88,8 @@ __all__ = [
     "scatter_object_list", "send_object_list", "recv_object_list",
     "allow_unsafe_object_unpickling", "Store", "TCPStore", "FileStore", "HashStore",
     "PrefixStore", "Backend", "ReduceOp", "RedOpType", "Work", "Future", "P2POp", "GroupMember",
-    "DistError", "DistBackendError", "DistNetworkError", "DistStoreError",
+    "DistError", "DistBackendError", "DistNetworkError", "DistStoreError", "DeviceMesh",
+    "init_device_mesh",
 ]
 
 

@@ -307,6 +307,28 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     return pg
 
 
+def _split_groups(lines, timeout=None, backend=None):
+    """One group per list of ranks in `lines` (disjoint), in a single MPI split; every rank of
+    the default group calls it with the same lines. Returns this rank's group (or None)."""
+    world = _default()
+    me = world.rank()
+    mine = next((sorted(ln) for ln in lines if me in ln), None)
+    _W.counter += 1
+    name = str(_W.counter)
+    comm = None
+    if world._mpi_comm is not None:
+        M = _mpi.MPI()
+        color = M.UNDEFINED if mine is None else min(mine)
+        comm = world._mpi_comm.Split(color, 0 if mine is None else mine.index(me))
+    if mine is None:
+        return None
+    pg = ProcessGroup(mine, mine.index(me), backend or world.backend_str,
+                      PrefixStore(f"pg{name}/{min(mine)}", _W.store), timeout or world.timeout,
+                      comm, f"{name}.{min(mine)}")
+    _W.groups.append(pg)
+    return pg
+
+
 def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None,
                   group_desc=None):
     """Split the world into groups of `group_size` consecutive ranks: (my group, all groups)."""

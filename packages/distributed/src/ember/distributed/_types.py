@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import os
 import threading
 import time
 
@@ -156,16 +157,24 @@ class Work:
             return True
         secs = self._timeout if timeout is None else getattr(timeout, "total_seconds",
                                                               lambda: timeout)()
-        deadline = time.monotonic() + secs
-        spins, delay = 0, 0.0
+        start = time.monotonic()
+        deadline = start + secs
+        spins, delay, slow = 0, 0.0, False
         while not self._poll():
             spins += 1
-            if spins > 64:  # back off: on an oversubscribed host the peer needs the core
-                if time.monotonic() > deadline:
-                    self._exc = DistBackendError(
-                        f"{self._what}: timed out after {secs:.1f} s on rank {self._rank} "
-                        "(a peer rank exited, hung, or called a different collective)")
-                    raise self._exc
+            if spins & 63 and not slow:
+                # MPI progresses a large message only inside its calls: poll hard at first,
+                # yielding the core (the peer may share it), then back off with sleeps
+                os.sched_yield()
+                continue
+            now = time.monotonic()
+            if now > deadline:
+                self._exc = DistBackendError(
+                    f"{self._what}: timed out after {secs:.1f} s on rank {self._rank} "
+                    "(a peer rank exited, hung, or called a different collective)")
+                raise self._exc
+            slow = now - start > 0.05
+            if slow:
                 delay = min(delay + 2e-5, 5e-4)
                 time.sleep(delay)
         self._complete()

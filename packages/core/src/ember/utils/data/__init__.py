@@ -1,4 +1,7 @@
 """`ember.utils.data`: datasets, samplers and the DataLoader (as torch.utils.data)."""
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)  # ember-distributed adds .distributed
 from ._collate import default_collate, default_convert
 from .dataloader import DataLoader, WorkerInfo, get_worker_info
 from .dataset import (

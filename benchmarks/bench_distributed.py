@@ -1,0 +1,107 @@
+"""ember.distributed vs torch.distributed (gloo) on 2 CPU ranks, in one mpiexec run: all_reduce
+bus bandwidth over message sizes, and one DDP training step of the workloads' GPT.
+
+    python benchmarks/bench_distributed.py [--max-mb 64] [--n 2]
+
+Each rank joins both frameworks' groups (ember over Open MPI, torch over gloo on another port)
+and times the same work with each, alternating, median of reps. Rank 0 prints a table.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def median_time(fn, sync, reps):
+    fn()
+    sync()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def worker(max_mb):
+    import numpy as np
+    import torch
+    import torch.distributed as tdist
+
+    import ember
+    import ember.distributed as edist
+    sys.path.insert(0, HERE)
+    from workloads import gpt
+
+    r, n = int(os.environ["OMPI_COMM_WORLD_RANK"]), int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    edist.init_process_group("gloo")
+    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['TPORT']}",
+                             rank=r, world_size=n)
+    torch.set_num_threads(1)
+    rows = []
+    size = 1024
+    while size <= max_mb * 2**20:
+        k = size // 4
+        reps = 20 if size < 2**20 else 5
+        a = np.ones(k, np.float32)
+        et, tt = ember.tensor(a), torch.from_numpy(a.copy())
+        te = median_time(lambda et=et: edist.all_reduce(et), edist.barrier, reps)
+        tt_ = median_time(lambda tt=tt: tdist.all_reduce(tt), tdist.barrier, reps)
+        bus = 2 * (n - 1) / n * size / 1e9  # GB moved per rank for a ring all-reduce
+        rows.append((f"all_reduce {size // 1024} KB", tt_ * 1e3, te * 1e3, bus / tt_, bus / te))
+        size *= 16
+    cfg = dict(vocab=512, block=64, n_layer=2, n_head=4, n_embd=128)
+    steps = {}
+    for name, lib, dist_mod, DDP in [
+            ("torch", torch, tdist, torch.nn.parallel.DistributedDataParallel),
+            ("ember", ember, edist, __import__("ember.nn.parallel").nn.parallel
+             .DistributedDataParallel)]:
+        lib.manual_seed(0)
+        idx = lib.randint(0, cfg["vocab"], (4, cfg["block"]))
+        for wrap in ("ddp", "local"):
+            model = gpt(lib, **cfg)
+            model = DDP(model) if wrap == "ddp" else model
+            opt = lib.optim.AdamW(model.parameters(), lr=1e-3)
+
+            def step(model=model, opt=opt, idx=idx):
+                opt.zero_grad()
+                model(idx, idx).backward()
+                opt.step()
+            steps[name, wrap] = median_time(step, dist_mod.barrier, 5)
+    if r == 0:
+        print(f"{'figure':28s} {'torch ms':>10s} {'ember ms':>10s} {'ratio':>7s} "
+              f"{'torch GB/s':>10s} {'ember GB/s':>10s}")
+        for name, t, e, bt, be in rows:
+            print(f"{name:28s} {t:10.3f} {e:10.3f} {e / t:6.2f}x {bt:10.3f} {be:10.3f}")
+        for wrap in ("ddp", "local"):
+            t, e = steps["torch", wrap] * 1e3, steps["ember", wrap] * 1e3
+            print(f"{wrap + '_step (GPT 2x128, bs 4x64)':28s} {t:10.2f} {e:10.2f} {e / t:6.2f}x")
+    tdist.destroy_process_group()
+    edist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--max-mb", type=int, default=64)
+    p.add_argument("--n", type=int, default=2)
+    p.add_argument("--worker", action="store_true")
+    a = p.parse_args()
+    if a.worker:
+        return worker(a.max_mb)
+    from ember.distributed._launcher import free_port
+    from ember.distributed._mpi import mpi_env, mpiexec_cmd
+    env = mpi_env()
+    env.update(TPORT=str(free_port()), OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    cmd = mpiexec_cmd(a.n) + [sys.executable, "-u", os.path.abspath(__file__), "--worker",
+                              "--max-mb", str(a.max_mb)]
+    return subprocess.run(cmd, env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""DistributedDataParallel: replicas of a module whose gradients are averaged over the group
+during backward, bucket by bucket, from post-accumulate-grad hooks.
+
+Buckets hold parameters in reverse registration order (roughly the order backward produces their
+gradients) up to bucket_cap_mb. A bucket's all-reduce starts, asynchronously, as soon as its last
+gradient is accumulated; buckets start in index order on every rank (collectives must match), and
+the last one waits for all and writes the averages back into `.grad`.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import ember
+from ember import nn
+
+from ._collectives import all_reduce, broadcast
+from ._group import _resolve
+from ._types import ReduceOp
+
+__all__ = ["DistributedDataParallel"]
+
+
+class _Bucket:
+    def __init__(self, params):
+        self.params = params
+        self.ready: set[int] = set()
+        self.flat = None
+        self.work = None
+
+
+class DistributedDataParallel(nn.Module):
+    """Data-parallel training of `module` over `process_group` (torch's constructor arguments;
+    device_ids/output_device/gradient_as_bucket_view/static_graph are accepted and need no
+    action here)."""
+
+    def __init__(self, module, device_ids=None, output_device=None, dim=0,
+                 broadcast_buffers=True, init_sync=True, process_group=None, bucket_cap_mb=None,
+                 find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False,
+                 delay_all_reduce_named_params=None, param_to_hook_all_reduce=None,
+                 mixed_precision=None, device_mesh=None):
+        super().__init__()
+        self.module = module
+        self.process_group = _resolve(process_group)
+        self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
+        self.static_graph = static_graph
+        self.require_backward_grad_sync = True
+        self.require_forward_param_sync = True
+        self._params = [p for p in module.parameters() if p.requires_grad]
+        if init_sync:
+            self._sync_module_states()
+        cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * 1024 * 1024)
+        self._buckets = self._make_buckets(cap)
+        self._where = {id(p): (i, b) for i, b in enumerate(self._buckets) for p in b.params}
+        self._armed = False
+        self._next = 0
+        self._handles = [p.register_post_accumulate_grad_hook(self._on_grad)
+                         for p in self._params]
+
+    # ---- setup ---------------------------------------------------------------------------
+    def _sync_module_states(self):
+        """Every rank starts from rank 0's parameters and buffers."""
+        g = self.process_group
+        if g.size() == 1:
+            return
+        with ember.no_grad():
+            for t in [*self.module.parameters(), *self.module.buffers()]:
+                broadcast(t, src=g.ranks[0], group=g)
+
+    def _make_buckets(self, cap):
+        buckets, cur, size = [], [], 0
+        for p in reversed(self._params):
+            nbytes = p.numel() * p.element_size()
+            if cur and (size + nbytes > cap or p.dtype != cur[0].dtype):
+                buckets.append(_Bucket(cur))
+                cur, size = [], 0
+            cur.append(p)
+            size += nbytes
+        if cur:
+            buckets.append(_Bucket(cur))
+        return buckets
+
+    # ---- forward ---------------------------------------------------------------------------
+    def forward(self, *inputs, **kwargs):
+        if self._armed and any(b.ready for b in self._buckets):
+            raise RuntimeError(
+                "Expected to have finished reduction in the prior iteration before starting a "
+                "new one. This error indicates that your module has parameters that were not "
+                "used in producing loss. You can enable unused parameter detection by passing "
+                "the keyword argument `find_unused_parameters=True` to "
+                "`DistributedDataParallel`")
+        g = self.process_group
+        if self.broadcast_buffers and self.require_forward_param_sync and g.size() > 1:
+            with ember.no_grad():
+                for b in self.module.buffers():
+                    broadcast(b, src=g.ranks[0], group=g)
+        out = self.module(*inputs, **kwargs)
+        self._armed = ember.is_grad_enabled() and self.require_backward_grad_sync
+        for b in self._buckets:
+            b.ready.clear()
+        self._next = 0
+        if self._armed and self.find_unused_parameters:
+            used = _reachable_leaves(out)
+            for p in self._params:
+                if id(p) not in used:
+                    self._mark(p)
+        return out
+
+    @contextmanager
+    def no_sync(self):
+        """Backward passes inside accumulate gradients locally; the next one outside syncs."""
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+    # ---- backward hooks --------------------------------------------------------------------
+    def _on_grad(self, p):
+        if self._armed:
+            self._mark(p)
+
+    def _mark(self, p):
+        _, b = self._where[id(p)]
+        b.ready.add(id(p))
+        for x in self._buckets[:self._next]:  # let MPI progress the ones in flight
+            x.work.is_completed()
+        while self._next < len(self._buckets):
+            nb = self._buckets[self._next]
+            if len(nb.ready) < len(nb.params):
+                return
+            self._launch(nb)
+            self._next += 1
+        self._finish()
+
+    def _launch(self, b):
+        parts = [(p.grad if p.grad is not None else ember.zeros_like(p)).detach().reshape(-1)
+                 for p in b.params]
+        b.flat = ember.cat(parts) if len(parts) > 1 else parts[0].clone()
+        b.work = all_reduce(b.flat, ReduceOp.AVG, group=self.process_group, async_op=True)
+
+    def _finish(self):
+        with ember.no_grad():
+            for b in self._buckets:
+                b.work.wait()
+                off = 0
+                for p in b.params:
+                    n = p.numel()
+                    avg = b.flat[off:off + n].view(p.shape)
+                    off += n
+                    if p.grad is None:
+                        if bool((avg != 0).any()):
+                            p.grad = avg.clone()
+                    else:
+                        p.grad.copy_(avg)
+                b.flat = b.work = None
+        self._armed = False
+        self._next = 0
+
+
+def _reachable_leaves(out) -> set:
+    """ids of the leaf tensors the autograd graph of `out` reaches (find_unused_parameters)."""
+    roots = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
+    seen, used, stack = set(), set(), roots
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        var = getattr(node, "variable", None)
+        if var is not None:
+            used.add(id(var))
+        stack.extend(n for n, _ in getattr(node, "next_functions", ()))
+    return used
+
+
+def _tensors(obj):
+    if isinstance(obj, ember.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors(x)

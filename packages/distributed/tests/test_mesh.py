@@ -1,0 +1,34 @@
+"""DeviceMesh (2x2 on 4 MPI ranks: groups per dim, slicing), functional collectives and DTensor
+(distribute, redistribute between placements, Partial), against numpy (workers/mesh_worker.py)."""
+import os
+import re
+
+import pytest
+from mpi_launch import HERE, checks, mpirun
+
+WORKER = "mesh_worker.py"
+NAMES = re.findall(r"@check\ndef (\w+)", open(os.path.join(HERE, "workers", WORKER)).read())
+N = 4
+
+
+@pytest.fixture(scope="module")
+def run():
+    proc = mpirun(WORKER, N, timeout=180)
+    return proc, checks(proc)
+
+
+def test_run_exits_cleanly(run):
+    proc, _ = run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("rank", range(N))
+def test_check(run, name, rank):
+    proc, got = run
+    assert (rank, name) in got, f"rank {rank} did not report {name}:\n" + proc.stderr[-3000:]
+    assert got[(rank, name)] == "OK", got[(rank, name)]
+
+
+def test_checks_found():
+    assert "functional_collectives" in NAMES and len(NAMES) >= 3

@@ -1,0 +1,143 @@
+"""Worker (run under mpiexec, 2 ranks): DDP training equals single-process training on the same
+data: plain steps, gradient accumulation under no_sync, an unused parameter
+(find_unused_parameters), the start-up broadcast of rank 0's state, buffer broadcast."""
+import sys
+import traceback
+
+import numpy as np
+
+import ember
+import ember.distributed as dist
+from ember import nn
+from ember.nn.parallel import DistributedDataParallel as DDP
+from ember.utils.data import DataLoader, TensorDataset
+from ember.utils.data.distributed import DistributedSampler
+
+dist.init_process_group("gloo")
+R, N = dist.get_rank(), dist.get_world_size()
+FAILED = []
+
+
+def check(fn):
+    try:
+        fn()
+        print(f"CHECK {R} {fn.__name__} OK", flush=True)
+    except Exception as e:
+        FAILED.append(fn.__name__)
+        msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
+        print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
+        traceback.print_exc()
+    return fn
+
+
+class Net(nn.Module):
+    def __init__(self, unused=False):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(5, 16), nn.Linear(16, 3)
+        self.extra = nn.Linear(16, 3) if unused else None
+        self.register_buffer("scale", ember.full((3,), 1.0 + R))  # differs until broadcast
+
+    def forward(self, x):
+        return self.fc2(ember.relu(self.fc1(x))) * self.scale
+
+
+def make(seed, unused=False):
+    ember.manual_seed(seed)
+    return Net(unused)
+
+
+def data():
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal((16, 5)).astype(np.float32))
+    y = ember.tensor(rng.standard_normal((16, 3)).astype(np.float32))
+    return x, y
+
+
+def same(a, b, tol=1e-5):
+    for (n, p), q in zip(a.named_parameters(), b.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=tol, atol=tol,
+                                   err_msg=n)
+
+
+def reference(steps, accumulate=1, unused=False):
+    """Single process, full batch: what the DDP runs must reproduce."""
+    ref = make(0, unused)
+    ref.scale.fill_(1.0)
+    opt = ember.optim.SGD(ref.parameters(), lr=0.1)
+    x, y = data()
+    for _ in range(steps):
+        opt.zero_grad()
+        for xs, ys in zip(x.chunk(accumulate), y.chunk(accumulate)):
+            (nn.functional.mse_loss(ref(xs), ys) / accumulate).backward()
+        opt.step()
+    return ref
+
+
+@check
+def ddp_matches_single_process():
+    model = DDP(make(R), bucket_cap_mb=0.0002)  # tiny buckets: several all-reduces
+    same(model.module, make(0))                 # rank 0's initial weights everywhere
+    assert model.module.scale.tolist() == [1.0] * 3
+    assert len(model._buckets) > 1
+    x, y = data()
+    ds = TensorDataset(x, y)
+    loader = DataLoader(ds, batch_size=16 // N, sampler=DistributedSampler(ds, shuffle=False))
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):
+        for xb, yb in loader:
+            opt.zero_grad()
+            nn.functional.mse_loss(model(xb), yb).backward()
+            opt.step()
+    same(model.module, reference(4))
+
+
+@check
+def no_sync_accumulates_then_syncs():
+    model = DDP(make(R))
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    x, y = data()
+    mine = [t.chunk(N)[R] for t in (x, y)]
+    halves = [t.chunk(2) for t in mine]
+    for _ in range(3):
+        opt.zero_grad()
+        with model.no_sync():
+            (nn.functional.mse_loss(model(halves[0][0]), halves[1][0]) / 2).backward()
+        g = model.module.fc1.weight.grad.clone()
+        (nn.functional.mse_loss(model(halves[0][1]), halves[1][1]) / 2).backward()
+        assert not np.allclose(g.numpy(), model.module.fc1.weight.grad.numpy())
+        opt.step()
+    # rank r's halves are global chunks 2r, 2r+1 of 2N equal chunks: the mean of their means
+    same(model.module, reference(3, accumulate=2 * N))
+
+
+@check
+def unused_parameter():
+    model = DDP(make(R, unused=True), find_unused_parameters=True)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    x, y = data()
+    xb, yb = x.chunk(N)[R], y.chunk(N)[R]
+    for _ in range(2):
+        opt.zero_grad()
+        nn.functional.mse_loss(model(xb), yb).backward()
+        opt.step()
+    assert model.module.extra.weight.grad is None
+    same(model.module, reference(2, unused=True))
+
+
+@check
+def unused_without_detection_raises():
+    model = DDP(make(R, unused=True))
+    x, y = data()
+    nn.functional.mse_loss(model(x), y).backward()
+    try:
+        model(x)
+    except RuntimeError as e:
+        assert "Expected to have finished reduction" in str(e), e
+    else:
+        raise AssertionError("no error")
+
+
+dist.barrier()
+dist.destroy_process_group()
+print(f"DONE {R} failed={FAILED}", flush=True)
+sys.exit(1 if FAILED else 0)

@@ -1,0 +1,1 @@
+"""A stand-in for nccl4py (tests only): see bindings/nccl.py."""

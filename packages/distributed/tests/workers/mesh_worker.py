@@ -1,0 +1,145 @@
+"""Worker (mpiexec, 4 ranks): DeviceMesh (2-D, named dims, slicing, groups per dim) and the
+functional collectives, against numpy."""
+import sys
+import traceback
+
+import numpy as np
+
+import ember
+import ember.distributed as dist
+import ember.distributed._functional_collectives as funcol
+from ember.distributed.device_mesh import init_device_mesh
+from ember.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+from ember.distributed.tensor._placements import shard_sizes
+
+dist.init_process_group("gloo")
+R, N = dist.get_rank(), dist.get_world_size()
+FAILED = []
+
+
+def check(fn):
+    try:
+        fn()
+        print(f"CHECK {R} {fn.__name__} OK", flush=True)
+    except Exception as e:
+        FAILED.append(fn.__name__)
+        msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
+        print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
+        traceback.print_exc()
+    return fn
+
+
+MESH = np.arange(N).reshape(2, N // 2)
+mesh = init_device_mesh("cpu", (2, N // 2), mesh_dim_names=("dp", "tp"))
+
+
+@check
+def mesh_layout_and_slices():
+    i, j = np.argwhere(MESH == R)[0]
+    assert mesh.shape == (2, N // 2) and mesh.ndim == 2 and mesh.size() == N
+    assert mesh.get_coordinate() == [i, j]
+    assert mesh.get_local_rank("dp") == i and mesh.get_local_rank(1) == j
+    assert dist.get_process_group_ranks(mesh.get_group("dp")) == MESH[:, j].tolist()
+    assert dist.get_process_group_ranks(mesh.get_group("tp")) == MESH[i, :].tolist()
+    tp = mesh["tp"]
+    assert tp.ndim == 1 and tp.mesh.tolist() == MESH[i, :].tolist()
+    assert tp.get_group() is mesh.get_group("tp")
+    assert mesh["dp", "tp"].shape == mesh.shape
+    try:
+        mesh["pp"]
+    except KeyError as e:
+        assert "pp" in str(e)
+    else:
+        raise AssertionError("no KeyError")
+
+
+@check
+def collectives_on_mesh_dims():
+    i, j = np.argwhere(MESH == R)[0]
+    t = ember.full((2,), float(R))
+    dist.all_reduce(t, group=mesh.get_group("dp"))
+    assert t.tolist() == [float(MESH[:, j].sum())] * 2, t
+    t = ember.full((1,), float(R))
+    dist.all_reduce(t, group=mesh.get_group("tp"), op=dist.ReduceOp.MAX)
+    assert t.tolist() == [float(MESH[i, :].max())]
+
+
+@check
+def functional_collectives():
+    i, j = np.argwhere(MESH == R)[0]
+    x = ember.full((2, 3), float(R))
+    y = funcol.all_reduce(x, "sum", (mesh, "dp"))
+    assert x.tolist() == [[float(R)] * 3] * 2  # input untouched
+    assert y.tolist() == [[float(MESH[:, j].sum())] * 3] * 2
+    g = funcol.all_gather_tensor(x, 1, (mesh, 0))
+    ref = np.concatenate([np.full((2, 3), float(r)) for r in MESH[:, j]], axis=1)
+    np.testing.assert_array_equal(g.numpy(), ref)
+    a = ember.arange(8.0).reshape(2, 4) * (R + 1)
+    s = funcol.reduce_scatter_tensor(a, "sum", 1, (mesh, "dp"))
+    full = sum(np.arange(8.0).reshape(2, 4) * (r + 1) for r in MESH[:, j])
+    np.testing.assert_allclose(s.numpy(), np.split(full, 2, axis=1)[i])
+    b = funcol.broadcast(x, int(MESH[0, j]), mesh.get_group("dp"))
+    assert b.tolist() == [[float(MESH[0, j])] * 3] * 2
+    w = funcol.wait_tensor(funcol.all_reduce(ember.ones(1), "avg", list(range(N))))
+    assert w.tolist() == [1.0]
+
+
+X = np.arange(5 * 6, dtype=np.float32).reshape(5, 6)  # 5 rows: uneven shards
+
+
+def expected_local(placements):
+    """This rank's piece of X under placements, computed with numpy (torch.chunk sizes)."""
+    a = X
+    coord = mesh.get_coordinate()
+    for m, p in enumerate(placements):
+        if isinstance(p, Shard):
+            sizes = shard_sizes(a.shape[p.dim], mesh.size(m))
+            start = sum(sizes[:coord[m]])
+            a = np.take(a, range(start, start + sizes[coord[m]]), axis=p.dim)
+    return a
+
+
+PLACEMENTS = [(Shard(0), Shard(1)), (Shard(0), Shard(0)), (Replicate(), Shard(1)),
+              (Shard(1), Replicate()), (Replicate(), Replicate()), (Shard(-1), Shard(0))]
+
+
+@check
+def dtensor_distribute_and_full_tensor():
+    for ps in PLACEMENTS:
+        d = distribute_tensor(ember.tensor(X) if R == 0 else ember.zeros(5, 6), mesh, ps)
+        np.testing.assert_array_equal(d.to_local().numpy(), expected_local(d.placements))
+        assert tuple(d.shape) == (5, 6)
+        np.testing.assert_array_equal(d.full_tensor().numpy(), X)
+
+
+@check
+def dtensor_redistribute_all_pairs():
+    for a in PLACEMENTS:
+        d = distribute_tensor(ember.tensor(X), mesh, a)
+        for b in PLACEMENTS:
+            e = d.redistribute(mesh, b)
+            np.testing.assert_array_equal(e.to_local().numpy(), expected_local(e.placements),
+                                          err_msg=f"{a} -> {b}")
+            np.testing.assert_array_equal(e.full_tensor().numpy(), X)
+
+
+@check
+def dtensor_partial():
+    i, j = mesh.get_coordinate()
+    local = ember.tensor(X) * float(R + 1)
+    d = DTensor.from_local(local, mesh, [Partial(), Replicate()])
+    total = X * float(sum(MESH[:, j] + 1))
+    np.testing.assert_allclose(d.full_tensor().numpy(), total)
+    s = d.redistribute(mesh, [Shard(0), Replicate()])
+    np.testing.assert_allclose(s.to_local().numpy(),
+                               np.take(total, range(*((0, 3) if i == 0 else (3, 5))), axis=0))
+    p = distribute_tensor(ember.tensor(X), mesh, [Replicate(), Partial()])
+    assert (p.to_local().numpy() == (X if j == 0 else 0)).all()
+    np.testing.assert_array_equal(p.full_tensor().numpy(), X)
+    m = DTensor.from_local(ember.full((2,), float(R)), mesh, [Partial("max"), Partial("max")])
+    assert m.full_tensor().tolist() == [float(N - 1)] * 2
+
+
+dist.destroy_process_group()
+print(f"DONE {R} failed={FAILED}", flush=True)
+sys.exit(1 if FAILED else 0)
