@@ -109,12 +109,12 @@ def _c2r_vjp(g, out, x, dim, normalization, last_dim_size):
         w[k] = 2.0
     shape = [1] * gi.ndim
     shape[d] = half
-    return (gi * _weights(w, gi.dtype.to_real(), shape),)
+    return (gi * _weights(w, gi.dtype.to_real(), shape, gi.device),)
 
 
-def _weights(w, dtype, shape):
+def _weights(w, dtype, shape, device):
     from .._creation_api import tensor
-    return tensor(w, dtype=dtype).reshape(shape)
+    return tensor(w, dtype=dtype, device=device).reshape(shape)
 
 
 _fft_c2r = defop(

@@ -199,6 +199,12 @@ class CudaBackend(DeviceBackend):
 
     def to_host(self, t):
         if not t.is_contiguous():
+            if t.dtype not in _TL_OK:   # complex/fp8 views: no copy kernel; read the storage
+                flat = self.storage_to_host(t._storage).view(t.dtype.np)
+                item = t.dtype.itemsize
+                return np.ascontiguousarray(np.lib.stride_tricks.as_strided(
+                    flat[t.storage_offset():], tuple(t.shape),
+                    tuple(s * item for s in t.stride())))
             t = self._copy_new(t, t.dtype)
         out = np.empty(tuple(t.shape), t.dtype.np)
         i = t.device.index or 0

@@ -41,7 +41,10 @@ def _slot(backend, op, f):
         rt.ensure_context(_dev_index(args))
         if not _ACC:
             _ACC.update(_acc())
-        return f(backend, op, *args)
+        try:
+            return f(backend, op, *args)
+        except Unsupported:  # a dtype the Triton kernels lack (complex, fp8): the host rule
+            return NotImplemented
     kernel.__qualname__ = f"cuda[{op.qualname}]"
     return kernel
 
