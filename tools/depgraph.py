@@ -53,6 +53,7 @@ THIRD_PARTY = {
     "nccl": "nccl4py",
     "setuptools": "setuptools",
     "pybind11": "pybind11",
+    "tensorboard": "tensorboard",
 }
 
 # design.md, "Packages and layering": package -> what it may import (packages and distributions).
@@ -68,9 +69,10 @@ ALLOWED = {
 # Allowed only where the import may fail (try/except ImportError) or lazily (in a function).
 # Beyond design.md's table (the wheels declare these as extras, and the import sits in the
 # function that needs it): core's ember.utils.safetensors uses the safetensors package (issue 5
-# asks for safetensors I/O in core); ember_abi's extension-build helper uses setuptools and
+# asks for safetensors I/O in core), and ember.utils.tensorboard the tensorboard package's event
+# writer (issue 17: SummaryWriter writes real event files); ember_abi's extension-build helper uses setuptools and
 # pybind11, which only someone building an extension needs.
-OPTIONAL = {"compiler": {"devices"}, "core": {"safetensors"},
+OPTIONAL = {"compiler": {"devices"}, "core": {"safetensors", "tensorboard"},
             "stable_abi": {"setuptools", "pybind11"}}
 
 PACKAGES = list(ALLOWED)

@@ -7,11 +7,15 @@ import socket
 import time
 
 import numpy as np
-from tensorboard.compat.proto.event_pb2 import Event
-from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary, SummaryMetadata
-from tensorboard.compat.proto.tensor_pb2 import TensorProto
-from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
+try:  # an optional dependency (the extra `tensorboard`): only this module needs it
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary, SummaryMetadata
+    from tensorboard.compat.proto.tensor_pb2 import TensorProto
+    from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+except ImportError as e:
+    raise ImportError("ember.utils.tensorboard needs the tensorboard package, which is not "
+                      "installed: pip install tensorboard") from e
 
 __all__ = ["SummaryWriter"]
 
