@@ -184,6 +184,8 @@ def tensor_repr(t, prefix: str = "tensor(") -> str:
             a, cut = _values(t), (False,) * t.ndim
         fmt = _Formatter(np.asarray(a), kind)
         body = _fmt_array(a, fmt, indent, cut)
+        if not _OPTS.edgeitems:  # nothing of a summarized tensor shows: PyTorch names its size
+            suffixes.append(f"size={tuple(t.shape)}")
     if dt not in default_dts or (t.numel() == 0 and dt is not D.get_default_dtype()):
         if not (t.numel() == 0 and dt is D.get_default_dtype()):
             suffixes.append(f"dtype={dt}")
@@ -192,4 +194,19 @@ def tensor_repr(t, prefix: str = "tensor(") -> str:
         suffixes.append(f"grad_fn=<{name}>")
     elif t.requires_grad:
         suffixes.append("requires_grad=True")
-    return prefix + body + "".join(", " + s for s in suffixes) + ")"
+    return _with_suffixes(prefix + body, suffixes, indent)
+
+
+def _with_suffixes(text: str, suffixes: list, indent: int) -> str:
+    """Append `, dtype=...` and the like; one that would pass the line width starts a new line
+    at the body's indent (as PyTorch prints)."""
+    col = len(text) - text.rfind("\n") + 1  # PyTorch's count for the last line
+    parts = [text]
+    for s in suffixes:
+        if col + len(s) + 2 > _OPTS.linewidth:
+            parts.append(",\n" + " " * indent + s)
+            col = indent + len(s)
+        else:
+            parts.append(", " + s)
+            col += len(s) + 2
+    return "".join(parts) + ")"
