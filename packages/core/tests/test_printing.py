@@ -93,3 +93,17 @@ def test_suffixes_wrap_and_sizes_as_torch(expr, opts):
     finally:
         ember.set_printoptions(profile="default")
         torch.set_printoptions(profile="default")
+
+
+@pytest.mark.parametrize("expr", [
+    "t.zeros(30)", "t.zeros(3, 40, dtype=t.float64)", "t.tensor([0.0] * 30 + [float('nan')])",
+    "t.tensor([1.0, float('inf')])", "t.tensor([float('-inf'), 0.0])",
+    "t.tensor([-1.5, 200.25])", "t.tensor([-0.5, 123.25])", "t.tensor([-3.0, -1e-120, 5.0])",
+    "t.tensor([-1e120, 5.0], dtype=t.float64)", "t.tensor([1e-5, 1e5, -7.0])",
+    "t.tensor([1 + 2j, -3.5 - 0.25j])", "t.tensor(2 - 1j)", "t.tensor([1e-5 + 1j, 3e5 - 2j])",
+    "t.zeros(2, dtype=t.complex64)", "t.arange(2000).to(t.complex64) / 3",
+    "(t.arange(6.0) / 7).reshape(2, 3).to(t.complex128) * (1 - 2j)"])
+def test_widths_and_complex_parts_as_torch(expr):
+    """Widths come from the nonzero finite values; complex parts get a formatter each."""
+    want = repr(eval(expr, {"t": torch})).replace("torch", "ember")
+    assert repr(eval(expr, {"t": ember})) == want
