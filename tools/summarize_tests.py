@@ -1,9 +1,14 @@
 """Add up junit XML results and print the one closing line CI reads: `N passed, N failed`.
 
     python3 tools/summarize_tests.py --since EPOCH --step NAME=RC:DIR [--step ...]
+        [--timings TESTLOGS --targets QUERY_XML]
 
 Each step names a command's exit code and the folder its junit XML went to (bazel-testlogs,
-ci-out). Only XML written since EPOCH counts (no stale results). A step that failed without any
+ci-out). With --timings, it also prints the slowest Bazel test targets (shards apart) beside the
+timeout their size gives them (--targets: `bazel query 'tests(//...)' --output=xml`), and marks
+those over half of it: CI's machine is a loaded 2-core one, so a target needs that margin.
+
+Only XML written since EPOCH counts (no stale results). A step that failed without any
 failing test in its XML (a build error, a crash before pytest wrote its report) counts as one
 failed test, so the totals never read green over a red step. Exit status: 1 if anything failed.
 """
@@ -32,11 +37,54 @@ def count(path: str) -> tuple[int, int, int]:
     return passed, failed, skipped
 
 
+# Bazel's timeout by test size, and by an explicit `timeout` attribute
+_SIZE_TIMEOUT = {"small": 60, "medium": 300, "large": 900, "enormous": 3600}
+_TIMEOUT = {"short": 60, "moderate": 300, "long": 900, "eternal": 3600}
+
+
+def target_timeouts(query_xml: str) -> dict[str, int]:
+    """label -> timeout in seconds, from `bazel query --output=xml` of the test targets."""
+    out = {}
+    for rule in ET.parse(query_xml).getroot().iter("rule"):
+        attrs = {a.get("name"): a.get("value") for a in rule if a.get("value") is not None}
+        t = _TIMEOUT.get(attrs.get("timeout", ""))
+        out[rule.get("name")] = t or _SIZE_TIMEOUT.get(attrs.get("size", "medium"), 300)
+    return out
+
+
+def slowest(testlogs: str, timeouts: dict[str, int], since: float, n: int = 10) -> None:
+    """Print the n slowest test runs (a shard is a run) and flag any over half its timeout."""
+    runs = []
+    for path in glob.glob(os.path.join(testlogs, "**", "test.xml"), recursive=True):
+        if os.path.getmtime(path) + 1 < since:
+            continue
+        rel = os.path.relpath(os.path.dirname(path), testlogs).split(os.sep)
+        shard = rel.pop() if rel[-1].startswith("shard_") else ""
+        label = "//" + "/".join(rel[:-1]) + ":" + rel[-1]
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError:
+            continue
+        suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+        secs = sum(float(s.get("time", 0) or 0) for s in suites)
+        runs.append((secs, label + (f" ({shard})" if shard else ""), timeouts.get(label, 300)))
+    runs.sort(reverse=True)
+    print(f"slowest test targets (of {len(runs)} runs; seconds / timeout):")
+    for secs, name, limit in runs[:n]:
+        flag = "  OVER HALF ITS TIMEOUT" if secs > limit / 2 else ""
+        print(f"  {secs:7.1f} / {limit:4d}  {name}{flag}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--since", type=float, default=0.0)
     ap.add_argument("--step", action="append", default=[], help="NAME=RC:DIR")
+    ap.add_argument("--timings", help="bazel-testlogs: print the slowest targets")
+    ap.add_argument("--targets", help="bazel query --output=xml of the test targets")
     args = ap.parse_args()
+    if args.timings:
+        timeouts = target_timeouts(args.targets) if args.targets else {}
+        slowest(args.timings, timeouts, args.since)
     total = [0, 0, 0]
     for step in args.step:
         name, rest = step.split("=", 1)

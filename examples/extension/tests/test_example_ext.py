@@ -22,6 +22,16 @@ def test_non_contiguous_and_float64():
     assert ember.ops.ember_example.scaled_square(x, 2.0).tolist() == (2 * x * x).tolist()
 
 
+def test_zero_dim_tensor():
+    # Tensor::sizes() of a 0-dim tensor is an empty vector (its data() is null): issue 11, defect 16
+    x = ember.tensor(3.0, requires_grad=True)
+    y = ember_example_ext.scaled_square(x, 2.0)
+    assert y.shape == () and y.item() == 18.0
+    y.backward()
+    assert x.grad.shape == () and x.grad.item() == 12.0
+    assert ember_example_ext.scaled_square(ember.empty((), device="meta")).shape == ()
+
+
 def test_fake_kernel_on_meta():
     y = ember_example_ext.scaled_square(ember.empty(5, 7, device="meta"))
     assert y.device.type == "meta" and tuple(y.shape) == (5, 7)

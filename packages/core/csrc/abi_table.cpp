@@ -16,6 +16,7 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ember/abi.h"
@@ -155,8 +156,11 @@ EmberStatus int_tuple(EmberTensor t, const char* where, const char* attr, int64_
   return guarded([&] {
     py::handle h;
     if (EmberStatus s = as_tensor(t, where, &h)) return s;
-    EMBER_CHECK_OUT(out);
     py::tuple v = h.attr(attr);
+    // A 0-dim tensor has nothing to write: a null `out` is fine then (std::vector<int64_t>{}.data()
+    // is null, and extensions built against older headers pass exactly that).
+    if (v.size() == 0) return EMBER_OK;
+    EMBER_CHECK_OUT(out);
     if (static_cast<int64_t>(v.size()) > cap) {
       return fail(EMBER_ERR_INDEX, std::string(where) + ": capacity " + std::to_string(cap) +
                                        " is less than the tensor's dim " +
@@ -495,6 +499,22 @@ struct BoxError : std::runtime_error {
   BoxError(EmberStatus s, const std::string& m) : std::runtime_error(m), status(s) {}
 };
 
+// A Python number as T, or a TypeError naming the op and the argument (not pybind11's cast
+// message, which names neither).
+template <class T>
+T scalar(py::handle v, const std::string& what, const char* kind) {
+  // a float for an int (or a str for anything) would be a silent truncation or a cast error
+  bool ok = std::is_same_v<T, int64_t> ? !PyFloat_Check(v.ptr()) && PyIndex_Check(v.ptr())
+                                       : PyNumber_Check(v.ptr()) != 0;
+  if (ok) {
+    try {
+      return v.cast<T>();
+    } catch (const py::cast_error&) {
+    }
+  }
+  throw BoxError(EMBER_ERR_TYPE, what + ": expected " + kind + ", got " + Py_TYPE(v.ptr())->tp_name);
+}
+
 // A Python value -> a slot. new_ref: the slot owns a reference (results handed to C).
 EmberSlot to_slot(int type, py::handle v, Temps* temps, bool new_ref, const std::string& what) {
   bool optional = type & OPTIONAL;
@@ -523,12 +543,12 @@ EmberSlot to_slot(int type, py::handle v, Temps* temps, bool new_ref, const std:
         throw BoxError(EMBER_ERR_TYPE, what + ": expected a Tensor, got " + Py_TYPE(v.ptr())->tp_name);
       return keep(py::reinterpret_borrow<py::object>(v));
     case T_INT:
-      return static_cast<EmberSlot>(v.cast<int64_t>());
+      return static_cast<EmberSlot>(scalar<int64_t>(v, what, "an int"));
     case T_BOOL:
-      return v.cast<bool>() ? 1 : 0;
+      return scalar<bool>(v, what, "a bool") ? 1 : 0;
     case T_FLOAT:
     case T_SCALAR:
-      return ember_slot_from_double(v.cast<double>());
+      return ember_slot_from_double(scalar<double>(v, what, "a float"));
     case T_DTYPE:
       return static_cast<EmberSlot>(helpers().attr("dtype_code")(v).cast<int64_t>());
     case T_DEVICE: {
@@ -628,7 +648,7 @@ EmberStatus call_op(const char* name, const char* overload, EmberSlot* stack, in
         args[i] = from_slot(arg_types[i].cast<int>(), stack[i], false,
                             "call_op(" + qual + ") argument " + std::to_string(i));
       }
-      py::object r = op(*args);
+      py::object r = helpers().attr("call_boxed")(op, args);
       size_t nret = ret_types.size();
       if (nret == 1) {
         stack[0] = to_slot(ret_types[0].cast<int>(), r, nullptr, true, qual + " result");
@@ -757,15 +777,20 @@ CoreTable make_table() {
 CoreTable g_table = make_table();
 
 // Python kernel -> C boxed kernel: box args by the schema's types, call, unbox the results.
+// names: the schema's argument names, for errors (None: their positions).
 py::object call_kernel(uintptr_t fn, uintptr_t user_data, py::tuple arg_types,
-                       py::tuple ret_types, py::tuple args, const std::string& qual) {
+                       py::tuple ret_types, py::tuple args, const std::string& qual,
+                       py::object names) {
   size_t n = args.size(), nout = ret_types.size();
   std::vector<EmberSlot> stack(n > nout ? n : nout);
   Temps temps;
   try {
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < n; ++i) {
+      std::string arg = names.is_none() ? std::to_string(i)
+                                        : "'" + py::str(names[py::int_(i)]).cast<std::string>() + "'";
       stack[i] = to_slot(arg_types[i].cast<int>(), args[i], &temps, false,
-                         qual + " argument " + std::to_string(i));
+                         qual + " argument " + arg);
+    }
   } catch (const BoxError& e) {
     throw py::type_error(e.what());
   }
@@ -796,7 +821,9 @@ void init_abi(py::module_& m) {
   m.attr("_ABI_TABLE") = py::capsule(static_cast<void*>(&g_table.base), "ember._C._ABI_TABLE");
   m.def("abi_version", [] { return py::make_tuple(g_table.base.major, g_table.base.minor); },
         "(major, minor) of the stable ABI this core offers");
-  m.def("_call_kernel", &call_kernel, "run a boxed C kernel on Python arguments (internal)");
+  m.def("_call_kernel", &call_kernel, "run a boxed C kernel on Python arguments (internal)",
+        py::arg("fn"), py::arg("user_data"), py::arg("arg_types"), py::arg("ret_types"),
+        py::arg("args"), py::arg("qual"), py::arg("names") = py::none());
   m.def("_abi_table_address", [] { return reinterpret_cast<uintptr_t>(&g_table.base); },
         "address of the EmberAbiTable (for C tests driven through ctypes)");
 }

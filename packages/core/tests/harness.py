@@ -50,6 +50,8 @@ def as_numpy(x):
     """ember or torch tensor (or scalar) -> numpy, upcasting low-precision floats."""
     if hasattr(x, "detach"):
         x = x.detach()
+        if hasattr(x, "resolve_conj"):  # torch's lazy conj (fft.ihfft, conj views)
+            x = x.resolve_conj()
         if str(x.dtype).endswith(("bfloat16", "float16")):
             x = x.float()
         return np.asarray(x.cpu().numpy())

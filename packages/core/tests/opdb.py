@@ -526,3 +526,51 @@ NN = [
         s.pos(2), s.randn(5, 2, 5), 0, False), ref=False, grad=False),
 ]
 RECORDS += NN
+
+# ---- fft (complex samples: float64 parts, cast to complex64/128 with the dtype under test) ----
+def _cplx(s, *shape):
+    return s.randn(*shape) + 1j * s.randn(*shape)
+
+
+FFT = [
+    R("_fft_c2c", lambda s: (_cplx(s, 3, 4), [1], 0, True)),
+    R("_fft_c2c", lambda s: (_cplx(s, 3, 4), [0, 1], 2, False), id="_fft_c2c_inverse"),
+    R("_fft_r2c", lambda s: (s.randn(3, 6), [1], 1, True)),
+    R("_fft_r2c", lambda s: (s.randn(3, 6), [0, 1], 0, False), id="_fft_r2c_twosided"),
+    R("_fft_c2r", lambda s: (_cplx(s, 3, 4), [1], 2, 7)),
+    *[R(f"fft_{n}", lambda s: (_cplx(s, 3, 5), None, -1, "ortho")) for n in
+      ("fft", "ifft", "irfft", "hfft")],
+    *[R(f"fft_{n}", lambda s: (s.randn(3, 5), 6, 0, "forward")) for n in ("rfft", "ihfft")],
+    *[R(f"fft_{n}", lambda s: (_cplx(s, 3, 4, 5), [4, 3], [0, 2], None)) for n in
+      ("fft2", "ifft2", "fftn", "ifftn", "irfft2", "irfftn")],
+    *[R(f"fft_{n}", lambda s: (s.randn(3, 4, 5), None)) for n in ("rfft2", "rfftn")],
+    R("fft_fftfreq", lambda s: (5, 0.5)),
+    R("fft_rfftfreq", lambda s: (6,)),
+    R("fft_fftshift", lambda s: (s.randn(3, 4), None)),
+    R("fft_ifftshift", lambda s: (s.randn(3, 5), [1])),
+]
+RECORDS += FFT
+
+# ---- special functions --------------------------------------------------------------------------
+SPECIAL = [
+    *unary("i0", "special_i0e", "special_i1", "special_i1e", "special_erfcx",
+           "special_log_ndtr", "special_ndtr", "sinc", "special_bessel_j0",
+           "special_bessel_j1", "special_modified_bessel_i0", "special_modified_bessel_i1",
+           "special_spherical_bessel_j0", "special_airy_ai"),
+    *unary("special_bessel_y0", "special_bessel_y1", "special_modified_bessel_k0",
+           "special_modified_bessel_k1", "special_scaled_modified_bessel_k0",
+           "special_scaled_modified_bessel_k1", "special_entr", sample=lambda s: (s.pos(3, 4),)),
+    R("special_ndtri", lambda s: (s.prob(3, 4),)),
+    R("special_xlog1py", lambda s: (s.randn(3, 4), s.pos(4))),
+    R("special_zeta", lambda s: (s.pos(3, 4) + 1.5, s.pos(4)), fd=True),
+    R("igamma", lambda s: (s.pos(3, 4), s.pos(4))),
+    R("igammac", lambda s: (s.pos(3, 4), s.pos(4))),
+    R("mvlgamma", lambda s: (s.pos(3, 4) + 2, 3)),
+    *[R(f"special_{n}", lambda s: (s.unit(3, 4), s.int(4, lo=0, hi=7)), rtol=1e-5, atol=1e-5)
+      for n in ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+                "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+                "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+                "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")],
+]
+RECORDS += SPECIAL

@@ -106,5 +106,32 @@ def test_c_ops_are_ops(checked):
         ops.fails(x.detach())
     with pytest.raises(RuntimeError, match="expected float32"):
         ops.axpy(ember.ones(2, dtype=ember.float64), ember.ones(2, dtype=ember.float64))
-    with pytest.raises(TypeError, match="expected a Tensor"):
+    # the schema is checked before the kernel runs, as torch.ops checks it
+    with pytest.raises(RuntimeError, match="Expected a value of type 'Tensor' for argument 'x' "
+                                           "but instead found type 'ndarray'"):
         ops.axpy(np.ones(2), y)
+
+
+class _Opaque:
+    """A value of a type the schema check cannot judge (as a symbolic size would be): it reaches
+    the C kernel's boxing, which must name the op and the argument."""
+
+
+def test_wrong_scalar_types_name_the_op_and_argument(checked):
+    ops = ember.ops.abi_c_test
+    x, y = ember.ones(2), ember.ones(2)
+    # torch.ops' check (RuntimeError), before the kernel: issue 11, defect 19
+    with pytest.raises(RuntimeError, match=r"abi_c_test::axpy\(\) Expected a value of type "
+                                           r"'float' for argument 'a' but instead found type 'str'"):
+        ops.axpy(x, y, "3")
+    with pytest.raises(TypeError, match=r"abi_c_test::axpy argument 'a': expected a float, got "
+                                        r"_Opaque"):
+        ops.axpy(x, y, _Opaque())
+    # and below the schema check, the C boxing itself (pybind11 named neither)
+    kernel = ops.axpy.kernels["cpu"]
+    for bad, kind in (("3", "str"), (1j, "complex"), ([1.0], "list")):
+        with pytest.raises(TypeError, match=rf"abi_c_test::axpy argument 'a': expected a float, "
+                                            rf"got {kind}"):
+            kernel(x, y, bad)
+    assert kernel(x, y, 2).tolist() == [3.0, 3.0]  # ints and numpy numbers are fine
+    assert kernel(x, y, np.float32(2.0)).tolist() == [3.0, 3.0]

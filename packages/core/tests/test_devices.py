@@ -4,6 +4,7 @@ import pytest
 
 import ember
 from ember._device import DeviceBackend, register_device
+from ember._ops import lookup, register_kernel
 from ember._tensor import Storage, Tensor
 
 
@@ -31,21 +32,31 @@ class ToyBackend(DeviceBackend):
         return np.ndarray(t._shape, t.dtype.np, t._storage.data, t._offset * isz,
                           tuple(s * isz for s in t._stride)).copy()
 
-    def pointwise(self, op, args, rdt, cdt):
-        from ember._dispatch import NP
-        self.pointwise_calls += 1
-        a = [self.to_host(x).astype(cdt.np) if isinstance(x, Tensor) else x for x in args]
-        r = np.asarray(op.pointwise(NP, *a)).astype(rdt.np)
-        return self.from_tensor(Tensor._from_np(r, rdt), args[0].device)
+    def pointwise_kernel(self, op):
+        """The toy's kernel for a pointwise op: its formula over the numpy handler."""
+        from ember._dispatch import NP, pointwise_prepare
+
+        def kernel(*args):
+            rdt, cdt = pointwise_prepare(op, args)  # core's checks and promotion
+            self.pointwise_calls += 1
+            a = [self.to_host(x).astype(cdt.np) if isinstance(x, Tensor) else x for x in args]
+            r = np.asarray(op.pointwise(NP, *a)).astype(rdt.np)
+            return self.from_tensor(Tensor._from_np(r, rdt), args[0].device)
+        return kernel
 
 
 @pytest.fixture(scope="module")
 def toy():
     b = ToyBackend()
     register_device(b)
+    ops = [lookup("mul"), lookup("add")]
+    for op in ops:  # a device fills the entries' slots
+        register_kernel(op, "toy", b.pointwise_kernel(op))
     yield b
     from ember import _device
     _device._BACKENDS.pop("toy")
+    for op in ops:
+        op.kernels.pop("toy")
 
 
 def test_toy_device_roundtrip(toy):
@@ -69,6 +80,24 @@ def test_toy_missing_kernel_is_clear(toy):
     t = ember.ones(3).to("toy")
     with pytest.raises(NotImplementedError, match="toy"):
         ember.ops.aten.clone(t)
+
+
+def test_toy_kernel_through_library(toy):
+    """A device kernel for one of core's ops, through the public torch.library-like call."""
+    calls = []
+
+    def tril(x, diagonal=0):
+        calls.append(diagonal)
+        return toy.from_tensor(ember.tril(x.cpu(), diagonal), x.device)
+    ember.library.register_kernel("aten::tril", "toy", tril)
+    try:
+        t = ember.ones(3, 3).to("toy")
+        assert ember.tril(t, -1).cpu().tolist() == ember.tril(ember.ones(3, 3), -1).tolist()
+        assert calls == [-1]
+    finally:
+        ember.ops.aten.tril.kernels.pop("toy")
+    with pytest.raises(NotImplementedError, match="toy"):
+        ember.tril(t)
 
 
 def test_mixing_devices_raises(toy):

@@ -3,8 +3,9 @@ dtypes, mutated arguments, errors, and the gradients of every differentiable inp
 
 Runs on the lent GPU (run_gpu.sh tests) and, through Triton's interpreter on the fake device
 (EMBER_CUDA_FAKE=1 TRITON_INTERPRET=1, test_cuda_interp.py starts it), without one. Ops that run
-their CPU kernel on host copies instead of a GPU kernel must be listed in HOST_OPS with the reason,
-and the test fails once they stop doing so: the list is the backend's debt, kept honest.
+their CPU kernel on host copies instead of a GPU kernel must be listed in the backend's HOST with
+the reason, and the test fails once they stop doing so: the list is the backend's debt, kept
+honest.
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ else:
 
 FAKE = os.environ.get("EMBER_CUDA_FAKE") == "1"
 
-# ops that run on host copies, and why: each family module of ember.cuda lists its own (HOST)
-HOST_OPS = importlib.import_module("ember.cuda._ops").HOST_OPS if RECORDS else {}
+# ops that run on host copies, and why: the backend's HOST (each family module lists its own)
+HOST_OPS = importlib.import_module("ember._device").get_backend("cuda").HOST if RECORDS else {}
 
 
 def _backend():

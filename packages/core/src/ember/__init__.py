@@ -18,7 +18,7 @@ _np.seterr(all="ignore")
 from . import _ops  # noqa: E402 - registers every op family
 from ._components import MissingComponentError  # noqa: E402,F401
 from ._creation_api import as_tensor, asarray, from_numpy, tensor  # noqa: E402,F401
-from ._device import device  # noqa: E402,F401
+from ._device import device, get_default_device, set_default_device  # noqa: E402,F401
 from ._dtype import (  # noqa: E402,F401
     bfloat16,
     bool,
@@ -42,6 +42,9 @@ from ._dtype import (  # noqa: E402,F401
     result_type,
     set_default_dtype,
     uint8,
+    uint16,
+    uint32,
+    uint64,
 )
 from ._grad_mode import (  # noqa: E402,F401
     enable_grad,
@@ -113,29 +116,39 @@ from .amp import autocast  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 
 _LAZY = {"autograd": "autograd", "optim": "autograd", "cuda": "devices", "fx": "compiler",
-         "compiler": "compiler", "export": "export", "distributed": "distributed"}
+         "compiler": "compiler", "export": "export", "distributed": "distributed",
+         "func": "autograd"}
 
 
 def __getattr__(name):
-    # component subpackages load on first use; an absent one fails naming its wheel
+    # Public submodules (this wheel's and other components') load on first use, as `import torch`
+    # exposes them; an absent component fails naming its wheel.
     import importlib
-    if name in _LAZY:
-        try:
-            return importlib.import_module(f"ember.{name}")
-        except ModuleNotFoundError as e:
-            if e.name not in (f"ember.{name}",):
-                raise
-            if name == "cuda":
-                from . import _cuda_stub
-                return _cuda_stub
-            from ._components import require
-            require(_LAZY[name], f"ember.{name}")
-    if name in ("nn", "utils", "testing", "library", "amp", "backends", "serialization",
-                "linalg", "random"):
+    import importlib.util
+    if name == "__version__":
+        from .version import __version__
+        return __version__
+    if name.startswith("_"):
+        raise AttributeError(f"module 'ember' has no attribute '{name}'")
+    try:
+        found = importlib.util.find_spec(f"ember.{name}") is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
         return importlib.import_module(f"ember.{name}")
+    if name == "cuda":
+        from . import _cuda_stub
+        return _cuda_stub
+    if name in _LAZY:
+        from ._components import require
+        require(_LAZY[name], f"ember.{name}")
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
 
 
 from ._components import ensure_loaded as _ensure_loaded  # noqa: E402
 
 _ensure_loaded()
+
+from ._pickle_names import fix_names as _fix_names  # noqa: E402
+
+_fix_names(__name__)  # public functions pickle by name (ember.save(model))

@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 
 from . import _dtype as D
+from ._device import _default_factory_device
 from ._device import device as Device
 from ._tensor import Tensor
 
@@ -68,6 +69,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     else:
         dt = to_dtype(dtype) if dtype is not None else _infer_dtype(data)
     t = Tensor._from_np(np.array(_to_numpy(data, dt), copy=True), dt)
+    if device is None:
+        device = _default_factory_device()
     if device is not None and Device(device).type != "cpu":
         t = t.to(device)
     if requires_grad:
@@ -78,6 +81,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Like `tensor`, but shares memory with a numpy array or tensor when it can."""
     from ._ops.creation import to_dtype
+    if device is None:
+        device = _default_factory_device()
     if isinstance(data, Tensor):
         out = data
         if dtype is not None:

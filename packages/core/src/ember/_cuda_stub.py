@@ -10,6 +10,9 @@ def device_count() -> int:
 
 
 def __getattr__(name):
+    if name == "amp":  # torch.cuda.amp's deprecated aliases work (disabled) without a GPU
+        from .amp import _cuda_amp
+        return _cuda_amp
     from ._components import MissingComponentError
     raise MissingComponentError(f"ember.cuda.{name} needs the ember-devices component, which is "
                                 "not installed: pip install ember-devices")

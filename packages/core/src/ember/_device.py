@@ -76,8 +76,8 @@ _KNOWN_TYPES = {"cpu", "meta", "cuda", "xpu", "mps", "hip", "privateuseone"}
 class DeviceBackend:
     """What a device plugin provides. CPU and meta are built in; ember-devices adds cuda.
 
-    A backend owns storage for its device: allocation, host<->device copies, and its kernels
-    (looked up per op by device type in the op table, see `ember.library`).
+    A backend owns storage for its device: allocation and host<->device copies. Its kernels are
+    in the op entries' slots (`register_kernel(op, type, fn)`), never in a table of its own.
     """
 
     type: str = ""
@@ -119,13 +119,60 @@ class DeviceBackend:
         """A copy of tensor (on this device) converted to dtype, on dev (same type)."""
         return self.from_tensor(tensor.cpu().to(dtype), dev, non_blocking)
 
-    def pointwise(self, op, args, result_dtype, compute_dtype):
-        """Run a pointwise op (its formula is op.pointwise) on this device's tensors."""
-        raise NotImplementedError(f"the {self.type} backend has no pointwise kernels")
+    # The one host fallback: ops (by qualname) this device runs as their CPU kernel on host
+    # copies, with the reason; factories always may (built on the host, then copied). An op with
+    # no kernel in its slot, no decomposition and no entry here raises NotImplementedError.
+    HOST: dict = {}
 
-    def kernel_for(self, op):
-        """This device's kernel for a non-pointwise op, or None."""
-        return None
+    def runs_on_host(self, op) -> bool:
+        """Whether op, lacking a kernel for this device, runs on host copies (`HOST`)."""
+        return op.qualname in self.HOST or "factory" in op.tags
+
+    def host_call(self, op, args, count: bool = True):
+        """Run op's CPU kernel on host copies of args; write mutated args back; results to the
+        device (correct but slow: `fallback_ops` counts the calls, so the gaps are visible).
+        count=False: a call the device's kernel handles on real hardware (not a gap)."""
+        from ._dispatch import execute
+        from ._tensor import Tensor
+        if count:
+            fb = self.__dict__.setdefault("fallback_ops", {})
+            fb[op.qualname] = fb.get(op.qualname, 0) + 1
+        dev = None
+
+        def down(x):
+            nonlocal dev
+            if isinstance(x, Tensor) and x.device.type == self.type:
+                dev = x.device
+                return Tensor._from_np(self.to_host(x), x.dtype)
+            if isinstance(x, (list, tuple)) and any(isinstance(e, Tensor) for e in x):
+                return type(x)(down(e) for e in x)
+            return x
+
+        host = [down(a) for a in args]
+        if op.device_idx is not None and host[op.device_idx] is not None:
+            d = device(host[op.device_idx])
+            if d.type == self.type:
+                dev = d
+                host[op.device_idx] = "cpu"
+        if dev is None:
+            dev = device(self.type)
+        r = execute(op, tuple(host))
+        for i in op.mutated_idx:
+            if isinstance(args[i], Tensor) and args[i].device.type == self.type:
+                self.copy_(args[i], host[i])
+        if op.returns_alias and op.mutated_idx:
+            return args[op.mutated_idx[0]]
+
+        def up(x):
+            if isinstance(x, Tensor) and x.device.type == "cpu":
+                return self.from_tensor(x, dev)
+            if isinstance(x, tuple) and hasattr(x, "_fields"):
+                return type(x)(*[up(e) for e in x])
+            if isinstance(x, (list, tuple)):
+                return type(x)(up(e) for e in x)
+            return x
+
+        return up(r)
 
     def pinned_host_empty(self, nbytes: int):
         """A flat uint8 numpy array in page-locked host memory (Tensor.pin_memory), freed when
@@ -175,3 +222,36 @@ def _default_accelerator_type() -> str:
         if b.is_accelerator:
             return b.type
     return "cuda"
+
+
+def set_default_device(device) -> None:
+    """Factory functions without device= (zeros, randn, tensor, ...) create tensors on `device`
+    (None: back to cpu). Thread-local, as torch.set_default_device; a `with ember.device(...)`
+    block still takes precedence.
+
+    >>> import ember
+    >>> ember.set_default_device("meta"); ember.zeros(2).device.type
+    'meta'
+    >>> ember.set_default_device(None); ember.get_default_device()
+    device(type='cpu')
+    """
+    _state.state.default_device = None if device is None else _device_obj(device)
+
+
+def get_default_device():
+    """The device factory functions use without device=: a `with ember.device(...)` block's,
+    else set_default_device's, else cpu."""
+    st = _state.state
+    if st.device_stack:
+        return st.device_stack[-1]
+    return st.default_device or _device_obj("cpu")
+
+
+def _default_factory_device():
+    """The default device when one was chosen (a `with device` block or set_default_device),
+    else None: what tensor()/as_tensor() use for device=None."""
+    st = _state.state
+    return st.device_stack[-1] if st.device_stack else st.default_device
+
+
+_device_obj = device

@@ -3,6 +3,10 @@
     call(op, args, out) ─┬─ a mode is active?        -> mode.__ember_dispatch__(op, args, out)
                          ├─ grad on and an input requires grad -> autograd_hook(op, args, out)
                          └─ execute(op, args, out)   -> view rule | pointwise | kernel | decomp
+
+A device's kernel is the op entry's slot `op.kernels[device type]` (filled by `register_kernel`);
+an op without one (or whose kernel declines a call by returning NotImplemented) takes one rule,
+`no_kernel`: its decomposition, else the device's host fallback for the ops it lists, else an error.
 """
 from __future__ import annotations
 
@@ -18,17 +22,20 @@ from ._size import broadcast_shapes, contiguous_strides
 from ._state import state
 from ._tensor import _STRIDES, Tensor, c_strides
 
-__all__ = ["call", "execute", "DispatchMode", "TensorMeta", "autograd_hook"]
+__all__ = ["call", "execute", "DispatchMode", "TensorMeta", "autograd_hook", "no_kernel",
+           "pointwise_prepare", "DynamicOutputShape"]
 
 _make = Tensor._make
 autograd_hook = None  # set by ember-autograd: (op, args, out) -> result, recording a graph node
-# set by ember-devices: (op, args) -> result or None; only for calls nothing intercepts (no mode,
-# no autocast, no out=) and that record nothing (the backend checks requires_grad)
-accel_pointwise = None
 _CPU = Device("cpu")
 _META = Device("meta")
 
 TensorMeta = namedtuple("TensorMeta", "shape dtype stride", defaults=(None,))
+
+
+class DynamicOutputShape(NotImplementedError):
+    """A meta function validated the call, but the output's shape depends on the input's
+    values (x[mask]): meta tensors cannot hold it (PyTorch's DynamicOutputShapeException)."""
 
 
 class DispatchMode:
@@ -60,7 +67,7 @@ def call(op, args: tuple, out=None):
         # fast path: plain CPU float tensors of one dtype, nothing recording, no promotion
         # (Python int/float/bool scalars never change a float tensor's dtype: `x * 2` is fast)
         # (the numpy views are collected in the same pass: one loop on the hottest path)
-        d = None
+        d = acc = None
         arrs = list(args)
         n = 0
         for i in op.tensor_idx:
@@ -73,14 +80,14 @@ def call(op, args: tuple, out=None):
                         and state.grad_enabled):
                     return autograd_hook(op, args, None)  # an nn.Parameter: as below
                 break
-            if a._requires_grad and state.grad_enabled:
+            if a._requires_grad and autograd_hook is not None and state.grad_enabled:
                 # straight to autograd (any device: it asks the device's cached launch itself):
                 # special[0] == 0 means no mode and no autocast (with grad off, as in a
-                # backward pass, it computes like any other tensor)
-                if autograd_hook is not None:
-                    return autograd_hook(op, args, None)
-                break
+                # backward pass, it computes like any other tensor). Without ember-autograd
+                # nothing records, so requires_grad changes nothing: the plain path.
+                return autograd_hook(op, args, None)
             if a.device is not _CPU:
+                acc = a.device.type
                 break
             if d is None:
                 d = a.dtype
@@ -97,10 +104,10 @@ def call(op, args: tuple, out=None):
                 r = _fast_core(op, args, arrs, n, d)
                 if r is not None:
                     return r
-        if accel_pointwise is not None:  # a device backend's cached launch (ember-devices)
-            r = accel_pointwise(op, args)
-            if r is not None:
-                return r
+        if acc is not None:  # a device's kernel (cuda: the cached Triton launch) when nothing
+            k = op.kernels.get(acc)  # records: no mode, no autocast, no out=, no grad
+            if k is not None and not (state.grad_enabled and _any_requires_grad(op, args)):
+                return k(*args)
     if op.supports != "bifc" and op.pointwise is None:  # float-only kernels (nn ops)
         _check_supports(op, args)
     st = state
@@ -123,6 +130,13 @@ def call(op, args: tuple, out=None):
                 if getattr(a, "_requires_grad", False):
                     return autograd_hook(op, args, out)
     return execute(op, args, out)
+
+
+def _any_requires_grad(op, args) -> bool:
+    for i in op.tensor_idx:
+        if getattr(args[i], "_requires_grad", False):
+            return True
+    return False
 
 
 def _check_supports(op, args):
@@ -201,7 +215,7 @@ def find_device(op, args):
                     return a.device
         if op.device_idx is not None and args[op.device_idx] is not None:
             return Device(args[op.device_idx])
-        return state.device_stack[-1] if state.device_stack else _CPU
+        return state.device_stack[-1] if state.device_stack else (state.default_device or _CPU)
     return dev
 
 
@@ -220,32 +234,15 @@ def execute(op, args: tuple, out=None):
         result = run_pointwise(op, args)
     else:
         dev = find_device(op, args)
-        kernel = op.kernels.get(dev.type)
-        if kernel is not None:
-            if dev is _CPU and "tensor_kernel" not in op.tags:  # user ops take Tensors
-                result = _wrap(op, kernel(*_np_args(op, args)), args)
-            else:
-                result = kernel(*args)
-        elif op.decomp is not None:
-            result = op.decomp(*args)
-        elif dev.type == "meta" and op.meta is not None:
-            result = _from_meta(op.meta(*args))
-        elif dev.type == "meta":  # as PyTorch: no shape function, no meta tensors (nonzero...)
-            raise NotImplementedError(
-                f"{op.qualname}: attempted to run this operator with Meta tensors, but it has no "
-                f"meta function (its output shape may depend on the input's values)")
+        kernel = op.kernels.get(dev.type)  # the op's slot for this device (register_kernel)
+        if kernel is None:
+            result = no_kernel(op, args, dev)
+        elif dev is _CPU and "tensor_kernel" not in op.tags:  # user ops take Tensors
+            result = _wrap(op, kernel(*_np_args(op, args)), args)
         else:
-            backend = get_backend(dev.type)
-            kernel = backend.kernel_for(op)
-            if kernel is None and "factory" in op.tags and _CPU.type in op.kernels:
-                # build on the host, then copy: backends may register faster kernels
-                host = _wrap(op, op.kernels["cpu"](*_np_args(op, args)), args)
-                kernel = lambda *a: backend.from_tensor(host, dev, False)  # noqa: E731
-            if kernel is None:
-                raise NotImplementedError(
-                    f"Could not run '{op.qualname}' with arguments from the '{dev.type}' "
-                    f"backend: ember has no {dev.type} kernel for it")
             result = kernel(*args)
+            if result is NotImplemented:  # the kernel declines this call (a dtype, a layout)
+                result = no_kernel(op, args, dev, declined=True)
     if op.mutated_idx:
         for i in op.mutated_idx:
             if args[i] is not None:  # optional mutated args (batch_norm's running stats)
@@ -255,6 +252,29 @@ def execute(op, args: tuple, out=None):
     if out is not None:
         return write_out(op, result, out)
     return result
+
+
+def no_kernel(op, args, dev, declined=False):
+    """The one rule for a call its device has no kernel for (or whose kernel declined it):
+    the op's decomposition; on meta, its meta function; else the device's host fallback
+    (`DeviceBackend.HOST`: the ops it lists, factories, and calls its kernel declined), else
+    NotImplementedError as PyTorch raises for a missing backend kernel."""
+    if op.decomp is not None:
+        return op.decomp(*args)
+    if dev.type == "meta":
+        if op.meta is not None:
+            return _from_meta(op.meta(*args))
+        # as PyTorch: no shape function, no meta tensors (nonzero...)
+        raise NotImplementedError(
+            f"{op.qualname}: attempted to run this operator with Meta tensors, but it has no "
+            f"meta function (its output shape may depend on the input's values)")
+    if dev is not _CPU:
+        backend = get_backend(dev.type)
+        if declined or backend.runs_on_host(op):
+            return backend.host_call(op, args)
+    raise NotImplementedError(
+        f"Could not run '{op.qualname}' with arguments from the '{dev.type}' "
+        f"backend: ember has no {dev.type} kernel for it")
 
 
 def _np_args(op, args):
@@ -350,20 +370,35 @@ def pointwise_dtypes(op, inputs, args=()):
     raise AssertionError(kind)
 
 
+def pointwise_prepare(op, args):
+    """(result dtype, compute dtype) of a pointwise call after PyTorch's checks: dtype
+    categories, promotion, the op's argument check, one device. What a device's pointwise
+    kernel runs on a call it has not seen (the cpu and meta paths below do the same)."""
+    inputs = [args[i] for i in op.pw_idx]
+    common, rdt, cdt = pointwise_dtypes(op, inputs, args)
+    if op.check is not None:
+        op.check(common, *args)
+    _check_same_device(op, inputs, find_device(op, args))
+    return rdt, cdt
+
+
 def run_pointwise(op, args):
+    dev = find_device(op, args)
+    if dev is not _CPU and dev.type != "meta":
+        k = op.kernels.get(dev.type)  # the device's kernel checks and promotes (pointwise_prepare)
+        if k is not None:
+            return k(*args)
+        pointwise_prepare(op, args)
+        return no_kernel(op, args, dev)
     idx = op.pw_idx
     inputs = [args[i] for i in idx]
     common, rdt, cdt = pointwise_dtypes(op, inputs, args)
     if op.check is not None:  # PyTorch's argument errors (bool sub, integer alpha, ...)
         op.check(common, *args)
-    dev = find_device(op, args)
     if dev is not _CPU:
-        if dev.type == "meta":
-            # every tensor arg broadcasts, promoted or not (masked_fill's mask, where's condition)
-            shapes = [args[i].shape for i in op.tensor_idx if isinstance(args[i], Tensor)]
-            return Tensor._empty(broadcast_shapes(*shapes), rdt, dev)
-        _check_same_device(op, inputs, dev)
-        return get_backend(dev.type).pointwise(op, args, rdt, cdt)
+        # meta: every tensor arg broadcasts, promoted or not (masked_fill's mask, where's cond)
+        shapes = [args[i].shape for i in op.tensor_idx if isinstance(args[i], Tensor)]
+        return Tensor._empty(broadcast_shapes(*shapes), rdt, dev)
     if CPU_JIT is not None:  # large tensors: a generated C++ kernel (None: numpy runs)
         r = CPU_JIT(op, args, rdt, cdt)
         if r is not None:
@@ -416,7 +451,8 @@ _TORCH_NAMES = {D.bool: "Bool", D.uint8: "Byte", D.int8: "Char", D.int16: "Short
                 D.int32: "Int", D.int64: "Long", D.float16: "Half", D.bfloat16: "BFloat16",
                 D.float32: "Float", D.float64: "Double", D.complex64: "ComplexFloat",
                 D.complex128: "ComplexDouble", D.float8_e4m3fn: "Float8_e4m3fn",
-                D.float8_e5m2: "Float8_e5m2"}
+                D.float8_e5m2: "Float8_e5m2", D.uint16: "UInt16", D.uint32: "UInt32",
+                D.uint64: "UInt64"}
 
 
 def torch_name(d) -> str:
@@ -446,11 +482,12 @@ def _inplace(op, args):
     self = args[0]
     if 0 in self._stride and op.name not in _OVERLAP_OK:
         check_no_internal_overlap(self)
-    if accel_pointwise is not None and op.inplace_of.pointwise is not None:
-        r = accel_pointwise(op, args)  # a device's cached plan writing straight into self
-        if r is not None:
+    k = op.kernels.get(self.device.type)  # a device's in-place kernel (cuda: a cached plan
+    if k is not None:                     # writing straight into self)
+        r = k(*args)
+        if r is not NotImplemented:
             return r
-    r = execute(op.inplace_of, args)
+    r = execute(op.inplace_of, args)  # the rule for a missing in-place kernel
     copy_into(self, r, op.name)
     return self
 

@@ -65,14 +65,20 @@ complex64 = dtype("complex64", np.complex64, _COMPLEX, True)
 complex128 = dtype("complex128", np.complex128, _COMPLEX, True)
 float8_e4m3fn = dtype("float8_e4m3fn", ml_dtypes.float8_e4m3fn, _FLOAT, True)
 float8_e5m2 = dtype("float8_e5m2", ml_dtypes.float8_e5m2, _FLOAT, True)
+# PyTorch's "limited support" unsigned types: storage, copies, casts, comparisons; no promotion
+# with other integer types
+uint16 = dtype("uint16", np.uint16, _INT, False)
+uint32 = dtype("uint32", np.uint32, _INT, False)
+uint64 = dtype("uint64", np.uint64, _INT, False)
 
 ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
-       complex64, complex128, float8_e4m3fn, float8_e5m2)
+       complex64, complex128, float8_e4m3fn, float8_e5m2, uint16, uint32, uint64)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NP = {d.np: d for d in ALL}
 ALIASES = {"half": float16, "float": float32, "double": float64, "long": int64, "int": int32,
            "short": int16, "cfloat": complex64, "cdouble": complex128, "chalf": None}
 _FLOAT8 = (float8_e4m3fn, float8_e5m2)
+_BARE_UINT = (uint16, uint32, uint64)
 _STRICT_INT_ORDER = (uint8, int8, int16, int32, int64)
 
 _default_dtype = float32
@@ -101,6 +107,10 @@ def from_numpy_dtype(npd) -> dtype:
 def _promote_pair(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
+    if (a in _BARE_UINT or b in _BARE_UINT) and a._cat <= _INT and b._cat <= _INT:
+        from ._dispatch import torch_name
+        raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, "
+                           f"attempted to promote {torch_name(a)} and {torch_name(b)}")
     if a in _FLOAT8 or b in _FLOAT8:
         raise TypeError(f"Promotion for Float8 Types is not supported, attempted to promote "
                         f"{a.name.capitalize()} and {b.name.capitalize()}")
@@ -139,6 +149,9 @@ def scalar_dtype(v) -> dtype:
         return complex128 if _default_dtype is float64 else complex64
     if isinstance(v, np.generic):
         return from_numpy_dtype(v.dtype)
+    kind = getattr(t, "_sym_kind", None)  # the compiler's symbolic sizes (SymInt, SymFloat)
+    if kind is not None:
+        return {"int": int64, "float": _default_dtype, "bool": bool}[kind]
     raise TypeError(f"expected a number, got {t.__name__}")
 
 

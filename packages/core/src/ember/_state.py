@@ -8,6 +8,7 @@ class _State(threading.local):
         self.inference = False
         self.modes = []          # dispatch modes, innermost last (tracing, fake tensors, ...)
         self.device_stack = []   # `with ember.device(...)` defaults for factory functions
+        self.default_device = None   # ember.set_default_device (thread-local, as torch's)
         self.autocast = {}       # device type -> low-precision dtype, inside `ember.autocast`
 
 

@@ -7,7 +7,9 @@ so either framework reads the other's files; ember writes those names without im
 
 Loading defaults to `weights_only=True`: only an allowlist of globals may be named by the
 pickle (tensors, storages, containers, dtypes, and what `add_safe_globals` adds), so loading
-a file never runs code from it.
+a file never runs code from it (`_unpickle`). Each record is checked against what its tensors
+need before it is read, and only that much is read (a record that inflates to gigabytes costs
+nothing); each view is checked against its record.
 """
 from __future__ import annotations
 
@@ -19,24 +21,19 @@ import pickle
 import struct
 import uuid
 import zipfile
+import zlib
 
 import numpy as np
 
-from . import _dtype as D
 from ._device import device as Device
-from ._size import Size
+from ._unpickle import (STORAGE_NAMES, LoadedStorage, StorageType, WeightsUnpickler,
+                        python3_name, safe_table, user_safe)
 
 __all__ = ["save", "load", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
            "safe_globals"]
 
-_STORAGE_NAMES = {D.float32: "FloatStorage", D.float64: "DoubleStorage",
-                  D.float16: "HalfStorage", D.bfloat16: "BFloat16Storage",
-                  D.int64: "LongStorage", D.int32: "IntStorage", D.int16: "ShortStorage",
-                  D.int8: "CharStorage", D.uint8: "ByteStorage", D.bool: "BoolStorage",
-                  D.complex64: "ComplexFloatStorage", D.complex128: "ComplexDoubleStorage",
-                  D.float8_e4m3fn: "Float8_e4m3fnStorage", D.float8_e5m2: "Float8_e5m2Storage"}
-_STORAGE_DTYPES = {v: k for k, v in _STORAGE_NAMES.items()}
 _ALIGN = 64
+_CHUNK = 1 << 22  # bytes read from a compressed record at a time
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -51,6 +48,8 @@ class _Global:
 
 
 _REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
+_REBUILD_TENSOR_V3 = _Global("torch._utils", "_rebuild_tensor_v3")  # dtypes without a typed
+_UNTYPED = _Global("torch.storage", "UntypedStorage")                  # storage (float8...)
 _REBUILD_PARAM = _Global("torch._utils", "_rebuild_parameter")
 _ORDERED_DICT = collections.OrderedDict
 
@@ -74,10 +73,12 @@ class _Pickler(pickle._Pickler):  # the pure-Python pickler: it lets us write ra
     dispatch[_Global] = _save_global_ref
 
     def persistent_id(self, obj):
-        if isinstance(obj, _StorageRef):
-            return ("storage", _Global("torch", _STORAGE_NAMES[obj.dtype]), obj.key,
-                    obj.location, obj.numel)
-        return None
+        if not isinstance(obj, _StorageRef):
+            return None
+        name = STORAGE_NAMES.get(obj.dtype)
+        if name is None:  # as torch: an UntypedStorage, its size in bytes
+            return ("storage", _UNTYPED, obj.key, obj.location, obj.numel * obj.dtype.itemsize)
+        return ("storage", _Global("torch", name), obj.key, obj.location, obj.numel)
 
     def reducer_override(self, obj):
         from ._tensor import Tensor
@@ -95,12 +96,13 @@ class _Pickler(pickle._Pickler):  # the pure-Python pickler: it lets us write ra
                                "cannot be saved in this format")
         ref = _StorageRef(entry[0], obj.dtype, st.nbytes // obj.dtype.itemsize,
                           str(obj.device))
-        rebuilt = (_REBUILD_TENSOR, (ref, obj._offset, tuple(obj._shape), tuple(obj._stride),
-                                     obj.requires_grad and obj.is_leaf,
-                                     _ORDERED_DICT()))
         if _is_parameter(obj):
             return (_REBUILD_PARAM, (_plain(obj), obj.requires_grad, _ORDERED_DICT()))
-        return rebuilt
+        view = (ref, obj._offset, tuple(obj._shape), tuple(obj._stride),
+                obj.requires_grad and obj.is_leaf, _ORDERED_DICT())
+        if obj.dtype in STORAGE_NAMES:
+            return (_REBUILD_TENSOR, view)
+        return (_REBUILD_TENSOR_V3, (*view, _Global("torch", obj.dtype.name)))
 
 
 def _is_parameter(t) -> bool:
@@ -168,7 +170,7 @@ def _open_for_write(f):
 
 
 # ---- reading ---------------------------------------------------------------------------------
-_user_safe: dict = {}
+_user_safe = user_safe  # "module.name" -> object (shared with the unpickler)
 
 
 def add_safe_globals(safe_globals: list) -> None:
@@ -204,110 +206,118 @@ def safe_globals(globs: list):
         _user_safe.update(saved)
 
 
-class _StorageType:
-    def __init__(self, dtype):
-        self.dtype = dtype
+class _Archive:
+    """persistent_load for both unpicklers: storages read from the zip, checked first."""
 
-
-def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
-                       backward_hooks=None, metadata=None):
-    from ._tensor import Tensor
-    data, dtype, dev = storage
-    t = Tensor._make(data, tuple(size), tuple(stride), storage_offset, dtype, dev)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-def _rebuild_parameter(data, requires_grad, backward_hooks=None, state=None):
-    from .nn.parameter import Parameter
-    return Parameter(data, requires_grad)
-
-
-def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
-    p = _rebuild_parameter(data, requires_grad)
-    if state:
-        p.__dict__.update(state)
-    return p
-
-
-def _safe_table() -> dict:
-    import builtins
-    import codecs
-    t = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
-         ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-         ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
-         ("collections", "OrderedDict"): collections.OrderedDict,
-         ("collections", "defaultdict"): collections.defaultdict,
-         ("torch", "Size"): Size, ("torch", "device"): Device,
-         ("builtins", "set"): builtins.set, ("builtins", "frozenset"): builtins.frozenset,
-         ("__builtin__", "set"): builtins.set, ("__builtin__", "frozenset"): builtins.frozenset,
-         ("builtins", "slice"): builtins.slice, ("builtins", "complex"): builtins.complex,
-         ("builtins", "bytearray"): builtins.bytearray, ("builtins", "range"): builtins.range,
-         ("_codecs", "encode"): codecs.encode}
-    for name, d in _STORAGE_DTYPES.items():
-        t[("torch", name)] = _StorageType(d)
-    for d in D.ALL:
-        t[("torch", d.name)] = d
-    return t
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, zf, prefix, location, weights_only, mmap_file):
-        super().__init__(file, encoding="utf-8")
+    def _setup(self, zf, prefix, location, mmap_file):
         self.zf, self.prefix, self.location = zf, prefix, location
-        self.weights_only = weights_only
         self.mmap_file = mmap_file
         self.loaded: dict = {}
-        self.safe = _safe_table()
-
-    def find_class(self, module, name):
-        hit = self.safe.get((module, name)) or _user_safe.get(f"{module}.{name}")
-        if hit is not None:
-            return hit
-        if not self.weights_only:
-            if module.startswith("torch"):  # a PyTorch class: ember's twin at the same path
-                module = "ember" + module[len("torch"):]
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(
-            f"Weights only load failed. In ember, `weights_only=True` is the default and only "
-            f"allowlisted globals may be loaded. Unsupported global: GLOBAL {module}.{name} was "
-            f"not an allowed global by default. If you trust this file, allow it with "
-            f"`ember.serialization.add_safe_globals([{name}])` or load with weights_only=False "
-            f"(which can run arbitrary code from the file).")
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageType)):
-            raise pickle.UnpicklingError(f"ember.load: unsupported persistent id {pid!r}")
+                and isinstance(pid[1], StorageType)):
+            raise pickle.UnpicklingError(f"ember.load: unsupported persistent id {pid!r:.200}")
         _, stype, key, location, numel = pid
-        key = str(key)
-        if key not in self.loaded:
+        name = f"{self.prefix}data/{key}"
+        if type(numel) is not int or numel < 0:
+            raise RuntimeError(f"ember.load: record {name!r}: invalid storage size {numel!r}")
+        need = numel * stype.dtype.itemsize
+        st = self.loaded.get(name)
+        if st is None:
             from ._tensor import Storage
-            raw = self._read(f"{self.prefix}data/{key}")
-            need = numel * stype.dtype.itemsize
-            if raw.nbytes < need:
-                raise RuntimeError(f"ember.load: storage {key} holds {raw.nbytes} bytes, "
-                                   f"{need} expected: the file is truncated or corrupt")
-            self.loaded[key] = Storage(raw, Device("cpu"), raw.nbytes)
-        st = self.loaded[key]
+            raw = self._read(name, need)
+            st = self.loaded[name] = Storage(raw, Device("cpu"), raw.nbytes)
+        elif st.nbytes < need:
+            raise RuntimeError(f"ember.load: record {name!r} holds {st.nbytes} bytes, {need} "
+                               f"expected: the file is truncated or corrupt")
         dev = _map_location(self.location, str(location))
-        return (st, stype.dtype, Device("cpu")) if dev.type == "cpu" else \
-            (_to_device_storage(st, dev), stype.dtype, dev)
+        if dev.type != "cpu":
+            st = _to_device_storage(st, dev)
+        return LoadedStorage(name, st, stype.dtype, dev, need)
 
-    def _read(self, name: str) -> np.ndarray:
+    def _read(self, name: str, need: int) -> np.ndarray:
+        """The first `need` bytes of a record, after checking it declares that many; no more
+        is read or inflated (a record may claim to inflate to gigabytes)."""
         try:
             info = self.zf.getinfo(name)
         except KeyError:
             raise RuntimeError(f"ember.load: the archive has no record {name!r}: the file is "
                                f"truncated or was not written by ember.save/torch.save") from None
-        if self.mmap_file is not None and info.compress_type == zipfile.ZIP_STORED:
-            self.mmap_file.seek(info.header_offset)
-            head = self.mmap_file.read(30)
-            n, m = struct.unpack("<HH", head[26:30])
-            start = info.header_offset + 30 + n + m
-            return np.memmap(self.mmap_file.name, np.uint8, "c", start, (info.file_size,))
-        return np.frombuffer(bytearray(self.zf.read(name)), np.uint8)
+        if info.file_size < need:
+            raise RuntimeError(f"ember.load: record {name!r} holds {info.file_size} bytes, "
+                               f"{need} expected: the file is truncated or corrupt")
+        if need == 0:
+            return np.empty(0, np.uint8)
+        try:
+            stored = info.compress_type == zipfile.ZIP_STORED
+            if stored and self.mmap_file is not None:
+                return self._map(name, info, need)
+            if stored and hasattr(self.zf.fp, "readinto"):  # straight from the file
+                out = np.empty(need, np.uint8)
+                self.zf.fp.seek(_data_offset(self.zf.fp, info))
+                pos = self.zf.fp.readinto(out)
+            else:
+                out, pos = self._inflate(info, need)
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as e:
+            raise RuntimeError(f"ember.load: record {name!r} is corrupt ({e})") from None
+        if pos < need:
+            raise RuntimeError(f"ember.load: record {name!r} holds {pos} bytes, {need} expected: "
+                               f"the file is truncated or corrupt")
+        return out
+
+    def _inflate(self, info, need):
+        out = np.empty(need, np.uint8)
+        view, pos = memoryview(out), 0
+        with self.zf.open(info) as f:
+            while pos < need:
+                chunk = f.read(min(_CHUNK, need - pos))
+                if not chunk:
+                    break
+                view[pos:pos + len(chunk)] = chunk
+                pos += len(chunk)
+        return out, pos
+
+    def _map(self, name, info, need):
+        start = _data_offset(self.mmap_file, info)
+        if start + need > os.fstat(self.mmap_file.fileno()).st_size:
+            raise RuntimeError(f"ember.load: record {name!r} runs past the end of the file: "
+                               f"the file is truncated or corrupt")
+        return np.memmap(self.mmap_file.name, np.uint8, "c", start, (need,))
+
+
+def _data_offset(fp, info) -> int:
+    """Where a stored record's bytes start: after its local header (name and extra field)."""
+    fp.seek(info.header_offset)
+    head = fp.read(30)
+    if len(head) < 30 or head[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"bad local header for {info.filename!r}")
+    n, m = struct.unpack("<HH", head[26:30])
+    return info.header_offset + 30 + n + m
+
+
+class _WeightsUnpickler(_Archive, WeightsUnpickler):
+    def __init__(self, file, zf, prefix, location, mmap_file):
+        WeightsUnpickler.__init__(self, file, safe_table())
+        self._setup(zf, prefix, location, mmap_file)
+
+
+class _FullUnpickler(_Archive, pickle.Unpickler):
+    """weights_only=False: any global (the file is trusted); torch.X names ember.X."""
+
+    def __init__(self, file, zf, prefix, location, mmap_file):
+        pickle.Unpickler.__init__(self, file, encoding="utf-8")
+        self._setup(zf, prefix, location, mmap_file)
+        self.safe = safe_table()
+
+    def find_class(self, module, name):
+        module, name = python3_name(module, name)
+        hit = self.safe.get((module, name)) or _user_safe.get(f"{module}.{name}")
+        if hit is not None:
+            return hit
+        if module.startswith("torch"):  # a PyTorch class: ember's twin at the same path
+            module = "ember" + module[len("torch"):]
+        return super().find_class(module, name)
 
 
 def _map_location(location, saved: str) -> Device:
@@ -324,6 +334,15 @@ def _map_location(location, saved: str) -> Device:
 def _to_device_storage(st, dev):
     from ._device import get_backend
     return get_backend(dev.type).storage_from_host(st.data.reshape(-1).view(np.uint8), dev)
+
+
+def _pickle_stream(zf: zipfile.ZipFile, name: str):
+    """data.pkl to unpickle: stored records are read whole (their size is real bytes in the
+    file); compressed ones are streamed, so only what the pickle reads is inflated."""
+    info = zf.getinfo(name)
+    if info.compress_type == zipfile.ZIP_STORED:
+        return io.BytesIO(zf.read(info))
+    return zf.open(info)
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None,
@@ -349,19 +368,19 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
             raise RuntimeError("ember.load: the archive has no data.pkl record: not a "
                                "checkpoint written by ember.save or torch.save")
         prefix = pkl[: -len("data.pkl")]
-        try:
-            body = zf.read(pkl)
-        except (zipfile.BadZipFile, OSError) as e:
-            raise RuntimeError(f"ember.load: the checkpoint is corrupt ({e})") from None
         mm = f if (mmap and hasattr(f, "name")) else None
         if mmap and mm is None:
             raise ValueError("ember.load: mmap=True needs a path or a real file object")
-        up = _Unpickler(io.BytesIO(body), zf, prefix, map_location, weights_only, mm)
+        cls = _WeightsUnpickler if weights_only else _FullUnpickler
         try:
-            return up.load()
+            body = _pickle_stream(zf, pkl)
+            return cls(body, zf, prefix, map_location, mm).load()
         except (pickle.UnpicklingError, RuntimeError):
             raise
-        except (EOFError, struct.error, ValueError, IndexError, KeyError, TypeError) as e:
+        except (zipfile.BadZipFile, zlib.error, OSError) as e:
+            raise RuntimeError(f"ember.load: the checkpoint is corrupt ({e})") from None
+        except (EOFError, struct.error, ValueError, IndexError, KeyError, TypeError,
+                AttributeError) as e:
             raise pickle.UnpicklingError(f"ember.load: the pickle in the checkpoint is corrupt "
                                          f"or tampered with ({type(e).__name__}: {e})") from None
     finally:

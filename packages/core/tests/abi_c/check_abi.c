@@ -231,6 +231,17 @@ static void check_tensors(void) {
   CHECK(ember_tensor_is_contiguous(m, &contig) == EMBER_OK && contig == 1,
         "contiguous strides by default");
   ember_tensor_release(m);
+
+  /* a 0-dim tensor: no sizes to write, so a null buffer of capacity 0 is fine (C++'s
+     std::vector<int64_t>{}.data() is null) */
+  CHECK(ember_empty_strided(0, NULL, NULL, ember_dtype_float32(), ember_device_type_cpu(), -1,
+                            &m) == EMBER_OK,
+        "empty_strided with 0 dims and null sizes");
+  CHECK(ember_tensor_dim(m, &n) == EMBER_OK && n == 0, "a 0-dim tensor's dim");
+  CHECK(ember_tensor_sizes(m, NULL, 0) == EMBER_OK, "tensor_sizes(0-dim, null out)");
+  CHECK(ember_tensor_strides(m, NULL, 0) == EMBER_OK, "tensor_strides(0-dim, null out)");
+  CHECK(ember_tensor_numel(m, &n) == EMBER_OK && n == 1, "a 0-dim tensor's numel");
+  ember_tensor_release(m);
   ember_list_release(l);
   ember_tensor_release(t);
 }

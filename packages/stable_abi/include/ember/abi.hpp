@@ -94,16 +94,10 @@ class Tensor {
   }
 
   int64_t dim() const { return get_<int64_t>(ember_tensor_dim); }
-  std::vector<int64_t> sizes() const {
-    std::vector<int64_t> v(static_cast<size_t>(dim()));
-    check(ember_tensor_sizes(h_, v.data(), static_cast<int64_t>(v.size())));
-    return v;
-  }
-  std::vector<int64_t> strides() const {
-    std::vector<int64_t> v(static_cast<size_t>(dim()));
-    check(ember_tensor_strides(h_, v.data(), static_cast<int64_t>(v.size())));
-    return v;
-  }
+  // A 0-dim tensor gives empty vectors. The table is asked with a non-null buffer even then, so
+  // cores older than the fix that accepts a null `out` for 0 dims work too.
+  std::vector<int64_t> sizes() const { return ints_(ember_tensor_sizes); }
+  std::vector<int64_t> strides() const { return ints_(ember_tensor_strides); }
   int64_t size(int64_t d) const { return sizes().at(static_cast<size_t>(d < 0 ? d + dim() : d)); }
   int64_t numel() const { return get_<int64_t>(ember_tensor_numel); }
   int64_t storage_offset() const { return get_<int64_t>(ember_tensor_storage_offset); }
@@ -130,6 +124,13 @@ class Tensor {
 
  private:
   explicit Tensor(EmberTensor h) : h_(h) {}
+  template <class F>
+  std::vector<int64_t> ints_(F f) const {
+    std::vector<int64_t> v(static_cast<size_t>(dim()));
+    int64_t none = 0;
+    check(f(h_, v.empty() ? &none : v.data(), static_cast<int64_t>(v.size())));
+    return v;
+  }
   template <class T, class F>
   T get_(F f) const {
     T v{};

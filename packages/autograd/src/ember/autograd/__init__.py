@@ -6,7 +6,7 @@
 >>> x.grad.tolist()
 [2.0, 4.0]
 """
-from . import _component, functional, graph  # noqa: F401
+from . import _component, forward_ad, functional, graph  # noqa: F401
 from ._engine import backward, grad
 from ._graph import Node
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
@@ -22,6 +22,7 @@ def Variable(data, requires_grad: bool = False, volatile: bool = False):  # noqa
 
 __all__ = ["Variable", "backward", "grad", "Node", "Function", "once_differentiable", "gradcheck",
            "gradgradcheck", "detect_anomaly", "set_detect_anomaly", "functional", "graph",
+           "forward_ad",
            "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
 
 
@@ -33,3 +34,12 @@ def _ensure_hook():
 
 
 _ensure_hook()
+
+
+def __getattr__(name):
+    # submodules not imported above (profiler, ...) load on first attribute access
+    import importlib
+    import importlib.util
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")

@@ -66,7 +66,7 @@ def record(op, args: tuple, out=None):
     if op.pointwise is not None and _fast_core is not None and not _dispatch.special[0]:
         # core's fast path: CPU float tensors of one dtype (Python scalars pass as they are);
         # the numpy views are collected in the same pass
-        d = None
+        d = a = None
         arrs = list(args)
         n = 0
         for i in op.tensor_idx:
@@ -84,9 +84,15 @@ def record(op, args: tuple, out=None):
                 n = x.size
         if d is _F32 or d is _F64:
             result = _fast_core(op, args, arrs, n, d)
-        elif d is None and _dispatch.accel_pointwise is not None:
-            # a device backend's cached launch plan (ember-devices), recorded like any result
-            result = _dispatch.accel_pointwise(op, args, True)
+        elif d is None and isinstance(a, Tensor) and a.device is not _CPU:
+            k = op.kernels.get(a.device.type)  # a device's kernel (cuda: its cached launch)
+            if k is not None:
+                st = state
+                st.grad_enabled = False
+                try:
+                    result = k(*args)
+                finally:
+                    st.grad_enabled = True
     if result is None:
         st = state
         st.grad_enabled = False
@@ -346,7 +352,7 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
     # 1. dependencies: how many edges reach each node from the roots
     deps: dict = {}
     order: list = []
-    stack = [n for n, _ in roots]
+    stack = list({id(n): n for n, _ in roots}.values())  # two outputs of one node: one root
     seen = set(id(n) for n in stack)
     while stack:
         n = stack.pop()

@@ -8,10 +8,21 @@
 [0.1, 0.1]
 """
 from . import lr_scheduler
+from .adadelta import ASGD, Adadelta, Rprop
 from .adam import Adam, Adamax, AdamW, NAdam, RAdam
+from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .rmsprop import Adagrad, RMSprop
 from .sgd import SGD
+from .sparse_adam import SparseAdam
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
-           "lr_scheduler"]
+           "Adadelta", "ASGD", "Rprop", "LBFGS", "SparseAdam", "lr_scheduler", "swa_utils"]
+
+
+def __getattr__(name):
+    # swa_utils needs ember.nn (AveragedModel is a Module): loaded on first use
+    if name == "swa_utils":
+        import importlib
+        return importlib.import_module(f"{__name__}.swa_utils")
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")

@@ -5,11 +5,11 @@ from . import (
     _cpujit,  # noqa: F401 - installs the C++ kernels for large CPU pointwise calls
     _handlers,  # noqa: F401 - installs the numpy handler
 )
-from ._registry import FUNCTIONS, METHODS, NN_FUNCTIONAL, OPS, OpDef, defop, lookup
+from ._registry import FUNCTIONS, METHODS, NN_FUNCTIONAL, OPS, OpDef, defop, lookup, register_kernel
 
 FAMILIES = ("creation", "memory", "pointwise", "reduction", "sorting", "movement", "joining",
             "indexing", "scatter", "linalg", "random", "nn", "conv", "pool", "norm", "loss",
-            "sample", "nn_extra")
+            "sample", "nn_extra", "fft", "special")
 for _fam in FAMILIES:
     try:
         importlib.import_module(f"{__name__}.{_fam}")
@@ -17,4 +17,5 @@ for _fam in FAMILIES:
         if e.name != f"{__name__}.{_fam}":
             raise
 
-__all__ = ["OPS", "OpDef", "defop", "lookup", "FUNCTIONS", "METHODS", "NN_FUNCTIONAL"]
+__all__ = ["OPS", "OpDef", "defop", "lookup", "register_kernel", "FUNCTIONS", "METHODS",
+           "NN_FUNCTIONAL"]

@@ -57,6 +57,11 @@ def make_function(op, pyname: str, *, as_method: bool, with_out: bool, inplace_o
         targets = ", ".join(aliased)
         lines.append(f"    if _kw: {targets}, = _alias(_kw, ({targets},), {tuple(aliased)!r}, "
                      f"{pyname!r})")
+    for i in op.list_idx:  # Tensor[]: a list or tuple of tensors, as PyTorch's binding checks
+        ns["_seq"] = check_tensor_seq
+        pos = i if as_method else i + 1
+        lines.append(f"    _seq({names[i]}, {pyname!r}, {names[i]!r}, {pos}, "
+                     f"{args[i].type == 'Tensor?[]'})")
     body = ", ".join(names)
     target = "(_ip if inplace else _op)" if inplace_op is not None else "_op"
     call = f"_call({target}, ({body},), {'out' if with_out else 'None'})"
@@ -72,6 +77,19 @@ def make_function(op, pyname: str, *, as_method: bool, with_out: bool, inplace_o
     fn.__doc__ = f"{pyname}: ``{op.schema.text}``"
     fn._opdef = op
     return fn
+
+
+def check_tensor_seq(v, fname: str, name: str, position: int, none_ok: bool = False) -> None:
+    """A Tensor[] argument of a public function is a list or tuple of Tensors: a generator is
+    refused as PyTorch refuses it (TypeError), not read (it could be read only once)."""
+    from .._tensor import Tensor
+    if not isinstance(v, (list, tuple)):
+        raise TypeError(f"{fname}(): argument '{name}' (position {position}) must be tuple of "
+                        f"Tensors, not {type(v).__name__}")
+    for j, t in enumerate(v):
+        if not isinstance(t, Tensor) and not (none_ok and t is None):
+            raise TypeError(f"expected Tensor as element {j} in argument {position - 1}, but got "
+                            f"{type(t).__name__}")
 
 
 def _fix_varargs(values, kw, name, fname):

@@ -4,7 +4,8 @@ The numpy handler runs a formula as one numpy pass per primitive, on one thread.
 tensors the dispatcher asks `run(op, args, rdt, cdt)` instead: the formula is traced with the C++
 handler (`_cppops.CppOps`) into the body of one loop, wrapped in a kernel for the call's layout
 class, compiled with the system C++ compiler (OpenMP across `ember.get_num_threads()` threads),
-loaded with ctypes and cached in memory and on disk (`~/.cache/ember/cpu_kernels/<hash>.so`).
+loaded with ctypes and cached in memory and on disk (`~/.cache/ember/cpu_kernels/<hash>.so`, a
+directory only this user can write, each library checked against its digest: `_kcache`).
 
 Layout: operand shapes are broadcast to the output's, size-1 dims dropped and adjacent dims merged
 where every operand allows it. Each operand is then `flat` (laid out like the C-contiguous
@@ -33,6 +34,7 @@ from .. import _dispatch, _flags
 from .. import _dtype as D
 from .._size import broadcast_shapes, collapse_dims
 from .._tensor import Tensor
+from . import _kcache
 from ._cppops import CT, PRELUDE, CppOps, NeedsConstant, Sym, Unsupported, Var, literal
 
 __all__ = ["run", "available", "compile_batch", "THRESHOLD"]
@@ -84,57 +86,30 @@ def available() -> bool:
     return _compiler is not False
 
 
-def _cache_dir() -> str:
-    d = os.environ.get("EMBER_CPU_KERNEL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "ember", "cpu_kernels")
-    try:
-        os.makedirs(d, exist_ok=True)
-        if os.access(d, os.W_OK):
-            return d
-    except OSError:
-        pass
-    d = os.path.join(tempfile.gettempdir(), f"ember_cpu_kernels_{os.getuid()}")
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-_broken = False  # the compiler failed on the bare prelude: no kernels this process
+_broken = False  # the compiler failed on the bare prelude, or no private cache: no kernels
 
 
 def _build(sources: list[str]):
-    """Compile kernel sources into one shared library (or load it from the disk cache)."""
+    """Compile kernel sources into one shared library (or load it from the disk cache).
+    None when it cannot: the caller runs numpy (an OS error here never fails the user's op)."""
     global _broken
-    cxx, version = _compiler
-    flags = FLAGS + (_MVEC_FLAGS if _use_mvec() else ())
-    src = PRELUDE + "\n".join(sources)
-    h = hashlib.sha256("\0".join((src, version, " ".join(flags))).encode()).hexdigest()[:32]
-    d = _cache_dir()
-    path = os.path.join(d, f"{h}.so")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=d)
-        os.close(fd)
-        cpp = tmp[:-3] + ".cpp"
-        try:
-            with open(cpp, "w") as f:
-                f.write(src)
-            r = subprocess.run([cxx, *flags, cpp, "-o", tmp], capture_output=True, text=True,
-                               timeout=600)
-            if r.returncode != 0:
-                _log.warning("ember: C++ kernel compile failed, using numpy kernels: %s",
-                             r.stderr[-2000:])
-                if len(sources) and not _prelude_compiles():
-                    _broken = True
-                return None
-            os.replace(tmp, path)  # atomic: concurrent processes never load a partial file
-        except (OSError, subprocess.SubprocessError) as e:
-            _log.warning("ember: C++ kernel compile failed, using numpy kernels: %s", e)
+    try:
+        d = _kcache.cache_dir()
+        if d is None:  # (warned once) nowhere safe to keep libraries: numpy for this process
             _broken = True
             return None
-        finally:
-            for p in (cpp, tmp):
-                if os.path.exists(p):
-                    os.unlink(p)
+        flags = FLAGS + (_MVEC_FLAGS if _use_mvec(d) else ())
+        src = PRELUDE + "\n".join(sources)
+        h = hashlib.sha256("\0".join((src, _compiler[1], " ".join(flags))).encode()).hexdigest()
+        h = h[:32]
+        path = os.path.join(d, f"{h}.so")
+        if not (os.path.exists(path) and _kcache.verified(h, path)):
+            if not _compile(src, flags, d, path, bool(sources)):
+                return None
+            _kcache.record_digest(h, path)
+    except OSError as e:
+        _log.warning("ember: C++ kernel cache failed, using numpy kernels: %s", e)
+        return None
     # GNU OpenMP reads its settings when it loads (with the first kernel library): idle threads
     # sleep at once instead of spinning, which on a busy machine steals the caller's core
     policy = "OMP_WAIT_POLICY" not in os.environ
@@ -150,12 +125,42 @@ def _build(sources: list[str]):
             del os.environ["OMP_WAIT_POLICY"]
 
 
-def _use_mvec() -> bool:
+def _compile(src: str, flags, d: str, path: str, has_kernels: bool) -> bool:
+    """Compile src into path (through a temporary file in d, then an atomic rename)."""
+    global _broken
+    cxx = _compiler[0]
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=d)
+    os.close(fd)
+    cpp = tmp[:-3] + ".cpp"
+    try:
+        with open(cpp, "w") as f:
+            f.write(src)
+        r = subprocess.run([cxx, *flags, cpp, "-o", tmp], capture_output=True, text=True,
+                           timeout=600)
+        if r.returncode != 0:
+            _log.warning("ember: C++ kernel compile failed, using numpy kernels: %s",
+                         r.stderr[-2000:])
+            if has_kernels and not _prelude_compiles():
+                _broken = True
+            return False
+        os.replace(tmp, path)  # atomic: concurrent processes never load a partial file
+        return True
+    except (OSError, subprocess.SubprocessError) as e:
+        _log.warning("ember: C++ kernel compile failed, using numpy kernels: %s", e)
+        _broken = True
+        return False
+    finally:
+        for p in (cpp, tmp):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def _use_mvec(d: str) -> bool:
     global _mvec
     if _mvec is None:
-        # the probe's answer is kept beside the kernels: new processes skip the probe compile
+        # the probe's answer is kept beside the kernels (in d): new processes skip the probe
         h = hashlib.sha256("\0".join((PRELUDE, _compiler[1])).encode()).hexdigest()[:32]
-        mark = os.path.join(_cache_dir(), f"mvec-{h}")
+        mark = os.path.join(d, f"mvec-{h}")
         if os.path.exists(mark + ".yes") or os.path.exists(mark + ".no"):
             _mvec = os.path.exists(mark + ".yes")
         else:
@@ -170,22 +175,22 @@ def _use_mvec() -> bool:
 def _prelude_compiles(extra=()) -> bool:
     """Whether the helpers compile, link and load (with extra flags: libmvec's functions)."""
     cxx = _compiler[0]
-    with tempfile.TemporaryDirectory() as t:
-        cpp, so = os.path.join(t, "p.cpp"), os.path.join(t, "p.so")
-        with open(cpp, "w") as f:
-            # calls through vector functions: a libmvec without them fails to load
-            f.write(PRELUDE + 'extern "C" void ember_probe(float* x, int n) {\n'
-                    '  for (int i = 0; i < n; ++i) x[i] = std::erf(x[i]) + std::tanh(x[i]) + '
-                    'std::log1p(x[i]) + std::exp(x[i]) + std::atan2(x[i], 1.0f);\n}\n')
-        try:
+    try:
+        with tempfile.TemporaryDirectory() as t:  # private (0700): the library is loaded below
+            cpp, so = os.path.join(t, "p.cpp"), os.path.join(t, "p.so")
+            with open(cpp, "w") as f:
+                # calls through vector functions: a libmvec without them fails to load
+                f.write(PRELUDE + 'extern "C" void ember_probe(float* x, int n) {\n'
+                        '  for (int i = 0; i < n; ++i) x[i] = std::erf(x[i]) + std::tanh(x[i]) + '
+                        'std::log1p(x[i]) + std::exp(x[i]) + std::atan2(x[i], 1.0f);\n}\n')
             r = subprocess.run([cxx, *FLAGS, *extra, cpp, "-o", so], capture_output=True,
                                timeout=300)
             if r.returncode != 0:
                 return False
             ctypes.CDLL(so)
-        except (OSError, subprocess.SubprocessError):
-            return False
-        return True
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return True
 
 
 # ---- layout ------------------------------------------------------------------------------------
@@ -445,8 +450,8 @@ def _attach(pending):
     lib = _build(srcs)
     for j, e in enumerate(pending):
         e[2] = None
-        if lib is not None:
-            fn = getattr(lib, f"ember_k{j}")
+        fn = getattr(lib, f"ember_k{j}", None) if lib is not None else None
+        if fn is not None:
             fn.argtypes, fn.restype = _ARGTYPES, ctypes.c_int
             e[1] = fn
 

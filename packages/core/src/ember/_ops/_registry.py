@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ._schema import parse_schema
 
-__all__ = ["OpDef", "defop", "OPS", "lookup", "bind_overloads", "complex_vjp"]
+__all__ = ["OpDef", "defop", "OPS", "lookup", "bind_overloads", "complex_vjp", "register_kernel"]
 
 OPS: dict[str, OpDef] = {}          # "add" / "max.dim" / "ns::name" -> OpDef
 FUNCTIONS: dict[str, Callable] = {}    # public functions by Python name, bound onto ember
@@ -70,22 +70,37 @@ class OpDef:
     def __repr__(self) -> str:
         return f"<OpDef {self.qualname}>"
 
+    def __getattr__(self, name: str):
+        """`ember.ops.aten.max.dim`, `ember.ops.aten.add.default`: an overload by PyTorch's
+        name. PyTorch's overloads ember folds into one entry (`add.Tensor`, `add.Scalar`,
+        `sum.dim_IntList`) resolve to that entry."""
+        if name.startswith("_") or "schema" not in self.__dict__:
+            raise AttributeError(f"'OpDef' object has no attribute '{name}'")
+        op = OPS.get(f"{self.name}.{name}")
+        if op is None and (name == "default" or name[:1].isupper() or name in _FOLDED):
+            op = OPS.get(self.name)
+        if op is None:
+            raise AttributeError(f"'{self.qualname}' has no overload '{name}'")
+        return op
+
+    def __reduce__(self):
+        # an op pickles (and deep-copies) by name, as torch's OpOverload: it is one per process
+        return lookup, (self.qualname,)
+
     def __call__(self, *args, **kwargs):
         """Call the op by schema order (what `ember.ops.aten.add(x, y)` does)."""
         from .._dispatch import call
         return call(self, self.bind(args, kwargs), kwargs.get("out"))
 
     def bind(self, args, kwargs) -> tuple:
-        """Positional+keyword arguments -> the full positional tuple in schema order."""
-        out = list(args)
-        for a in self.schema.args[len(args):]:
-            if a.name in kwargs:
-                out.append(kwargs[a.name])
-            elif a.has_default:
-                out.append(a.default)
-            else:
-                raise TypeError(f"{self.qualname}() missing required argument '{a.name}'")
-        return tuple(out)
+        """Positional+keyword arguments -> the full positional tuple in schema order, checked
+        against the schema as torch.ops checks it (see _bind.py)."""
+        from ._bind import bind_checked
+        return bind_checked(self, args, kwargs)
+
+
+# lower-case PyTorch overload names that name no entry of their own in ember's table
+_FOLDED = frozenset({"int", "dim", "dim_IntList", "self", "using_ints", "dims", "float"})
 
 
 def complex_vjp(fn: Callable) -> Callable:
@@ -113,6 +128,27 @@ def lookup(qualname: str) -> OpDef:
         return OPS[qualname]
     except KeyError:
         raise RuntimeError(f"No such operator {qualname}") from None
+
+
+def register_kernel(op: OpDef | str, device_type: str, fn: Callable | None = None):
+    """Fill an op's kernel slot for a device type: `op.kernels[device_type] = fn` (c10's dispatch
+    table, `torch.library.register_kernel`). The only way a device gives an op a kernel: the
+    dispatcher looks the slot up, and a device keeps no table of its own. A decorator too.
+
+    fn gets the call's arguments in schema order (Tensors; cpu kernels get numpy arrays) and
+    returns the result, or NotImplemented to decline a call it does not handle (a dtype, a
+    layout): the dispatcher then applies its rule for a missing kernel (`_dispatch.no_kernel`).
+
+    >>> k = register_kernel("tril", "toy", lambda x, diagonal=0: NotImplemented)
+    >>> lookup("tril").kernels.pop("toy") is k
+    True
+    """
+    target = lookup(op) if isinstance(op, str) else op
+
+    def fill(f):
+        target.kernels[device_type] = f
+        return f
+    return fill(fn) if fn is not None else fill
 
 
 def defop(schema: str, *, function: str | bool | None = True, method: str | bool | None = True,

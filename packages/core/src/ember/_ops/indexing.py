@@ -13,9 +13,10 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from .._dispatch import TensorMeta, call, torch_name
+from .._dispatch import DynamicOutputShape, TensorMeta, call, torch_name
 from .._size import normalize_dim
 from .._tensor import Tensor
+from . import _index_meta as M
 from ._registry import FUNCTIONS, METHODS, OPS, defop
 
 
@@ -74,7 +75,7 @@ def _index_shape(x_shape, indices):
     for d, i in enumerate(indices):
         if i is not None:
             if i.dtype in (D.bool, D.uint8):
-                raise NotImplementedError("index with a mask has a data-dependent shape")
+                raise DynamicOutputShape("index with a mask has a data-dependent shape")
             adv.append(d)
             shapes.append(tuple(i.shape))
     from .._size import broadcast_shapes
@@ -92,7 +93,7 @@ def _index_kernel(x, indices):
 
 defop("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", function=False, method=False,
       kernels={"cpu": _index_kernel}, differentiable=("self",),
-      meta=lambda x, indices: TensorMeta(_index_shape(x.shape, indices), x.dtype),
+      meta=lambda x, indices: M.index_meta(x, indices, _index_shape),
       # x only through new_zeros/shape: autograd keeps its geometry, not its data (PyTorch
       # saves sizes too), so `y[idx] += 1` may write y in place afterwards
       vjp=lambda g, out, x, indices: (x.new_zeros(x.shape).index_put(indices, g, True),))
@@ -135,11 +136,12 @@ def _index_put_vjp(g, out, x, indices, values, accumulate):
 
 
 defop("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor",
-      kernels={"cpu": _index_put}, meta=lambda x, *a: TensorMeta(x.shape, x.dtype),
+      kernels={"cpu": _index_put},
+      meta=lambda x, i, v, acc: M.index_put_meta(x, i, v, acc, _index_shape),
       differentiable=("self", "values"), vjp=_index_put_vjp)
 defop("index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> "
       "Tensor(a!)", function=True, kernels={"cpu": _index_put_into},
-      meta=lambda x, *a: TensorMeta(x.shape, x.dtype), tags={"inplace"},
+      meta=lambda x, i, v, acc: M.index_put_meta(x, i, v, acc, _index_shape), tags={"inplace"},
       differentiable=("self", "values"), vjp=_index_put_vjp)
 
 
@@ -352,8 +354,7 @@ def _flat_index(index, n):
 
 defop("take(Tensor self, Tensor index) -> Tensor", differentiable=("self",),
       kernels={"cpu": lambda x, index: x.reshape(-1)[_flat_index(index, x.size)]},
-      meta=lambda x, index: TensorMeta(index.shape, x.dtype),
-      vjp=lambda g, out, x, index: (x.new_zeros(x.shape).put(index, g, True),))
+      meta=M.take_meta, vjp=lambda g, out, x, index: (x.new_zeros(x.shape).put(index, g, True),))
 
 
 def _put(x, index, source, accumulate):
@@ -377,7 +378,7 @@ def _put_vjp(g, out, x, index, source, accumulate):
 
 
 defop("put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor",
-      inplace=True, kernels={"cpu": _put}, meta=lambda x, *a: TensorMeta(x.shape, x.dtype),
+      inplace=True, kernels={"cpu": _put}, meta=M.put_meta,
       differentiable=("self", "source"), vjp=_put_vjp)
 
 

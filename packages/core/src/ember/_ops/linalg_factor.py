@@ -260,6 +260,13 @@ def _solve_triangular_kernel(a, b, upper, left, unitriangular):
             return np.matmul(inv, b) if left else np.matmul(b, inv)
 
 
+def _solve_triangular_meta(a, b, *_):
+    _check("linalg.solve_triangular", a, "triangular_solve_cpu", int_kernel=True)
+    # batch dims broadcast; the matrix dims are B's
+    return TensorMeta(broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+                      + tuple(b.shape[-2:]), a.dtype)
+
+
 @complex_vjp
 def _solve_triangular_vjp(g, x, a, b, upper, left, unitriangular):
     st = OPS["linalg_solve_triangular"]
@@ -272,10 +279,7 @@ def _solve_triangular_vjp(g, x, a, b, upper, left, unitriangular):
 defop("linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, "
       "bool unitriangular=False) -> Tensor", function=False, method=False,
       kernels={"cpu": _solve_triangular_kernel}, vjp=_solve_triangular_vjp,
-      # batch dims broadcast; the matrix dims are B's
-      meta=lambda a, b, *_: TensorMeta(
-          broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])) + tuple(b.shape[-2:]),
-          a.dtype))
+      meta=_solve_triangular_meta)
 
 
 # ---- cholesky ------------------------------------------------------------------------------------
@@ -582,11 +586,20 @@ defop("pinverse(Tensor self, float rcond=1e-15) -> Tensor",
       decomp=lambda a, rcond: _pinv(a, None, False, None, rcond))
 
 
-def _rank_kernel(a, tol, hermitian, atol, rtol):
+def _rank_check(a):
     if len(a.shape) < 2 or not (_dt(a).is_floating_point or _dt(a).is_complex):
         raise RuntimeError("linalg.matrix_rank: The input tensor input must have at least 2 "
                            "dimensions." if len(a.shape) < 2 else
                            "This function doesn't handle types other than float and double")
+
+
+def _rank_meta(a, *_):
+    _rank_check(a)
+    return TensorMeta(tuple(a.shape[:-2]), D.int64)
+
+
+def _rank_kernel(a, tol, hermitian, atol, rtol):
+    _rank_check(a)
     if tol is not None:
         atol, rtol = tol, 0.0
     m, n = a.shape[-2], a.shape[-1]
@@ -601,7 +614,7 @@ def _rank_kernel(a, tol, hermitian, atol, rtol):
 defop("linalg_matrix_rank(Tensor self, float? tol=None, bool hermitian=False, *, "
       "float? atol=None, float? rtol=None) -> Tensor", function=False, method=False,
       kernels={"cpu": _rank_kernel}, differentiable=(),
-      meta=lambda a, *_: TensorMeta(tuple(a.shape[:-2]), D.int64))
+      meta=_rank_meta)
 
 
 def _lstsq_kernel(a, b, rcond, driver):

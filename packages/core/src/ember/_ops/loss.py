@@ -35,29 +35,42 @@ def _where(c, a, b):
 
 
 # ---- nll_loss (kernel) --------------------------------------------------------------------------
-def _nll_prepare(x, t, w, ignore_index, name="nll_loss"):
-    """Class-last view of x, targets made safe to gather, per-element weights (0 when ignored)."""
+def _nll_checks(x, t, w):
+    """PyTorch's argument checks of nll_loss from shapes and dtypes (x, t, w: numpy arrays in
+    the kernels, Tensors in the metas). Returns the number of classes."""
     if x.ndim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {x.ndim})")
-    if t.dtype.kind not in "iu":
-        raise RuntimeError(f"expected scalar type Long but found {_torch_name(t.dtype)}")
+    td = t.dtype if isinstance(t.dtype, D.dtype) else D.from_numpy_dtype(t.dtype)
+    if td._cat != 1:
+        from .._dispatch import torch_name
+        raise RuntimeError(f"expected scalar type Long but found {torch_name(td)}")
+    xs, ts = tuple(x.shape), tuple(t.shape)
     if x.ndim == 1:
         if t.ndim > 1:
             raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
-        xm, C = x[None], x.shape[0]
-        t = t.reshape(1)
+        C = xs[0]
     else:
-        C = x.shape[1]
-        if t.shape[:1] != x.shape[:1]:
-            raise ValueError(f"Expected input batch_size ({x.shape[0]}) to match target "
-                             f"batch_size ({t.shape[0] if t.ndim else 1}).")
-        if t.shape[1:] != x.shape[2:]:
-            raise RuntimeError(f"size mismatch (got input: {_shape_str(x.shape)}, target: "
-                               f"{_shape_str(t.shape)})")
-        xm = np.moveaxis(x, 1, -1)
-    if w is not None and w.shape != (C,):
+        C = xs[1]
+        if ts[:1] != xs[:1]:
+            raise ValueError(f"Expected input batch_size ({xs[0]}) to match target "
+                             f"batch_size ({ts[0] if t.ndim else 1}).")
+        if ts[1:] != xs[2:]:
+            raise RuntimeError(f"size mismatch (got input: {_shape_str(xs)}, target: "
+                               f"{_shape_str(ts)})")
+    if w is not None and tuple(w.shape) != (C,):
         raise RuntimeError(f"weight tensor should be defined either for all {C} classes or no "
                            f"classes but got weight tensor of shape: {_shape_str(w.shape)}")
+    return C
+
+
+def _nll_prepare(x, t, w, ignore_index, name="nll_loss"):
+    """Class-last view of x, targets made safe to gather, per-element weights (0 when ignored)."""
+    C = _nll_checks(x, t, w)
+    if x.ndim == 1:
+        xm = x[None]
+        t = t.reshape(1)
+    else:
+        xm = np.moveaxis(x, 1, -1)
     keep = t != ignore_index
     bad = keep & ((t < 0) | (t >= C))
     if bad.any():
@@ -66,11 +79,6 @@ def _nll_prepare(x, t, w, ignore_index, name="nll_loss"):
     dt = np.float64 if x.dtype == np.float64 else np.float32
     wt = (w.astype(dt)[ts] if w is not None else np.ones(ts.shape, dt)) * keep
     return xm, ts, wt
-
-
-def _torch_name(npdt):
-    from .._dispatch import torch_name
-    return torch_name(D.from_numpy_dtype(npdt))
 
 
 def _shape_str(s):
@@ -108,15 +116,21 @@ def _nll_backward_kernel(g, x, t, w, reduction, ignore_index, total_weight):
 
 
 def _nll_meta(x, t, w, reduction, ii):
+    _nll_checks(x, t, w)
     shape = tuple(t.shape) if reduction == NONE and x.ndim > 1 else ()
     return TensorMeta(shape, x.dtype), TensorMeta((), x.dtype)
+
+
+def _nll_backward_meta(g, x, t, w, *rest):
+    _nll_checks(x, t, w)
+    return TensorMeta(tuple(x.shape), x.dtype)
 
 
 nll_loss_backward = defop(
     "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, "
     "int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor", function=False,
     method=False, kernels={"cpu": _nll_backward_kernel}, differentiable=("grad_output",),
-    meta=lambda g, x, *rest: TensorMeta(tuple(x.shape), x.dtype),
+    meta=_nll_backward_meta,
     # nll_loss is linear in its input: the backward's own vjp is the forward again
     vjp=lambda gg, out, g, x, t, w, r, ii, tw: (nll_loss_forward(gg, t, w, r, ii)[0],),
     supports="fc")

@@ -477,7 +477,7 @@ defop("narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)
 
 # ---- splitting: tuples of narrow/select views ----------------------------------------------
 def _split(x, split_size, dim):
-    if not isinstance(split_size, int):
+    if isinstance(split_size, (list, tuple)):  # (an int or a symbolic size: one size)
         return _split_with_sizes(x, split_size, dim)
     if x.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")

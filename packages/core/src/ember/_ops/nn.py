@@ -181,17 +181,29 @@ defop("pad(Tensor self, SymInt[] pad, str mode=\"constant\", float? value=None) 
 
 # ---- embedding -----------------------------------------------------------------------------------
 def _check_indices(idx, name, arg="#1"):
-    if idx.dtype.kind not in "iu":
+    """PyTorch's index-dtype check; idx: a numpy array (kernels) or a Tensor (metas)."""
+    d = idx.dtype if isinstance(idx.dtype, D.dtype) else D.from_numpy_dtype(idx.dtype)
+    if d._cat != 1:
+        from .._dispatch import torch_name
         raise RuntimeError(f"Expected tensor for argument {arg} 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got "
-                           f"{_tensor_type(idx.dtype)} instead (while checking arguments for "
+                           f"torch.{torch_name(d)}Tensor instead (while checking arguments for "
                            f"{name})")
 
 
-def _tensor_type(npdt):
-    d = D.from_numpy_dtype(npdt)
-    from .._dispatch import torch_name
-    return f"torch.{torch_name(d)}Tensor"
+def _embedding_meta(w, idx, *_):
+    _check_indices(idx, "embedding")
+    return TensorMeta(tuple(idx.shape) + (w.shape[1],), w.dtype)
+
+
+def _embedding_backward_meta(g, idx, n, p, s):
+    _check_indices(idx, "embedding_backward", "#2")
+    return TensorMeta((n, g.shape[-1]), g.dtype)
+
+
+def _embedding_renorm_meta(w, idx, max_norm, norm_type):
+    _check_indices(idx, "embedding_renorm_", "#2")
+    return TensorMeta(tuple(w.shape), w.dtype)
 
 
 def _embedding_kernel(w, idx, padding_idx, scale_grad_by_freq, sparse):
@@ -220,13 +232,13 @@ embedding_dense_backward = defop(
     "embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, "
     "SymInt padding_idx, bool scale_grad_by_freq) -> Tensor", function=False, method=False,
     kernels={"cpu": _embedding_backward_kernel}, differentiable=("grad_output",),
-    meta=lambda g, idx, n, p, s: TensorMeta((n, g.shape[-1]), g.dtype),
+    meta=_embedding_backward_meta,
     vjp=lambda gg, out, g, idx, n, p, s: (embedding(gg, idx, p, s, False),))
 embedding = defop(
     "embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq="
     "False, bool sparse=False) -> Tensor", method=False, kernels={"cpu": _embedding_kernel},
     differentiable=("weight",),
-    meta=lambda w, idx, *_: TensorMeta(tuple(idx.shape) + (w.shape[1],), w.dtype),
+    meta=_embedding_meta,
     vjp=lambda g, out, w, idx, p, s, sp: (embedding_dense_backward(g, idx, w.shape[0], p, s),))
 
 
@@ -243,13 +255,24 @@ def _embedding_renorm_kernel(w, idx, max_norm, norm_type):
 
 defop("embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> "
       "Tensor(a!)", method=False, kernels={"cpu": _embedding_renorm_kernel}, differentiable=(),
-      meta=lambda w, idx, max_norm, norm_type: TensorMeta(tuple(w.shape), w.dtype), supports="fc")
+      meta=_embedding_renorm_meta, supports="fc")
 
 
 # ---- one_hot, pixel shuffle, glu -----------------------------------------------------------------
-def _one_hot_kernel(x, num_classes):
-    if x.dtype != np.int64:
+def _one_hot_dtype(x):
+    """x: a numpy array (the kernel) or a Tensor (the meta)."""
+    d = x.dtype if isinstance(x.dtype, D.dtype) else D.from_numpy_dtype(x.dtype)
+    if d is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+
+
+def _one_hot_meta(x, n):
+    _one_hot_dtype(x)
+    return TensorMeta(tuple(x.shape) + (n,), D.int64)
+
+
+def _one_hot_kernel(x, num_classes):
+    _one_hot_dtype(x)
     if x.size and x.min() < 0:
         raise RuntimeError("Class values must be non-negative.")
     if num_classes == -1:
@@ -264,7 +287,7 @@ def _one_hot_kernel(x, num_classes):
 defop("one_hot(Tensor self, int num_classes=-1) -> Tensor", method=False, functional="one_hot",
       function=False,
       kernels={"cpu": _one_hot_kernel}, differentiable=(),
-      meta=lambda x, n: TensorMeta(tuple(x.shape) + (n,), D.int64))
+      meta=_one_hot_meta)
 
 
 def _pixel_shuffle(x, r):
@@ -476,6 +499,16 @@ def _bag_layout(idx, offsets, include_last_offset):
     return bag, B
 
 
+def _embedding_bag_meta(w, idx, off, mode, ilo):
+    _check_indices(idx, "embedding_bag")
+    return (
+        TensorMeta((off.shape[0] - (1 if ilo else 0), w.shape[1]), w.dtype),
+        TensorMeta(tuple(idx.shape), D.int64),
+        TensorMeta((off.shape[0] - (1 if ilo else 0),), D.int64),
+        TensorMeta((off.shape[0] - (1 if ilo else 0), w.shape[1]) if mode == 2 else (0,),
+                   D.int64))
+
+
 def _embedding_bag_kernel(w, idx, offsets, scale_grad_by_freq, mode, sparse, psw,
                           include_last_offset, padding_idx):
     _check_indices(idx, "embedding_bag")
@@ -555,12 +588,9 @@ embedding_bag_op = defop(
     "False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)", function=False,
     method=False, kernels={"cpu": _embedding_bag_kernel}, vjp=_embedding_bag_vjp,
     differentiable=("weight", "per_sample_weights"),
-    meta=lambda w, idx, off, s, mode, sp, psw, ilo, pad: (
-        TensorMeta((off.shape[0] - (1 if ilo else 0), w.shape[1]), w.dtype),
-        TensorMeta(tuple(idx.shape), D.int64),
-        TensorMeta((off.shape[0] - (1 if ilo else 0),), D.int64),
-        TensorMeta((off.shape[0] - (1 if ilo else 0), w.shape[1]) if mode == 2 else (0,),
-                   D.int64)), supports="fc")
+    meta=lambda w, idx, off, s, mode, sp, psw, ilo, pad: _embedding_bag_meta(w, idx, off, mode,
+                                                                              ilo),
+    supports="fc")
 
 
 def embedding_bag(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq,  # noqa: A002

@@ -283,12 +283,18 @@ def _ctc_alpha(lp, ext, S, valid_s, skip, in_lens):
     return alpha, emit
 
 
-def _ctc_kernel(lp, targets, in_lens, tgt_lens, blank, zero_infinity):
-    if targets.dtype.kind not in "iu":
+def _ctc_targets(targets):
+    """targets: a numpy array (the kernel) or a Tensor (the meta)."""
+    d = targets.dtype
+    d = d if isinstance(d, D.dtype) else D.from_numpy_dtype(d)
+    if d._cat != 1:
         raise RuntimeError(f"Expected tensor for argument #2 'targets' to have one of the "
-                           f"following scalar types: Int, Long; but got "
-                           f"{torch_name(D.from_numpy_dtype(targets.dtype))} instead (while "
-                           f"checking arguments for ctc_loss)")
+                           f"following scalar types: Int, Long; but got {torch_name(d)} instead "
+                           f"(while checking arguments for ctc_loss)")
+
+
+def _ctc_kernel(lp, targets, in_lens, tgt_lens, blank, zero_infinity):
+    _ctc_targets(targets)
     dt = np.float64 if lp.dtype == np.float64 else np.float32
     lpc = lp.astype(np.float64)
     T, N, C, in_lens, tgt_lens, ext, S, valid_s, skip = _ctc_setup(lpc, targets, in_lens,
@@ -363,9 +369,13 @@ _ctc = defop(
     "_ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, "
     "int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)", function=False, method=False,
     kernels={"cpu": _ctc_kernel}, differentiable=("log_probs",), vjp=_ctc_vjp,
-    meta=lambda lp, tg, il, tl, b, z: (TensorMeta((lp.shape[1],), lp.dtype),
-                                       TensorMeta((lp.shape[0], lp.shape[1],
-                                                   2 * max(tl) + 1), lp.dtype)), supports="fc")
+    meta=lambda lp, tg, il, tl, b, z: _ctc_meta(lp, tg, tl), supports="fc")
+
+
+def _ctc_meta(lp, targets, tl):
+    _ctc_targets(targets)
+    return (TensorMeta((lp.shape[1],), lp.dtype),
+            TensorMeta((lp.shape[0], lp.shape[1], 2 * max(tl) + 1), lp.dtype))
 
 
 def _ctc_check(log_probs, targets, il, tl, blank):

@@ -68,6 +68,7 @@ def _matrices(in_sizes, out_sizes, mode, align_corners, scales, dt):
 
 
 def _upsample_kernel(x, output_size, mode, align_corners, scales):
+    upsample_checks(x, output_size)
     n = len(output_size)
     dt = _cdt(x)
     mats = _matrices(x.shape[-n:], output_size, mode, align_corners, scales, dt)
@@ -81,10 +82,28 @@ def _upsample_backward_kernel(g, input_size, mode, align_corners, scales):
     return np.ascontiguousarray(_apply_per_dim(g.astype(dt), [m.T for m in mats])).astype(g.dtype)
 
 
+def upsample_checks(x, o) -> None:
+    """PyTorch's size check of the upsample kernels (x: anything with ndim/shape; shared with
+    device kernels): every input and output spatial size > 0."""
+    sizes_in = tuple(x.shape[x.ndim - len(o):])
+    if any(s <= 0 for s in sizes_in) or any(s <= 0 for s in o):
+        names = ("D", "H", "W")[3 - len(o):]
+
+        def fmt(sizes):
+            return ", ".join(f"{n}: {s}" for n, s in zip(names, sizes))
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
+                           f"({fmt(sizes_in)}){' and' if len(o) == 1 else ''} output ({fmt(o)})")
+
+
+def _upsample_meta(x, o, *rest):
+    upsample_checks(x, o)
+    return TensorMeta(tuple(x.shape[:x.ndim - len(o)]) + tuple(o), x.dtype)
+
+
 _upsample = defop(
     "_upsample(Tensor self, SymInt[] output_size, str mode, bool align_corners, float[]? scales) "
     "-> Tensor", function=False, method=False, kernels={"cpu": _upsample_kernel},
-    meta=lambda x, o, *rest: TensorMeta(tuple(x.shape[:x.ndim - len(o)]) + tuple(o), x.dtype),
+    meta=_upsample_meta,
     vjp=lambda g, out, x, o, mode, ac, sc: (
         _upsample_backward(g, x.shape[x.ndim - len(o):], mode, ac, sc),))
 _upsample_backward = defop(

@@ -8,17 +8,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
-from .._dispatch import TensorMeta, torch_name
+from .._dispatch import torch_name
 from .._size import normalize_dim
+from . import _index_meta as M
 from ._registry import defop
 
 
 def _name(npdtype) -> str:
     return torch_name(D.from_numpy_dtype(npdtype))
-
-
-def _same_meta(x, *_):
-    return TensorMeta(x.shape, x.dtype)
 
 
 def _check_bounds(index, size, dim):
@@ -60,8 +57,7 @@ def _gather(x, dim, index, sparse_grad):
 
 
 defop("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor",
-      kernels={"cpu": _gather}, differentiable=("self",),
-      meta=lambda x, dim, index, sg: TensorMeta(index.shape, x.dtype),
+      kernels={"cpu": _gather}, differentiable=("self",), meta=M.gather_meta,
       vjp=lambda g, out, x, dim, index, sg: (x.new_zeros(x.shape).scatter_add(dim, index, g),))
 
 
@@ -123,7 +119,7 @@ def _scatter_vjp(g, out, x, dim, index, src, value, reduce):
 
 
 defop("scatter(Tensor self, int dim, Tensor index, Tensor? src=None, *, Scalar? value=None, "
-      "str? reduce=None) -> Tensor", kernels={"cpu": _scatter}, meta=_same_meta, inplace=True,
+      "str? reduce=None) -> Tensor", kernels={"cpu": _scatter}, meta=M.scatter_meta, inplace=True,
       differentiable=("self", "src"), vjp=_scatter_vjp)
 
 
@@ -139,7 +135,7 @@ def _scatter_add(x, dim, index, src):
 
 
 defop("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
-      kernels={"cpu": _scatter_add}, meta=_same_meta, inplace=True,
+      kernels={"cpu": _scatter_add}, meta=M.scatter_add_meta, inplace=True,
       differentiable=("self", "src"),
       vjp=lambda g, out, x, dim, index, src: (g, g.gather(dim, index)))
 
@@ -202,7 +198,8 @@ def _scatter_reduce_vjp(g, out, x, dim, index, src, reduce, include_self):
 
 
 defop("scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, "
-      "bool include_self=True) -> Tensor", kernels={"cpu": _scatter_reduce}, meta=_same_meta,
+      "bool include_self=True) -> Tensor", kernels={"cpu": _scatter_reduce},
+      meta=M.scatter_reduce_meta,
       inplace=True, differentiable=("self", "src"), vjp=_scatter_reduce_vjp)
 
 
@@ -231,15 +228,8 @@ def _index_select(x, dim, index):
     return np.take(x, idx, axis=d)
 
 
-def _index_select_meta(x, dim, index):
-    d = normalize_dim(dim, x.ndim)
-    if x.ndim == 0:
-        return TensorMeta((), x.dtype)
-    return TensorMeta(tuple(x.shape[:d]) + (index.numel(),) + tuple(x.shape[d + 1:]), x.dtype)
-
-
 defop("index_select(Tensor self, int dim, Tensor index) -> Tensor",
-      kernels={"cpu": _index_select}, meta=_index_select_meta, differentiable=("self",),
+      kernels={"cpu": _index_select}, meta=M.index_select_meta, differentiable=("self",),
       vjp=lambda g, out, x, dim, index: (x.new_zeros(x.shape).index_add(dim, index, g),))
 
 
@@ -292,7 +282,7 @@ def _index_add(x, dim, index, source, alpha):
 
 
 defop("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
-      kernels={"cpu": _index_add}, meta=_same_meta, inplace=True,
+      kernels={"cpu": _index_add}, meta=M.index_add_meta, inplace=True,
       differentiable=("self", "source"),
       vjp=lambda g, out, x, dim, index, source, alpha: (
           g, g.index_select(dim, index).reshape(source.shape) * alpha))
@@ -309,7 +299,7 @@ def _index_copy(x, dim, index, source):
 
 
 defop("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor",
-      kernels={"cpu": _index_copy}, meta=_same_meta, inplace=True,
+      kernels={"cpu": _index_copy}, meta=M.index_copy_meta, inplace=True,
       differentiable=("self", "source"),
       vjp=lambda g, out, x, dim, index, source: (
           g.index_fill(dim, index, 0), g.index_select(dim, index).reshape(source.shape)))
@@ -334,5 +324,6 @@ def _index_fill(x, dim, index, value):
 
 
 defop("index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor",
-      kernels={"cpu": _index_fill}, meta=_same_meta, inplace=True, differentiable=("self",),
+      kernels={"cpu": _index_fill}, meta=M.index_fill_meta, inplace=True,
+      differentiable=("self",),
       vjp=lambda g, out, x, dim, index, value: (g.index_fill(dim, index, 0),))

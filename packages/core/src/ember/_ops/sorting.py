@@ -446,12 +446,21 @@ defop("bincount(Tensor self, Tensor? weights=None, int minlength=0) -> Tensor",
       kernels={"cpu": _bincount_kernel}, differentiable=())
 
 
-def _histc_kernel(x, bins, min, max):  # noqa: A002
-    if x.dtype.kind != "f" and x.dtype != D.bfloat16.np:
-        raise NotImplementedError(f"\"histogram_cpu\" not implemented for "
-                                  f"'{torch_name(edtype(x))}'")
+def _histc_check(dtype, bins):
+    """PyTorch's argument checks of histc (dtype: an ember dtype): the kernel's and the meta's."""
+    if not dtype.is_floating_point or dtype in (D.float8_e4m3fn, D.float8_e5m2):
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{torch_name(dtype)}'")
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+
+
+def _histc_meta(x, bins, lo, hi):
+    _histc_check(x.dtype, bins)
+    return TensorMeta((bins,), x.dtype)
+
+
+def _histc_kernel(x, bins, min, max):  # noqa: A002
+    _histc_check(edtype(x), bins)
     a = opmath_np(x).reshape(-1)
     lo, hi = a.dtype.type(min), a.dtype.type(max)
     if lo == hi and a.size:
@@ -470,4 +479,4 @@ def _histc_kernel(x, bins, min, max):  # noqa: A002
 
 defop("histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor",
       kernels={"cpu": _histc_kernel}, differentiable=(),
-      meta=lambda x, bins, lo, hi: TensorMeta((bins,), x.dtype))
+      meta=_histc_meta)

@@ -124,6 +124,14 @@ def spec(op) -> tuple:
     return s
 
 
+def call_boxed(op, args):
+    """Call op with its arguments in schema order, as the boxed stack holds them (keyword-only
+    ones too: they are passed by keyword, so the op's checked binding accepts them)."""
+    names = op.arg_names
+    npos = sum(1 for a in op.schema.args if not a.kwonly)
+    return op(*args[:npos], **dict(zip(names[npos:], args[npos:])))
+
+
 def _code(typ: str, optional: bool, op) -> int:
     c = _TYPES.get(re.sub(r"\[\d+\]", "[]", typ).replace("Tensor?[]", "Tensor[]"))
     if c is None:
@@ -173,10 +181,10 @@ def impl(ns: str, name: str, device: str, fn: int, user_data: int) -> None:
         raise RuntimeError(f"{op.qualname} is not an op defined through the library API")
     args, rets, _ = spec(op)
     call = native()._call_kernel
-    qual = op.qualname
+    qual, names = op.qualname, op.arg_names
 
     def kernel(*a):
-        return call(fn, user_data, args, rets, a, qual)
+        return call(fn, user_data, args, rets, a, qual, names)
     kernel.__qualname__ = f"{qual}[C kernel]"
     if device == "meta":
         set_fake(op, kernel)
@@ -192,7 +200,7 @@ def register_autograd(ns: str, name: str, backward: str) -> None:
 
     def vjp(grad, result, *args):
         grads = grad if isinstance(grad, tuple) else (grad,)
-        r = bw(*grads, *args)
+        r = call_boxed(bw, (*grads, *args))
         r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
         if len(r) != ntensor:
             raise RuntimeError(f"{bw.qualname}: returned {len(r)} gradients, {op.qualname} has "

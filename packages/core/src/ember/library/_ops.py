@@ -79,7 +79,7 @@ def user_op(name) -> OpDef:
         return op
     if not isinstance(name, str):
         raise TypeError(f"expected an op name 'ns::name', a custom op or an OpDef, got {name!r}")
-    op = OPS.get(name if "::" in name else name)
+    op = OPS.get(name[6:] if name.startswith("aten::") else name)  # core's ops: "aten::add"
     if op is None:
         raise RuntimeError(f"No such operator {name}")
     return op

@@ -6,3 +6,13 @@ from .parameter import Buffer, Parameter, UninitializedBuffer, UninitializedPara
 
 __all__ = ["functional", "init", "utils", "Parameter", "Buffer", "UninitializedParameter",
            "UninitializedBuffer", *_modules_all]
+
+
+def __getattr__(name):
+    # nn.parallel (and any later subpackage) loads on first use, as after `import torch`
+    import importlib
+    if name == "parallel":
+        return importlib.import_module(f"{__name__}.{name}")
+    if name == "DataParallel":
+        return importlib.import_module(f"{__name__}.parallel").DataParallel
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")

@@ -361,3 +361,7 @@ for _name in ("relu_", "gelu", "sigmoid", "tanh", "logsigmoid", "softsign", "tan
 
 __all__ = sorted(k for k in globals() if not k.startswith("_") and k not in (
     "annotations", "warnings"))
+
+from .._pickle_names import fix_names as _fix_names  # noqa: E402
+
+_fix_names(__name__)  # F.relu pickles as ember.nn.functional.relu

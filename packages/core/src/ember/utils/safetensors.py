@@ -23,7 +23,7 @@ __all__ = ["save", "load", "save_file", "load_file", "SafetensorError"]
 _FILE_NAMES = {"BOOL": D.bool, "U8": D.uint8, "I8": D.int8, "I16": D.int16, "I32": D.int32,
                "I64": D.int64, "F16": D.float16, "BF16": D.bfloat16, "F32": D.float32,
                "F64": D.float64, "C64": D.complex64, "F8_E4M3": D.float8_e4m3fn,
-               "F8_E5M2": D.float8_e5m2}
+               "F8_E5M2": D.float8_e5m2, "U16": D.uint16, "U32": D.uint32, "U64": D.uint64}
 
 
 def _lib():
@@ -41,23 +41,33 @@ class SafetensorError(Exception):
 
 def _specs(tensors: dict, keep: list) -> dict:
     lib = _lib()
-    from .._tensor import Tensor
     specs = {}
     for name, t in tensors.items():
-        if not isinstance(t, Tensor):
-            raise TypeError(f"safetensors: value for {name!r} is {type(t).__name__}, expected "
-                            "an ember.Tensor")
         if t.dtype is D.complex128:
             raise ValueError(f"safetensors: {name!r} has dtype complex128, which the format "
                              "cannot store")
-        a = np.ascontiguousarray(t.detach().cpu()._np)
+        a = t.detach().cpu()._np
+        if not a.flags.c_contiguous:
+            a = a.copy(order="C")  # (np.ascontiguousarray makes a 0-dim array 1-dim)
         keep.append(a)
-        specs[name] = lib.TensorSpec(dtype=t.dtype.name, shape=tuple(a.shape),
+        specs[name] = lib.TensorSpec(dtype=t.dtype.name, shape=tuple(t.shape),
                                      data_ptr=a.ctypes.data, data_len=a.nbytes)
     return specs
 
 
+def _check_values(tensors) -> None:
+    """What safetensors.torch checks: a dict of tensors (its error types and wording)."""
+    from .._tensor import Tensor
+    if not isinstance(tensors, dict):
+        raise TypeError(f"safetensors: expected a dict of tensors, got {type(tensors).__name__}")
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise ValueError(f"Key `{name}` is invalid, expected ember.Tensor but received "
+                             f"{type(t)}")
+
+
 def _check_shared(tensors: dict) -> None:
+    _check_values(tensors)
     seen = {}
     for name, t in tensors.items():
         key = id(t._storage)

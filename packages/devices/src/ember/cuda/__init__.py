@@ -45,25 +45,15 @@ _backend = CudaBackend()
 register_device(_backend)
 
 
-def _hook_dispatch():
-    # eager pointwise calls seen before skip dtype promotion and device checks (their cached
-    # plan holds the results); a core without the hook just takes the usual path
-    from ember import _dispatch
-    if hasattr(_dispatch, "accel_pointwise") and _rt.device_count() > 0:
-        _dispatch.accel_pointwise = _backend.fast_pointwise
+def _register_kernels():
+    # the op entries' cuda slots (register_kernel); without a device no cuda tensor can exist,
+    # so nothing is registered (and nothing imported)
     if _rt.device_count() > 0:
-        # ops with a decomposition never reach kernel_for (core runs the decomposition first):
-        # their GPU kernels go into the op table under "cuda"
-        from ember._ops import OPS
-
         from . import _ops
-        for name in _ops.OVER_DECOMP:
-            op = OPS.get(name)
-            if op is not None and "cuda" not in op.kernels:
-                op.kernels["cuda"] = _ops.kernel(_backend, op)
+        _ops.register(_backend)
 
 
-_hook_dispatch()
+_register_kernels()
 
 
 def device_count() -> int:
@@ -286,6 +276,9 @@ def set_rng_state_all(new_states) -> None:
 def __getattr__(name):  # torch.cuda.default_generators: one per GPU, made on first use
     if name == "default_generators":
         return tuple(_random.default_generator(i) for i in _random.device_indices())
+    if name == "amp":  # the deprecated torch.cuda.amp aliases
+        import importlib
+        return importlib.import_module(f"{__name__}.amp")
     raise AttributeError(f"module 'ember.cuda' has no attribute {name!r}")
 
 

@@ -1,9 +1,9 @@
 """The cuda DeviceBackend: storage from the caching allocator, copies, and kernels.
 
-Kernels, in order: pointwise ops from their formulas (Triton, `_pointwise`); hand-written
-kernels for hot ops (matmul through cuBLAS, reductions, softmax); every other op of the table
-runs its CPU kernel on a host copy of its arguments and copies the results back (correct but
-slow: `fallback_ops` lists which ops took that path, so the gaps are visible).
+Kernels live in the op entries' cuda slots (`register_kernel`, see `_ops.register`): pointwise
+ops from their formulas (Triton, `_pointwise`, a cached launch plan per call signature here),
+hand-written kernels for the rest. The ops listed in HOST run their CPU kernel on host copies
+(correct but slow: `fallback_ops` counts which ops took that path, so the gaps are visible).
 """
 from __future__ import annotations
 
@@ -105,7 +105,6 @@ class CudaBackend(DeviceBackend):
     def __init__(self):
         self._pw = None
         self.fallback_ops: dict = {}    # op qualname -> calls that ran on the host
-        self.kernels: dict = {}
         self._plans: dict = {}
         self._pinned: dict = {}             # page-locked host blocks: address -> bytes
         self._pinned_inflight: list = []    # (event, host array) of async copies from them
@@ -334,21 +333,36 @@ class CudaBackend(DeviceBackend):
         run(grid[0], 1, 1, stream, *prefix, *call, *tail, *cvals)
         return out
 
-    def fast_pointwise(self, op, args, recording=False):
-        """core's hook ahead of dispatch (and autograd's record, with recording=True): a call
-        seen before (same op, dtypes, shapes, strides, scalar types) launches its cached plan;
-        None sends it down the usual path. An in-place op (x.add_(y)) launches the plan of its
-        out-of-place op writing straight into x when x is laid out as that plan's output."""
+    def pointwise_kernel(self, op):
+        """The cuda slot of a pointwise op: a call seen before (same dtypes, shapes, strides,
+        scalar types) launches its cached plan; a new one is checked and promoted by core
+        (pointwise_prepare), traced, launched, and its plan cached."""
+        from ember._dispatch import pointwise_prepare
+
+        def kernel(*args):
+            r = self._cached_launch(op, args)
+            if r is not None:
+                return r
+            rdt, cdt = pointwise_prepare(op, args)
+            return self.pointwise(op, args, rdt, cdt)
+        kernel.__qualname__ = f"cuda_pointwise[{op.qualname}]"
+        return kernel
+
+    def inplace_kernel(self, op):
+        """The cuda slot of an in-place pointwise op (x.add_(y)): the plan of its functional op
+        writing straight into x when x is laid out as that plan's output; NotImplemented
+        otherwise (the dispatcher then computes the functional op and copies it into x)."""
+        def kernel(*args):
+            r = self._cached_launch(op, args)
+            return NotImplemented if r is None else r
+        kernel.__qualname__ = f"cuda_pointwise[{op.qualname}]"
+        return kernel
+
+    def _cached_launch(self, op, args):
+        """Launch the cached plan of a call seen before; None: no plan."""
         if self._pw is None:
             return None
         base = op.inplace_of
-        if base is not None and recording:
-            return None
-        if not recording:
-            for i in op.tensor_idx:
-                a = args[i]
-                if isinstance(a, Tensor) and a._requires_grad:  # nn.Parameter too
-                    return None  # autograd records it
         sig = self._signature(base or op, args)
         plan = self._plan(sig) if sig is not None else None
         if plan is None:
@@ -456,58 +470,8 @@ class CudaBackend(DeviceBackend):
         from ._optim import fused_optim
         return fused_optim(self, kind, tensors, hyper)
 
-    def kernel_for(self, op):
-        k = self.kernels.get(op.qualname)
-        if k is None:
-            from . import _ops
-            k = _ops.kernel(self, op)
-            if k is None:
-                def k(*args, _op=op):
-                    return self._host_call(_op, args)
-            self.kernels[op.qualname] = k
-        return k
-
     def _host_call(self, op, args, count=True):
-        """Run op's CPU kernel on host copies; write mutated args back; results to the GPU.
-        count=False: only the fake device's interpreter lacks the kernel (not a GPU gap)."""
-        from ember._dispatch import execute
-        if count:
-            self.fallback_ops[op.qualname] = self.fallback_ops.get(op.qualname, 0) + 1
-        dev = None
-
-        def down(x):
-            nonlocal dev
-            if isinstance(x, Tensor) and x.device.type == "cuda":
-                dev = x.device
-                return Tensor._from_np(self.to_host(x), x.dtype)
-            if isinstance(x, (list, tuple)) and any(isinstance(e, Tensor) for e in x):
-                return type(x)(down(e) for e in x)
-            return x
-
-        host = [down(a) for a in args]
-        if op.device_idx is not None and host[op.device_idx] is not None:
-            d = Device(host[op.device_idx])
-            if d.type == "cuda":
-                dev = d if d.index is not None else self._dev(d)
-                host[op.device_idx] = "cpu"
-        dev = self._dev(dev)
-        r = execute(op, tuple(host))
-        for i in op.mutated_idx:
-            if isinstance(args[i], Tensor) and args[i].device.type == "cuda":
-                self.copy_(args[i], host[i])
-        if op.returns_alias and op.mutated_idx:
-            return args[op.mutated_idx[0]]
-
-        def up(x):
-            if isinstance(x, Tensor) and x.device.type == "cpu":
-                return self.from_tensor(x, dev)
-            if isinstance(x, tuple) and hasattr(x, "_fields"):
-                return type(x)(*[up(e) for e in x])
-            if isinstance(x, (list, tuple)):
-                return type(x)(up(e) for e in x)
-            return x
-
-        return up(r)
+        return self.host_call(op, args, count)
 
 
 _I31 = 2**31

@@ -1,14 +1,16 @@
 """GPU kernels for non-pointwise ops: matmul (cuBLAS), copies/fills, reductions, softmax.
 
-`kernel(backend, op)` returns the kernel for an op or None (the backend then runs the op's CPU
-kernel on host copies). Each kernel validates like the CPU one by asking the op's meta function
-for the result shape and dtype, so errors match.
+`register(backend)` fills the op entries' cuda slots from here and the family modules. A kernel
+returning NotImplemented leaves the call to the dispatcher's rule (the decomposition, else the
+op's CPU kernel on host copies). Kernels ask the op's meta for the result shape and dtype.
 """
 from __future__ import annotations
 
 import importlib
 
 from ember import _dtype as D
+from ember._device import get_backend
+from ember._ops import lookup, register_kernel
 from ember._ops.reduction import _sum_dtype, reduce_dims, reduced_shape
 from ember._random import Generator
 from ember._tensor import Tensor
@@ -17,6 +19,32 @@ from . import _runtime as rt
 from ._blas import matmul
 from ._launch import FastLauncher
 from ._pointwise import Operand, Unsupported
+
+_BE = get_backend("cuda")
+
+
+def cuda_kernel(*qualnames):
+    """Decorator: fill these ops' cuda slots (`register_kernel(op, "cuda", ...)`) with a kernel
+    f(backend, op, *args) (run in the device's context; NotImplemented declines a call)."""
+    def fill(f):
+        for q in qualnames:
+            op = lookup(q)
+            register_kernel(op, "cuda", _slot(_BE, op, f))
+        return f
+    return fill
+
+
+def _slot(backend, op, f):
+    """A kernel f(backend, op, *args) as a slot kernel(*args), in the device's context;
+    f returns NotImplemented for calls it leaves to the dispatcher's rule (decomp, else host)."""
+    def kernel(*args):
+        rt.ensure_context(_dev_index(args))
+        if not _ACC:
+            _ACC.update(_acc())
+        return f(backend, op, *args)
+    kernel.__qualname__ = f"cuda[{op.qualname}]"
+    return kernel
+
 
 _LAZY: dict = {}
 
@@ -32,23 +60,6 @@ def _lazy(name):
 _RBLOCK = 1024
 
 
-def kernel(backend, op):
-    f = _TABLE.get(op.qualname)
-    if f is None:
-        return None
-    if not _ACC:
-        _ACC.update(_acc())
-
-    def k(*args):
-        rt.ensure_context(_dev_index(args))
-        r = f(backend, op, *args)
-        if r is NotImplemented:  # the decomposition where core has one, else host copies
-            return op.decomp(*args) if op.qualname in OVER_DECOMP else backend._host_call(
-                op, args)
-        return r
-    return k
-
-
 def _dev_index(args) -> int:
     for a in args:
         if isinstance(a, Tensor) and a.device.type == "cuda":
@@ -56,6 +67,7 @@ def _dev_index(args) -> int:
     return rt.current_device()
 
 
+@cuda_kernel("matmul")
 def _matmul(be, op, x, y):
     if not (isinstance(y, Tensor) and y.device == x.device):
         return NotImplemented
@@ -63,10 +75,12 @@ def _matmul(be, op, x, y):
     return NotImplemented if r is None else r
 
 
+@cuda_kernel("clone")
 def _clone(be, op, x, memory_format=None):
     return be._copy_new(x, x.dtype)
 
 
+@cuda_kernel("fill_")
 def _fill(be, op, x, value):
     try:
         return be.fill_(x, value)
@@ -74,6 +88,7 @@ def _fill(be, op, x, value):
         return NotImplemented
 
 
+@cuda_kernel("zero_")
 def _zero(be, op, x):
     return _fill(be, op, x, 0)
 
@@ -138,6 +153,7 @@ def _factory(fill, like=False):
 _FACTORY_META: dict = {}
 
 
+@cuda_kernel("arange")
 def _arange(be, op, *args):
     """arange with integer start/step on the GPU (one kernel); anything else on the host."""
     from ember._device import device as Device
@@ -256,10 +272,12 @@ def _col_sum(be, x, out, R, C, mean, BR=32, BC=128):
             {"ACC": acc, "SCALE_MEAN": mean, "BLOCK_R": BR, "BLOCK_C": BC})
 
 
+@cuda_kernel("sum")
 def _sum(be, op, x, dim=None, keepdim=False, dtype=None):
     return _reduce(be, op, x, dim, keepdim, 0, _sum_dtype(x.dtype, dtype))
 
 
+@cuda_kernel("mean")
 def _mean(be, op, x, dim=None, keepdim=False, dtype=None):
     od = x.dtype if dtype is None else dtype
     if od._cat < 2:
@@ -267,22 +285,27 @@ def _mean(be, op, x, dim=None, keepdim=False, dtype=None):
     return _reduce(be, op, x, dim, keepdim, 0, od, mean=True)
 
 
+@cuda_kernel("amax")
 def _amax(be, op, x, dim=(), keepdim=False):
     return _reduce(be, op, x, dim, keepdim, 1, x.dtype)
 
 
+@cuda_kernel("amin")
 def _amin(be, op, x, dim=(), keepdim=False):
     return _reduce(be, op, x, dim, keepdim, 2, x.dtype)
 
 
+@cuda_kernel("max")
 def _max_all(be, op, x):
     return _reduce(be, op, x, None, False, 1, x.dtype)
 
 
+@cuda_kernel("min")
 def _min_all(be, op, x):
     return _reduce(be, op, x, None, False, 2, x.dtype)
 
 
+@cuda_kernel("argmax")
 def _argmax(be, op, x, dim=None, keepdim=False):
     if x.dtype._cat < 2:
         return NotImplemented
@@ -292,6 +315,7 @@ def _argmax(be, op, x, dim=None, keepdim=False):
     return _reduce(be, op, x, dim, keepdim, 3, D.int64)
 
 
+@cuda_kernel("argmin")
 def _argmin(be, op, x, dim=None, keepdim=False):
     if x.dtype._cat < 2:
         return NotImplemented
@@ -342,6 +366,7 @@ def _cont(be, x):
     return x if x.is_contiguous() else be._copy_new(x, x.dtype)
 
 
+@cuda_kernel("embedding")
 def _embedding(be, op, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     if w.ndim != 2 or idx.dtype not in (D.int64, D.int32) or w.dtype not in _ACC:
         return NotImplemented
@@ -360,6 +385,7 @@ def _embedding(be, op, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=
     return out.reshape(tuple(idx.shape) + (D_,))
 
 
+@cuda_kernel("embedding_dense_backward")
 def _embedding_backward(be, op, g, idx, num_weights, padding_idx, scale_grad_by_freq):
     if scale_grad_by_freq or idx.dtype not in (D.int64, D.int32) or g.dtype not in _ACC:
         return NotImplemented
@@ -375,6 +401,7 @@ def _embedding_backward(be, op, g, idx, num_weights, padding_idx, scale_grad_by_
     return acc if g.dtype is D.float32 else be._copy_new(acc, g.dtype)
 
 
+@cuda_kernel("nll_loss_forward")
 def _nll_forward(be, op, x, t, w, reduction, ignore_index):
     if x.ndim != 2 or t.ndim != 1 or x.dtype not in _ACC or x.dtype._cat < 2:
         return NotImplemented
@@ -397,6 +424,7 @@ def _nll_forward(be, op, x, t, w, reduction, ignore_index):
             be._copy_new(tot, x.dtype))
 
 
+@cuda_kernel("nll_loss_backward")
 def _nll_backward(be, op, g, x, t, w, reduction, ignore_index, total_weight):
     if x.ndim != 2 or t.ndim != 1 or x.dtype not in _ACC or x.dtype._cat < 2:
         return NotImplemented
@@ -412,6 +440,7 @@ def _nll_backward(be, op, g, x, t, w, reduction, ignore_index, total_weight):
     return gx
 
 
+@cuda_kernel("native_layer_norm")
 def _layer_norm(be, op, x, normalized_shape, w, b, eps):
     if x.dtype not in _ACC or x.dtype._cat < 2 or not len(normalized_shape):
         return NotImplemented
@@ -433,6 +462,7 @@ def _layer_norm(be, op, x, normalized_shape, w, b, eps):
     return y, mean, rstd
 
 
+@cuda_kernel("native_layer_norm_backward")
 def _layer_norm_backward(be, op, g, x, normalized_shape, mean, rstd, w, b, mask):
     """dx in one kernel (a row per step, ROWS rows a program) plus per-program partial weight
     and bias grads, summed by _col_sum; rows longer than 8192 take the decomposition."""
@@ -468,6 +498,7 @@ def _layer_norm_backward(be, op, g, x, normalized_shape, mean, rstd, w, b, mask)
     return (dx if mask[0] else None), dw, db
 
 
+@cuda_kernel("slice_scatter")
 def _slice_scatter(be, op, x, src, dim=0, start=None, end=None, step=1):
     """A copy of x with src written into x[start:end:step] along dim (split's backward)."""
     from ember._size import normalize_dim
@@ -506,6 +537,7 @@ def _tri(upper):
     return f
 
 
+@cuda_kernel("max_pool2d_with_indices")
 def _max_pool2d(be, op, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     from ember._ops.pool import _norm_args
     if x.dtype not in _ACC or x.dtype._cat < 2:
@@ -527,6 +559,7 @@ def _max_pool2d(be, op, x, kernel_size, stride=(), padding=0, dilation=1, ceil_m
     return y, idx
 
 
+@cuda_kernel("_pool_scatter")
 def _pool_scatter(be, op, g, x, idx, n):
     if g.dtype not in _ACC or g.dtype._cat < 2 or tuple(g.shape) != tuple(idx.shape):
         return NotImplemented
@@ -568,36 +601,40 @@ def _acc():
             D.int8: tl.int64, D.uint8: tl.int64, D.bool: tl.int64}
 
 
-_ACC: dict = {}   # accumulator dtype per input dtype: filled (importing triton) by kernel()
+_ACC: dict = {}   # accumulator dtype per input dtype: filled (importing triton) on a first call
 
-# ops that have a decomposition in core: registered as op.kernels["cuda"] by ember.cuda
-OVER_DECOMP = ("native_layer_norm_backward",)
+cuda_kernel("empty")(_factory(None))
+cuda_kernel("zeros")(_factory(0))
+cuda_kernel("ones")(_factory(1))
+cuda_kernel("full")(_factory("arg"))
+cuda_kernel("empty_like")(_factory(None, True))
+cuda_kernel("zeros_like")(_factory(0, True))
+cuda_kernel("ones_like")(_factory(1, True))
+cuda_kernel("full_like")(_factory("arg", True))
+cuda_kernel("tril")(_tri(False))
+cuda_kernel("triu")(_tri(True))
+cuda_kernel("convolution")(lambda be, op, *a: _conv().convolution(be, op, *a))
+cuda_kernel("convolution_backward")(lambda be, op, *a: _conv().convolution_backward(be, op, *a))
+cuda_kernel("softmax")(_softmax_any(False))
+cuda_kernel("log_softmax")(_softmax_any(True))
 
-_TABLE = {
-    "matmul": _matmul, "clone": _clone, "fill_": _fill, "zero_": _zero,
-    "sum": _sum, "mean": _mean, "amax": _amax, "amin": _amin, "max": _max_all,
-    "min": _min_all, "argmax": _argmax, "argmin": _argmin,
-    "arange": _arange, "empty": _factory(None), "zeros": _factory(0), "ones": _factory(1),
-    "full": _factory("arg"), "empty_like": _factory(None, True),
-    "zeros_like": _factory(0, True), "ones_like": _factory(1, True),
-    "full_like": _factory("arg", True),
-    "embedding": _embedding, "embedding_dense_backward": _embedding_backward,
-    "nll_loss_forward": _nll_forward, "nll_loss_backward": _nll_backward,
-    "native_layer_norm": _layer_norm, "native_layer_norm_backward": _layer_norm_backward,
-    "slice_scatter": _slice_scatter,
-    "tril": _tri(False), "triu": _tri(True), "max_pool2d_with_indices": _max_pool2d,
-    "_pool_scatter": _pool_scatter,
-    "convolution": lambda be, op, *a: _conv().convolution(be, op, *a),
-    "convolution_backward": lambda be, op, *a: _conv().convolution_backward(be, op, *a),
-    "softmax": _softmax_any(False), "log_softmax": _softmax_any(True),
-}
-
-# the op families in their own modules (each: TABLE of kernels, HOST of ops left on host copies)
+# the op families in their own modules: each fills its ops' cuda slots when imported, and lists
+# in HOST the ops it leaves on host copies (with the reason)
 FAMILIES = ("_ops_index", "_ops_sort", "_ops_random", "_ops_nnx", "_ops_misc",
             "_ops_linalg")
-HOST_OPS: dict = {}   # op qualname -> why it runs its CPU kernel on host copies
-for _name in FAMILIES:
-    _m = importlib.import_module("ember.cuda." + _name)
-    _TABLE.update(_m.TABLE)
-    HOST_OPS.update(_m.HOST)
-    OVER_DECOMP += tuple(getattr(_m, "OVER_DECOMP", ()))
+
+
+def register(backend) -> None:
+    """Fill the cuda slots of the op entries: pointwise ops and their in-place forms get the
+    backend's cached Triton launch; the rest are filled by `cuda_kernel` in this module and the
+    family modules, imported here. The backend's HOST gathers the families' host lists."""
+    from ember._ops import OPS, register_kernel
+    host: dict = {}
+    for name in FAMILIES:
+        host.update(importlib.import_module("ember.cuda." + name).HOST)
+    backend.HOST = host
+    for op in {id(o): o for o in OPS.values()}.values():
+        if op.pointwise is not None:
+            register_kernel(op, "cuda", backend.pointwise_kernel(op))
+        elif op.inplace_of is not None and op.inplace_of.pointwise is not None:
+            register_kernel(op, "cuda", backend.inplace_kernel(op))

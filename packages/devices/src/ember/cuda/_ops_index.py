@@ -1,7 +1,8 @@
 """GPU kernels: indexing, gather/scatter, masks, search and counting ops.
 
-TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
-NotImplemented to fall back); HOST lists the ops of this family that still run their CPU kernel on
+`cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
+(NotImplemented declines a call).
+HOST lists the ops of this family that still run their CPU kernel on
 host copies, with the reason (test_cuda_opdb.py holds the backend to it).
 
 Every op here is one strided Triton kernel (_kernels_index: gather_nd / scatter_nd over up to 6
@@ -19,11 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 from ember import _dtype as D
+from ember._dispatch import DynamicOutputShape
 from ember._size import broadcast_shapes, normalize_dim
 from ember._tensor import Tensor
 
 from . import _runtime as rt
-from ._ops import _cont, _launch, _lazy, be_dtypes
+from ._ops import _cont, _launch, _lazy, be_dtypes, cuda_kernel
 from ._pointwise import Unsupported
 
 _BLOCK = 1024
@@ -36,6 +38,31 @@ _ATOMIC = (D.float32, D.float64, D.int32, D.int64)
 
 def _K():
     return _lazy("_kernels_index")
+
+
+def _index_kernel(*qualnames):
+    """cuda_kernel for this family: the op's meta validates first, host indices move over."""
+    def fill(f):
+        cuda_kernel(*qualnames)(_on_device(f))
+        return f
+    return fill
+
+
+def _on_device(f):
+    """The op's meta validates the call first (PyTorch's rank, shape and dtype errors: the
+    kernels here check only index values). Host tensors among the arguments (core's backward
+    formulas build index tensors on the CPU) are copied to the op's device, as PyTorch does for
+    CPU indices."""
+    def k(be, op, *args):
+        if op.meta is not None:
+            try:
+                op.meta(*args)
+            except DynamicOutputShape:  # validated; x[mask]'s shape needs the mask's values
+                pass
+        dev = next(a.device for a in args if isinstance(a, Tensor) and a.device.type == "cuda")
+        args = tuple(a.to(dev) if isinstance(a, Tensor) and a.device != dev else a for a in args)
+        return f(be, op, *args)
+    return k
 
 
 def _raise(be, op, args):
@@ -183,17 +210,15 @@ def _acc_target(be, x, accum):
 
 
 # ---- gather / index_select / take --------------------------------------------------------------
+@_index_kernel("gather")
 def _gather_op(be, op, x, dim, index, sparse_grad=False):
-    if not _ok_dtype(x) or index.dtype not in _INTS:
-        return _raise(be, op, (x, dim, index, sparse_grad)) if index.dtype not in _INTS \
-            else NotImplemented
+    if not _ok_dtype(x):
+        return NotImplemented
     d = normalize_dim(dim, x.ndim)
-    if index.numel() == 0 and x.ndim == index.ndim:
+    if index.numel() == 0:
         return be._new(tuple(index.shape), x.dtype, x.device)
     xs = tuple(x.shape) if x.ndim else (1,)
     ish = tuple(index.shape) if index.ndim else (1,)
-    if len(xs) != len(ish) or any(i != d and ish[i] > xs[i] for i in range(len(ish))):
-        return _raise(be, op, (x, dim, index, sparse_grad))
     xv, iv = x.reshape(xs), index.reshape(ish)
     (mm,) = _minmax(be, [iv])
     if not _in_range(mm, 0, xs[d]):   # negatives refused, as PyTorch (the CPU kernel raises)
@@ -205,10 +230,9 @@ def _gather_op(be, op, x, dim, index, sparse_grad=False):
     return out.reshape(tuple(index.shape))
 
 
+@_index_kernel("index_select")
 def _index_select(be, op, x, dim, index):
     args = (x, dim, index)
-    if index.ndim > 1 or index.dtype not in _INTS:
-        return _raise(be, op, args)
     if not _ok_dtype(x) or x.ndim == 0:
         return NotImplemented
     d = normalize_dim(dim, x.ndim)
@@ -225,9 +249,8 @@ def _index_select(be, op, x, dim, index):
     return out
 
 
+@_index_kernel("take")
 def _take(be, op, x, index):
-    if index.dtype not in _INTS:
-        return _raise(be, op, (x, index))
     if not _ok_dtype(x):
         return NotImplemented
     n = x.numel()
@@ -262,26 +285,19 @@ def _scatter_any(be, op, args, x, d, index, src, accum):
 
 def _scatter_checks(be, op, args, x, dim, index, src):
     """None when the fast path applies, else the op's result (its error) or NotImplemented."""
-    if index.dtype is not D.int64 or (src is not None and src.dtype is not x.dtype):
-        return _raise(be, op, args)
     if not _ok_dtype(x):
         return NotImplemented
     d = normalize_dim(dim, x.ndim)
     if index.numel() == 0:
         return None
     xs = tuple(x.shape) if x.ndim else (1,)
-    ish = tuple(index.shape) if index.ndim else (1,)
-    if len(xs) != len(ish) or any(i != d and ish[i] > xs[i] for i in range(len(ish))):
-        return _raise(be, op, args)
-    if src is not None and any(i >= src.ndim or ish[i] > src.shape[i]
-                               for i in range(index.ndim)):
-        return _raise(be, op, args)
     (mm,) = _minmax(be, [index])
     if not _in_range(mm, 0, xs[d]):   # negatives refused, as PyTorch (the CPU kernel raises)
         return _raise(be, op, args)
     return None
 
 
+@_index_kernel("scatter")
 def _scatter_op(be, op, x, dim, index, src=None, value=None, reduce=None):
     args = (x, dim, index, src, value, reduce)
     if reduce not in (None, "add"):
@@ -299,6 +315,7 @@ def _scatter_op(be, op, x, dim, index, src=None, value=None, reduce=None):
                         reduce == "add")
 
 
+@_index_kernel("scatter_add")
 def _scatter_add(be, op, x, dim, index, src):
     args = (x, dim, index, src)
     r = _scatter_checks(be, op, args, x, dim, index, src)
@@ -312,10 +329,6 @@ def _scatter_add(be, op, x, dim, index, src):
 def _index_dim(be, op, args, x, dim, index, source, accum, ndim_err=IndexError):
     """index_add / index_copy / index_fill: out = copy of x with out[..., index[k], ...] =
     (+=) source[..., k, ...] along dim (source None: args[-1] is the fill value)."""
-    if index.ndim > 1 or index.dtype not in _INTS:
-        return _raise(be, op, args)
-    if source is not None and source.dtype is not x.dtype:
-        return _raise(be, op, args)
     if not _ok_dtype(x) or x.ndim == 0:
         return NotImplemented
     d = normalize_dim(dim, x.ndim)
@@ -323,8 +336,6 @@ def _index_dim(be, op, args, x, dim, index, source, accum, ndim_err=IndexError):
     if source is not None:
         if source.ndim != x.ndim:
             return NotImplemented
-        if source.shape[d] != k:
-            return _raise(be, op, args)
         if any(source.shape[i] != x.shape[i] for i in range(x.ndim) if i != d):
             return NotImplemented
     n = x.shape[d]
@@ -349,6 +360,7 @@ def _index_dim(be, op, args, x, dim, index, source, accum, ndim_err=IndexError):
     return out
 
 
+@_index_kernel("index_add")
 def _index_add(be, op, x, dim, index, source, alpha=1):
     args = (x, dim, index, source, alpha)
     if alpha != 1 and source.dtype is x.dtype and x.dtype in be_dtypes():
@@ -358,24 +370,23 @@ def _index_add(be, op, x, dim, index, source, alpha=1):
     return _index_dim(be, op, args, x, dim, index, source, True)
 
 
+@_index_kernel("index_copy")
 def _index_copy(be, op, x, dim, index, source):
     return _index_dim(be, op, (x, dim, index, source), x, dim, index, source, False)
 
 
+@_index_kernel("index_fill.int_Scalar")
 def _index_fill(be, op, x, dim, index, value):
-    if isinstance(value, Tensor) and value.ndim != 0:
-        return _raise(be, op, (x, dim, index, value))
     if isinstance(value, complex):
         return NotImplemented
     return _index_dim(be, op, (x, dim, index, value), x, dim, index, None, False)
 
 
+@_index_kernel("put")
 def _put(be, op, x, index, source, accumulate=False):
     args = (x, index, source, accumulate)
     n = x.numel()
-    if index.dtype not in _INTS or index.numel() != source.numel() or source.dtype is not x.dtype:
-        return _raise(be, op, args)
-    if not _ok_dtype(x):
+    if source.dtype is not x.dtype or not _ok_dtype(x):  # (the CPU kernel casts source)
         return NotImplemented
     (mm,) = _minmax(be, [index])
     if not _in_range(mm, -n, n):
@@ -407,8 +418,6 @@ def _adv_plan(be, op, args, x, indices):
             i = i.to(x.device)
         if i.dtype is D.bool:
             k = i.ndim
-            if d + k > x.ndim or tuple(i.shape) != tuple(x.shape[d:d + k]):
-                return _raise(be, op, args)
             nz = _nonzero(be, None, i) if k else None
             if nz is None or nz is NotImplemented:
                 return NotImplemented
@@ -417,20 +426,14 @@ def _adv_plan(be, op, args, x, indices):
                 dims.append(d + j)
             d += k
             continue
-        if i.dtype not in _INTS or i.dtype is D.uint8 or d >= x.ndim:
-            return _raise(be, op, args) if i.dtype not in _INTS or d >= x.ndim \
-                else NotImplemented   # uint8 masks: deprecated, the host warns as PyTorch
+        if i.dtype is D.uint8:
+            return NotImplemented   # uint8 masks: deprecated, the host warns as PyTorch
         idx.append(i)
         dims.append(d)
         d += 1
-    if d > x.ndim:
-        return _raise(be, op, args)
     if not idx:
         return NotImplemented
-    try:
-        B = tuple(broadcast_shapes(*[tuple(i.shape) for i in idx]))
-    except RuntimeError:
-        return _raise(be, op, args)
+    B = tuple(broadcast_shapes(*[tuple(i.shape) for i in idx]))
     # the linear offsets of the indexed dims (one contiguous int64 tensor over B), each index
     # tensor's min/max on the way: one read checks them all
     off = be._new(B, D.int64, x.device)
@@ -464,6 +467,7 @@ def _adv_plan(be, op, args, x, indices):
     return off, shape, a, b
 
 
+@_index_kernel("index.Tensor")
 def _index(be, op, x, indices):
     if not _ok_dtype(x):
         return NotImplemented
@@ -478,15 +482,13 @@ def _index(be, op, x, indices):
 
 
 def _index_put_into(be, op, args, x, indices, values, accumulate):
-    if values.dtype is not x.dtype:
-        return _raise(be, op, args)
     if not _ok_dtype(x):
         return NotImplemented
     plan = _adv_plan(be, op, args, x, indices)
     if not isinstance(plan, tuple):
         return plan
     off, shape, a, b = plan
-    vs = tuple(values.shape)
+    vs = tuple(values.shape)   # (the meta checks this shape unless a mask's count sets it)
     if len(vs) > len(shape) or any(v not in (1, s) for v, s in zip(vs[::-1], shape[::-1])):
         return _raise(be, op, args)
     if values.device != x.device:
@@ -509,6 +511,7 @@ def _retarget(x, tgt, shape, a, b):
     return a if tuple(tgt.stride()) == tuple(x.stride()) else None
 
 
+@_index_kernel("index_put")
 def _index_put(be, op, x, indices, values, accumulate=False):
     out = be._copy_new(x, x.dtype) if _ok_dtype(x) else None
     if out is None:
@@ -518,6 +521,7 @@ def _index_put(be, op, x, indices, values, accumulate=False):
     return r
 
 
+@_index_kernel("index_put_")
 def _index_put_(be, op, x, indices, values, accumulate=False):
     args = (x, indices, values, accumulate)
     if _ok_dtype(x) and accumulate and x.dtype not in _ATOMIC and not x.is_contiguous():
@@ -571,6 +575,7 @@ def _compact(be, x, xst, shape, mode, out_fn, val=None, vst=None, limit=0):
     return out
 
 
+@_index_kernel("nonzero")
 def _nonzero(be, op, x):
     if not _ok_dtype(x):
         return NotImplemented
@@ -588,6 +593,7 @@ def _nonzero(be, op, x):
                     lambda k: be._new((k, len(shape)), D.int64, x.device))
 
 
+@_index_kernel("masked_select")
 def _masked_select(be, op, x, mask):
     if mask.dtype not in (D.bool, D.uint8):
         return _raise(be, op, (x, mask))
@@ -603,6 +609,7 @@ def _masked_select(be, op, x, mask):
     return NotImplemented if r is None else r
 
 
+@_index_kernel("masked_scatter")
 def _masked_scatter(be, op, x, mask, source):
     args = (x, mask, source)
     if mask.dtype not in (D.bool, D.uint8) or source.dtype is not x.dtype:
@@ -629,10 +636,9 @@ def _masked_scatter(be, op, x, mask, source):
 
 
 # ---- one_hot -----------------------------------------------------------------------------------
+@_index_kernel("one_hot")
 def _one_hot(be, op, x, num_classes=-1):
     args = (x, num_classes)
-    if x.dtype is not D.int64:
-        return _raise(be, op, args)
     (mm,) = _minmax(be, [x]) if x.numel() else [(0, -1)]
     if x.numel() and mm[0] < 0:
         return _raise(be, op, args)
@@ -686,17 +692,6 @@ def _lazy_rule(name):
     return rule
 
 
-def _on_device(f):
-    """Host tensors among the arguments (core's backward formulas build index tensors on the
-    CPU) are copied to the op's device first, as PyTorch does for CPU indices."""
-    def k(be, op, *args):
-        dev = next(a.device for a in args if isinstance(a, Tensor) and a.device.type == "cuda")
-        args = tuple(a.to(dev) if isinstance(a, Tensor) and a.device != dev else a for a in args)
-        return f(be, op, *args)
-    return k
-
-
-
 # ---- scatter_reduce ----------------------------------------------------------------------------
 _REDUCE_OP = {"sum": 0, "mean": 0, "amax": 1, "amin": 2, "prod": 3}
 _RED_NATIVE = (D.float32, D.float64, D.int32, D.int64)   # atomics (and CAS) in place
@@ -719,10 +714,9 @@ def _scatter_red(be, dst, src, idx, shape, a, b, c, scale, nsize, red):
     return True
 
 
+@_index_kernel("scatter_reduce.two")
 def _scatter_reduce(be, op, x, dim, index, src, reduce, include_self=True):
     args = (x, dim, index, src, reduce, include_self)
-    if reduce not in _REDUCE_OP:
-        return _raise(be, op, args)
     r = _scatter_checks(be, op, args, x, dim, index, src)
     if r is not None:
         return r
@@ -770,6 +764,7 @@ def _scatter_reduce(be, op, x, dim, index, src, reduce, include_self=True):
 
 
 # ---- bincount / histc --------------------------------------------------------------------------
+@_index_kernel("bincount")
 def _bincount(be, op, x, weights=None, minlength=0):
     args = (x, weights, minlength)
     if (minlength < 0 or x.ndim != 1 or x.dtype not in _INTS
@@ -795,10 +790,9 @@ def _bincount(be, op, x, weights=None, minlength=0):
     return out
 
 
+@_index_kernel("histc")
 def _histc(be, op, x, bins=100, min=0, max=0):  # noqa: A002
     args = (x, bins, min, max)
-    if not x.dtype.is_floating_point or x.dtype.is_complex or bins <= 0:
-        return _raise(be, op, args)
     if x.dtype not in be_dtypes():
         return NotImplemented
     acc_dt = D.float64 if x.dtype is D.float64 else D.float32
@@ -862,6 +856,7 @@ def _search_op(be, op, args, seq, vals, out_int32, right, sorter):
     return _search(be, seq, vals, out, max(inner, 1), L if seq.ndim > 1 else 0, right, sorter)
 
 
+@_index_kernel("searchsorted.Tensor")
 def _searchsorted(be, op, seq, x, out_int32=False, right=False, side=None, sorter=None):
     args = (seq, x, out_int32, right, side, sorter)
     if side is not None:
@@ -871,6 +866,7 @@ def _searchsorted(be, op, seq, x, out_int32=False, right=False, side=None, sorte
     return _search_op(be, op, args, seq, x, out_int32, right, sorter)
 
 
+@_index_kernel("bucketize.Tensor")
 def _bucketize(be, op, x, boundaries, out_int32=False, right=False):
     args = (x, boundaries, out_int32, right)
     if boundaries.ndim != 1:
@@ -879,6 +875,7 @@ def _bucketize(be, op, x, boundaries, out_int32=False, right=False):
 
 
 # ---- repeat_interleave -------------------------------------------------------------------------
+@_index_kernel("repeat_interleave.self_Tensor")
 def _repeat_interleave(be, op, x, repeats=None, dim=None, output_size=None):
     args = (x, repeats, dim, output_size)
     counts = x if repeats is None else repeats
@@ -945,6 +942,7 @@ def _planes(x, n):
     return m, per
 
 
+@_index_kernel("_pool_gather")
 def _pool_gather(be, op, x, idx, n):
     args = (x, idx, n)
     if idx.dtype not in _INTS or idx.ndim != x.ndim:
@@ -963,6 +961,7 @@ def _pool_gather(be, op, x, idx, n):
     return out.reshape(tuple(idx.shape))
 
 
+@_index_kernel("_max_unpool_ember")
 def _max_unpool(be, op, x, idx, output_size, n):
     args = (x, idx, output_size, n)
     if not _ok_dtype(x) or idx.dtype not in _INTS or tuple(idx.shape) != tuple(x.shape):
@@ -1016,6 +1015,7 @@ def _pad_launch(be, src, dst, N, L, O, mode, backward):
                 {"MODE": _PAD_MODE[mode], "BACKWARD": backward, "BLOCK": _BLOCK})
 
 
+@_index_kernel("_pad_index")
 def _pad_index(be, op, x, pad, mode):
     args = (x, pad, mode)
     if mode not in _PAD_MODE or not _ok_dtype(x):
@@ -1035,6 +1035,7 @@ def _pad_index(be, op, x, pad, mode):
     return out
 
 
+@_index_kernel("_pad_index_backward")
 def _pad_index_backward(be, op, g, input_size, pad, mode):
     args = (g, input_size, pad, mode)
     if mode not in _PAD_MODE or not _ok_dtype(g) or not g.dtype.is_floating_point:
@@ -1057,6 +1058,7 @@ def _pad_index_backward(be, op, g, input_size, pad, mode):
 
 
 # ---- embedding_bag / embedding_renorm_ ---------------------------------------------------------
+@_index_kernel("_embedding_bag")
 def _embedding_bag(be, op, w, idx, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                    psw=None, include_last_offset=False, padding_idx=-1):
     args = (w, idx, offsets, scale_grad_by_freq, mode, sparse, psw, include_last_offset,
@@ -1103,6 +1105,7 @@ def _embedding_bag(be, op, w, idx, offsets, scale_grad_by_freq=False, mode=0, sp
     return out, bag, cnt, maxi
 
 
+@_index_kernel("_embedding_bag_backward_ember")
 def _embedding_bag_backward(be, op, g, w, idx, bag, count, max_idx, scale_grad_by_freq, mode,
                             psw, padding_idx):
     if (g.ndim != 2 or w.ndim != 2 or idx.ndim != 1 or idx.dtype not in _INTS
@@ -1147,6 +1150,7 @@ def _embedding_bag_backward(be, op, g, w, idx, bag, count, max_idx, scale_grad_b
     return (gw if gw.dtype is w.dtype else be._copy_new(gw, w.dtype)), gpsw
 
 
+@_index_kernel("embedding_renorm_")
 def _embedding_renorm(be, op, w, idx, max_norm, norm_type):
     args = (w, idx, max_norm, norm_type)
     if idx.dtype not in _INTS:
@@ -1174,25 +1178,8 @@ def _embedding_renorm(be, op, w, idx, max_norm, norm_type):
     return w
 
 
-TABLE: dict = {
-    "gather": _gather_op, "index_select": _index_select, "take": _take,
-    "scatter": _scatter_op, "scatter_add": _scatter_add,
-    "index_add": _index_add, "index_copy": _index_copy, "index_fill.int_Scalar": _index_fill,
-    "put": _put,
-    "index.Tensor": _index, "index_put": _index_put, "index_put_": _index_put_,
-    "nonzero": _nonzero, "masked_select": _masked_select, "masked_scatter": _masked_scatter,
-    "one_hot": _one_hot,
-    "select_scatter": _into_view(_lazy_rule("select_scatter")),
-    "diagonal_scatter": _into_view(_lazy_rule("diagonal_scatter")),
-    "as_strided_scatter": _into_view(_lazy_rule("as_strided_scatter")),
-    "scatter_reduce.two": _scatter_reduce, "bincount": _bincount, "histc": _histc,
-    "searchsorted.Tensor": _searchsorted, "bucketize.Tensor": _bucketize,
-    "repeat_interleave.self_Tensor": _repeat_interleave,
-    "_pool_gather": _pool_gather, "_max_unpool_ember": _max_unpool,
-    "_pad_index": _pad_index, "_pad_index_backward": _pad_index_backward,
-    "_embedding_bag": _embedding_bag, "_embedding_bag_backward_ember": _embedding_bag_backward,
-    "embedding_renorm_": _embedding_renorm,
-}
-TABLE = {q: _on_device(f) for q, f in TABLE.items()}
+_index_kernel("select_scatter")(_into_view(_lazy_rule("select_scatter")))
+_index_kernel("diagonal_scatter")(_into_view(_lazy_rule("diagonal_scatter")))
+_index_kernel("as_strided_scatter")(_into_view(_lazy_rule("as_strided_scatter")))
 
 HOST: dict[str, str] = {}

@@ -1,8 +1,9 @@
 """GPU kernels for linear algebra: factorizations through cuSOLVER, triangular solves through
 cuBLAS (`_solver`: the glue, and the fake device's numpy stand-ins).
 
-TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
-NotImplemented to fall back); HOST lists the linear-algebra ops that still run their CPU kernel on
+`cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
+(NotImplemented declines a call).
+HOST lists the linear-algebra ops that still run their CPU kernel on
 host copies, with the reason.
 
 cuSOLVER is column-major: a contiguous row-major copy of A is, to cuSOLVER, A^T. Each kernel
@@ -23,6 +24,7 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 
 from . import _solver as S
+from ._ops import cuda_kernel
 
 
 def _as(t, shape, stride, offset=None):
@@ -91,6 +93,7 @@ def _ok(a, *others):
 
 
 # ---- cholesky -----------------------------------------------------------------------------------
+@cuda_kernel("linalg_cholesky")
 def _cholesky(be, op, a, upper=False):
     op.meta(a, upper)
     if not _ok(a):
@@ -115,6 +118,7 @@ def _lu(be, a, batch, transpose=False):
     return c, ipiv, info
 
 
+@cuda_kernel("linalg_solve")
 def _solve(be, op, a, b, left=True):
     from ember._ops.linalg_factor import _vector_case
     if not isinstance(b, Tensor):
@@ -138,6 +142,7 @@ def _solve(be, op, a, b, left=True):
     return x.reshape(shape) if vec else x
 
 
+@cuda_kernel("linalg_inv")
 def _inv(be, op, a):
     op.meta(a)
     if not _ok(a):
@@ -167,6 +172,7 @@ def _lu_parts(be, a):
     return diag, swaps % 2
 
 
+@cuda_kernel("linalg_det")
 def _det(be, op, a):
     op.meta(a)
     if not _ok(a):
@@ -175,6 +181,7 @@ def _det(be, op, a):
     return diag.prod(-1) * (1 - 2 * odd).to(a.dtype)
 
 
+@cuda_kernel("linalg_slogdet")
 def _slogdet(be, op, a):
     op.meta(a)
     if not _ok(a):
@@ -185,6 +192,7 @@ def _slogdet(be, op, a):
 
 
 # ---- qr -----------------------------------------------------------------------------------------
+@cuda_kernel("linalg_qr")
 def _qr(be, op, a, mode="reduced"):
     op.meta(a, mode)
     if not _ok(a):
@@ -267,6 +275,7 @@ def _svd_run(be, a, full, uv):
     return s, vt, u             # A^T = U_c S VT_c, so A = VT_c^T S U_c^T
 
 
+@cuda_kernel("linalg_svd")
 def _svd(be, op, a, full_matrices=True, driver=None):
     op.meta(a, full_matrices, driver)
     if not _ok(a):
@@ -275,6 +284,7 @@ def _svd(be, op, a, full_matrices=True, driver=None):
     return NotImplemented if r is None else (r[1], r[0], r[2])
 
 
+@cuda_kernel("linalg_svdvals")
 def _svdvals(be, op, a, driver=None):
     op.meta(a, driver)
     if not _ok(a):
@@ -284,6 +294,7 @@ def _svdvals(be, op, a, driver=None):
 
 
 # ---- solve_triangular (cuBLAS trsm) -------------------------------------------------------------
+@cuda_kernel("linalg_solve_triangular")
 def _solve_triangular(be, op, a, b, upper, left=True, unitriangular=False):
     if not (isinstance(b, Tensor) and a.ndim >= 2 and b.ndim >= 2 and _ok(a, b)):
         return NotImplemented   # the CPU kernel raises (or handles) it
@@ -309,6 +320,7 @@ def _solve_triangular(be, op, a, b, upper, left=True, unitriangular=False):
 
 
 # ---- matrix_rank --------------------------------------------------------------------------------
+@cuda_kernel("linalg_matrix_rank")
 def _matrix_rank(be, op, a, tol=None, hermitian=False, atol=None, rtol=None):
     from ember._ops.linalg_factor import _cutoff
     if a.ndim < 2 or not _ok(a):
@@ -335,13 +347,8 @@ def _matrix_rank(be, op, a, tol=None, hermitian=False, atol=None, rtol=None):
     return (s > cut).sum(-1).to(D.int64)
 
 
-TABLE: dict = {
-    "linalg_cholesky": _cholesky, "linalg_solve": _solve, "linalg_inv": _inv,
-    "linalg_det": _det, "linalg_slogdet": _slogdet, "linalg_qr": _qr,
-    "linalg_eigh": _eigh_any(True), "linalg_eigvalsh": _eigh_any(False),
-    "linalg_svd": _svd, "linalg_svdvals": _svdvals,
-    "linalg_solve_triangular": _solve_triangular, "linalg_matrix_rank": _matrix_rank,
-}
+cuda_kernel("linalg_eigh")(_eigh_any(True))
+cuda_kernel("linalg_eigvalsh")(_eigh_any(False))
 
 HOST: dict[str, str] = {
     "linalg_eig": "no cuSOLVER path yet (cusolverDnXgeev is in the bindings: complex outputs "

@@ -1,7 +1,8 @@
 """GPU kernels: creation, movement, complex views, special functions and linear algebra.
 
-TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
-NotImplemented to fall back); HOST lists the ops of this family that still run their CPU kernel on
+`cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
+(NotImplemented declines a call).
+HOST lists the ops of this family that still run their CPU kernel on
 host copies, with the reason (test_cuda_opdb.py holds the backend to it).
 
 Most movement ops here are strided copies through the backend's copy kernel (`_copy_into`, one
@@ -19,6 +20,8 @@ import struct
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+
+from ._ops import cuda_kernel
 
 _COMPLEX = "complex dtypes have no Triton codegen"
 
@@ -62,6 +65,7 @@ def _pw(be, op, args, tensor_pos, out, rdt, cdt):
 
 
 # ---- cat ----------------------------------------------------------------------------------------
+@cuda_kernel("cat")
 def _cat(be, op, tensors, dim=0):
     from ember._ops.joining import _cat_inputs
     ts = list(tensors)
@@ -89,6 +93,7 @@ def _cat(be, op, tensors, dim=0):
 
 
 # ---- flip, roll, repeat -------------------------------------------------------------------------
+@cuda_kernel("flip")
 def _flip(be, op, x, dims):
     from ember._ops.joining import _flip_dims
     dims = _flip_dims(x.ndim, dims)
@@ -105,6 +110,7 @@ def _flip(be, op, x, dims):
     return out
 
 
+@cuda_kernel("roll")
 def _roll(be, op, x, shifts, dims=()):
     from ember._ops.joining import _roll_args
     shifts, dims = _roll_args(x.ndim, shifts, dims)
@@ -145,6 +151,7 @@ def _roll_blocks(be, out, x, rolls):
         be._copy_into(_view(out, shape, ost, oo), _view(x, shape, ist, io))
 
 
+@cuda_kernel("repeat")
 def _repeat(be, op, x, repeats):
     from ember._ops.joining import _repeat_shape
     padded, shape = _repeat_shape(tuple(x.shape), repeats)
@@ -164,6 +171,7 @@ def _repeat(be, op, x, repeats):
 
 
 # ---- diagonals and eye --------------------------------------------------------------------------
+@cuda_kernel("diag")
 def _diag(be, op, x, diagonal=0):
     from ember._ops import movement as M
     m = op.meta(x, diagonal)  # PyTorch's errors
@@ -181,6 +189,7 @@ def _diag(be, op, x, diagonal=0):
     return out
 
 
+@cuda_kernel("diag_embed")
 def _diag_embed(be, op, x, offset=0, dim1=-2, dim2=-1):
     from ember._ops import movement as M
     from ember._ops.joining import _diag_embed_dims
@@ -209,6 +218,7 @@ def _factory_out(be, op, args):
     return m, dev
 
 
+@cuda_kernel("eye")
 def _eye(be, op, *args):
     r = _factory_out(be, op, args)
     if r is None:
@@ -275,6 +285,7 @@ class _NanToNum:
         return o.where(o.isnan(x), nan, r)
 
 
+@cuda_kernel("nan_to_num")
 def _nan_to_num(be, op, x, nan=None, posinf=None, neginf=None):
     if x.dtype not in _ok_dtypes():
         return NotImplemented
@@ -299,6 +310,7 @@ class _Angle:
         return o.where(o.isnan(x), x, o.where(o.lt(x, 0), math.pi, 0.0))
 
 
+@cuda_kernel("angle")
 def _angle(be, op, x):
     if x.dtype not in _ok_dtypes():
         return NotImplemented  # complex: atan2 of the parts
@@ -310,6 +322,7 @@ def _angle(be, op, x):
     return out
 
 
+@cuda_kernel("conj_physical")
 def _conj_physical(be, op, x):
     if x.dtype not in _ok_dtypes():
         return NotImplemented  # complex
@@ -325,6 +338,7 @@ class _CrossPart:
         return o.sub(o.mul(a1, b2), o.mul(a2, b1))
 
 
+@cuda_kernel("linalg_cross")
 def _linalg_cross(be, op, a, b, dim=-1):
     from ._pointwise import broadcast_strides
     if _on_cuda(a, b) is None:
@@ -358,6 +372,7 @@ def _linalg_cross(be, op, a, b, dim=-1):
 
 
 # ---- einsum: pairwise contractions through the backend's own ops (cuBLAS matmul) ----------------
+@cuda_kernel("einsum")
 def _einsum(be, op, equation, tensors, path=None):
     from ember._ops.einsum import _check
     ts = list(tensors)
@@ -434,12 +449,8 @@ def _einsum_pair(a, sa, b, sb, later, size):
     return r, "".join(batch + left + right)
 
 
-TABLE: dict = {
-    "cat": _cat, "flip": _flip, "roll": _roll, "repeat": _repeat, "diag": _diag,
-    "diag_embed": _diag_embed, "eye": _eye, "linspace": _space(False), "logspace": _space(True),
-    "nan_to_num": _nan_to_num, "angle": _angle, "conj_physical": _conj_physical,
-    "linalg_cross": _linalg_cross, "einsum": _einsum,
-}
+cuda_kernel("linspace")(_space(False))
+cuda_kernel("logspace")(_space(True))
 
 
 HOST: dict[str, str] = {

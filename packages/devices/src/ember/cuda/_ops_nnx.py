@@ -1,9 +1,10 @@
 """GPU kernels: pooling, resampling, normalization, convolution variants and other nn ops.
 
-TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
-NotImplemented to fall back); HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it). OVER_DECOMP: ops that
-have a decomposition in core and a GPU kernel here (the kernel runs instead of the composition).
+`cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
+(NotImplemented declines a call).
+HOST lists the ops of this family that still run their CPU kernel on
+host copies, with the reason (test_cuda_opdb.py holds the backend to it). A kernel for an op
+with a decomposition in core runs instead of the composition.
 
 The kernels (_kernels_nnx) take contiguous inputs: batch norm is one program per channel (two
 passes for the statistics, one for the output), or, for few channels of many values, P programs
@@ -18,6 +19,8 @@ from __future__ import annotations
 import math
 
 from ember import _dtype as D
+
+from ._ops import cuda_kernel
 
 _FLOAT = (D.float32, D.float16, D.bfloat16, D.float64)
 
@@ -71,6 +74,7 @@ def _bn_split(C, M):
     return -(-M // chunk), chunk
 
 
+@cuda_kernel("_native_batch_norm_legit_functional")
 def _bn(be, op, x, w, b, rm, rv, training, momentum, eps):
     if x.dtype not in _FLOAT or x.ndim < 2 or x.numel() == 0:
         return NotImplemented
@@ -121,6 +125,7 @@ def _bn(be, op, x, w, b, rm, rv, training, momentum, eps):
     return y, sm, si, nrm, nrv
 
 
+@cuda_kernel("native_batch_norm_backward")
 def _bn_backward(be, op, g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
     if (x.dtype not in _FLOAT or g.dtype is not x.dtype or x.ndim < 2 or x.numel() == 0
             or save_mean is None or save_invstd is None or tuple(g.shape) != tuple(x.shape)):
@@ -162,6 +167,7 @@ def _bn_backward(be, op, g, x, w, rm, rv, save_mean, save_invstd, train, eps, ma
 
 
 # ---- group norm ---------------------------------------------------------------------------------
+@cuda_kernel("native_group_norm")
 def _gn(be, op, x, w, b, N, C, HxW, group, eps):
     if (x.dtype not in _FLOAT or x.numel() == 0 or group <= 0 or C % group
             or x.numel() != N * C * HxW or x.ndim < 2):
@@ -180,6 +186,7 @@ def _gn(be, op, x, w, b, N, C, HxW, group, eps):
     return y, mean, rstd
 
 
+@cuda_kernel("native_group_norm_backward")
 def _gn_backward(be, op, g, x, mean, rstd, w, N, C, HxW, group, mask):
     if (x.dtype not in _FLOAT or g.dtype is not x.dtype or x.numel() == 0 or group <= 0
             or C % group or x.numel() != N * C * HxW or tuple(g.shape) != tuple(x.shape)):
@@ -271,6 +278,7 @@ def _avg_pool(n):
     return f
 
 
+@cuda_kernel("_avg_pool_backward")
 def _avg_pool_backward(be, op, g, x, k, s, p, ceil_mode, count_include_pad, divisor_override):
     n = len(k)
     if (g.dtype not in _FLOAT or not 1 <= n <= 3 or len(s) != n or len(p) != n
@@ -320,6 +328,7 @@ def _adaptive(kind):
     return f
 
 
+@cuda_kernel("_adaptive_avg_pool_backward")
 def _adaptive_avg_backward(be, op, g, input_size):
     n = len(input_size)
     if g.dtype not in _FLOAT or not 1 <= n <= 3 or g.ndim < n:
@@ -367,7 +376,10 @@ def _dims_plan(shape, n, sizes_to):
     return plan
 
 
+@cuda_kernel("_upsample")
 def _upsample(be, op, x, output_size, mode, align_corners, scales):
+    from ember._ops.sample import upsample_checks
+    upsample_checks(x, output_size)
     n = len(output_size)
     if x.dtype not in _FLOAT or mode not in _MODES or not 1 <= n <= x.ndim:
         return NotImplemented
@@ -394,6 +406,7 @@ def _upsample(be, op, x, output_size, mode, align_corners, scales):
     return cur
 
 
+@cuda_kernel("_upsample_backward")
 def _upsample_backward(be, op, g, input_size, mode, align_corners, scales):
     n = len(input_size)
     if g.dtype not in _FLOAT or mode not in _MODES or not 1 <= n <= g.ndim:
@@ -426,6 +439,7 @@ def _upsample_backward(be, op, g, input_size, mode, align_corners, scales):
 
 
 # ---- constant_pad_nd: a fill and one strided copy ------------------------------------------------
+@cuda_kernel("constant_pad_nd")
 def _constant_pad(be, op, x, pad, value=0):
     from ember._ops.nn import _pad_pairs
 
@@ -450,6 +464,7 @@ def _constant_pad(be, op, x, pad, value=0):
 
 
 # ---- cdist ---------------------------------------------------------------------------------------
+@cuda_kernel("cdist")
 def _cdist(be, op, x1, x2, p=2.0, compute_mode=None):
     from ._blas import matmul
     from ._runtime import FAKE
@@ -518,6 +533,7 @@ def _grid_args(be, x, grid, mode, pm, ac):
     return x, grid, N, C, H, W, P, consts
 
 
+@cuda_kernel("grid_sampler")
 def _grid_sampler(be, op, x, grid, mode, pm, ac):
     if x.dtype not in _FLOAT or grid.dtype not in _FLOAT or mode not in (0, 1, 2) or \
             pm not in (0, 1, 2):
@@ -533,6 +549,7 @@ def _grid_sampler(be, op, x, grid, mode, pm, ac):
     return y
 
 
+@cuda_kernel("grid_sampler_2d_backward")
 def _grid_sampler_backward(be, op, g, x, grid, mode, pm, ac, mask):
     if (x.dtype not in _FLOAT or grid.dtype not in _FLOAT or g.dtype not in _FLOAT
             or mode not in (0, 1) or pm not in (0, 1, 2)):
@@ -560,31 +577,15 @@ def _grid_sampler_backward(be, op, g, x, grid, mode, pm, ac, mask):
     return gi, gg
 
 
-TABLE: dict = {
-    "_native_batch_norm_legit_functional": _bn,
-    "native_batch_norm_backward": _bn_backward,
-    "native_group_norm": _gn,
-    "native_group_norm_backward": _gn_backward,
-    "max_pool1d_with_indices": _max_pool(1),
-    "max_pool3d_with_indices": _max_pool(3),
-    "avg_pool1d": _avg_pool(1),
-    "avg_pool2d": _avg_pool(2),
-    "avg_pool3d": _avg_pool(3),
-    "_avg_pool_backward": _avg_pool_backward,
-    "_adaptive_avg_pool": _adaptive(False),
-    "_adaptive_max_pool": _adaptive(True),
-    "_adaptive_avg_pool_backward": _adaptive_avg_backward,
-    "_upsample": _upsample,
-    "_upsample_backward": _upsample_backward,
-    "constant_pad_nd": _constant_pad,
-    "im2col": lambda be, op, *a: _conv().im2col(be, op, *a),
-    "col2im": lambda be, op, *a: _conv().col2im(be, op, *a),
-    "cdist": _cdist,
-    "grid_sampler": _grid_sampler,
-    "grid_sampler_2d_backward": _grid_sampler_backward,
-}
-
-OVER_DECOMP = ("native_batch_norm_backward", "native_group_norm_backward")
+cuda_kernel("max_pool1d_with_indices")(_max_pool(1))
+cuda_kernel("max_pool3d_with_indices")(_max_pool(3))
+cuda_kernel("avg_pool1d")(_avg_pool(1))
+cuda_kernel("avg_pool2d")(_avg_pool(2))
+cuda_kernel("avg_pool3d")(_avg_pool(3))
+cuda_kernel("_adaptive_avg_pool")(_adaptive(False))
+cuda_kernel("_adaptive_max_pool")(_adaptive(True))
+cuda_kernel("im2col")(lambda be, op, *a: _conv().im2col(be, op, *a))
+cuda_kernel("col2im")(lambda be, op, *a: _conv().col2im(be, op, *a))
 
 HOST: dict[str, str] = {
     "_ctc_loss": "no GPU kernel yet (a per-sample alpha recursion over time: a Triton kernel "

@@ -10,8 +10,9 @@ launch, or Gumbel keys + topk).
 Argument errors are core's own checks, so they match the CPU. Values differ from PyTorch's CUDA
 stream; the distributions are the same.
 
-TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
-NotImplemented to fall back); HOST lists the ops of this family that still run their CPU kernel on
+`cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
+(NotImplemented declines a call).
+HOST lists the ops of this family that still run their CPU kernel on
 host copies, with the reason (test_cuda_opdb.py holds the backend to it)."""
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from ember import _dtype as D
 from ember._dispatch import torch_name
 from ember._tensor import Tensor
 
+from ._ops import cuda_kernel
 from ._random import generator_for
 
 _BLOCK = 1024          # values a program writes (counters a program: _BLOCK / values a counter)
@@ -134,10 +136,12 @@ def _randint_ok(dt):
     return dt in _FLOATS or dt in _INTS
 
 
+@cuda_kernel("randint")
 def _randint(be, op, high, size, gen, *rest):
     return _randint_low(be, op, 0, high, size, gen, *rest, _args=(high, size, gen, *rest))
 
 
+@cuda_kernel("randint.low")
 def _randint_low(be, op, low, high, size, gen, *rest, _args=None):
     return _randint_new(be, op, _args or (low, high, size, gen, *rest), False, low, high, gen)
 
@@ -152,10 +156,12 @@ def _randint_new(be, op, args, like, low, high, gen):
     return _finish(_randint_into(be, t, low, high, gen), rg)
 
 
+@cuda_kernel("randint_like")
 def _randint_like(be, op, x, high, gen, *rest):
     return _randint_like_low(be, op, x, 0, high, gen, *rest, _args=(x, high, gen, *rest))
 
 
+@cuda_kernel("randint_like.low_dtype")
 def _randint_like_low(be, op, x, low, high, gen, *rest, _args=None):
     return _randint_new(be, op, _args or (x, low, high, gen, *rest), True, low, high, gen)
 
@@ -181,6 +187,7 @@ def _core_check(name):
     return check
 
 
+@cuda_kernel("random_", "random_.from", "random_.to")
 def _random_(be, op, x, *args):
     """random_(), random_.to(to), random_.from(from, to): [from, to) with the dtype's own
     bounds when omitted (floats: [0, 2**mantissa])."""
@@ -209,6 +216,7 @@ def _p_dtype(p):
     return D.float64 if p.dtype is D.float64 else D.float32
 
 
+@cuda_kernel("bernoulli")
 def _bernoulli(be, op, p, gen):
     """bernoulli(p): out ~ Bernoulli(p) elementwise, p's dtype. p outside [0, 1] is not
     checked (PyTorch's CUDA kernel asserts on the device; a host check would sync)."""
@@ -219,6 +227,7 @@ def _bernoulli(be, op, p, gen):
     return _sample(be, out, gen, 6, pa=pc, f64=p.dtype is D.float64)
 
 
+@cuda_kernel("bernoulli.p")
 def _bernoulli_p(be, op, x, p, gen):
     from ember._ops.random import _check_p
     if not (x.dtype in _FLOATS or x.dtype in _INTS):
@@ -228,6 +237,7 @@ def _bernoulli_p(be, op, x, p, gen):
     return _sample(be, out, gen, 6, float(p), f64=True)
 
 
+@cuda_kernel("bernoulli_.Tensor")
 def _bernoulli_tensor_(be, op, x, p, gen):
     if not (x.dtype in _FLOATS or x.dtype in _INTS) or not isinstance(p, Tensor) or \
             p.device != x.device:
@@ -239,6 +249,7 @@ def _bernoulli_tensor_(be, op, x, p, gen):
                                                    f64=p.dtype is D.float64))
 
 
+@cuda_kernel("bernoulli_.float")
 def _bernoulli_float_(be, op, x, p, gen):
     from ember._ops.random import _check_p
     if not (x.dtype in _FLOATS or x.dtype in _INTS):
@@ -264,20 +275,24 @@ def _normal_out(be, op, args, mean, std, gen, dev):
                    1.0 if pb is not None else std, pa, pb)
 
 
+@cuda_kernel("normal.Tensor_Tensor")
 def _normal_tt(be, op, mean, std, gen):
     if mean.device != std.device:
         return NotImplemented
     return _normal_out(be, op, (mean, std, gen), mean, std, gen, mean.device)
 
 
+@cuda_kernel("normal.Tensor_float")
 def _normal_tf(be, op, mean, std, gen):
     return _normal_out(be, op, (mean, std, gen), mean, float(std), gen, mean.device)
 
 
+@cuda_kernel("normal.float_Tensor")
 def _normal_ft(be, op, mean, std, gen):
     return _normal_out(be, op, (mean, std, gen), float(mean), std, gen, std.device)
 
 
+@cuda_kernel("normal.float_float")
 def _normal_ff(be, op, mean, std, size, gen, *rest):
     from ember._ops.random import _check_std
     r = _new_like_meta(be, op, (mean, std, size, gen, *rest), False)
@@ -291,6 +306,7 @@ def _normal_ff(be, op, mean, std, size, gen, *rest):
 
 
 # ---- randperm, multinomial, poisson ----------------------------------------------------------
+@cuda_kernel("randperm")
 def _randperm(be, op, n, gen, *rest):
     """randperm(n): the argsort of n random int64 keys (ember's GPU sort: a rank sort up to
     _ops_sort.RANK_MAX keys; longer rows go through that family's own host fallback). Keys tie
@@ -334,6 +350,7 @@ def _check_probs(rows, n, replacement):
                            "enough non-negative category to sample)")
 
 
+@cuda_kernel("multinomial")
 def _multinomial(be, op, p, n, replacement, gen):
     """multinomial on the GPU. Without replacement (or one sample): the Gumbel-top-k trick, as
     PyTorch: keys p / E with E ~ Exp(1) > 0 drawn in one launch, then topk (ember's GPU sort:
@@ -367,6 +384,7 @@ def _multinomial(be, op, p, n, replacement, gen):
     return out.reshape(tuple(shape))
 
 
+@cuda_kernel("poisson")
 def _poisson(be, op, rates, gen):
     """poisson(rates): one launch, Knuth's method below rate 10, PTRS above (float64 inside).
     Negative rates are not checked (a check would sync): they give NaN."""
@@ -384,28 +402,20 @@ def _poisson(be, op, rates, gen):
     return out
 
 
-# ---- the table -----------------------------------------------------------------------------------
-TABLE: dict = {
-    "rand": _rand_factory(0, "check_uniform_bounds", False),
-    "randn": _rand_factory(1, "normal_kernel_cpu", False),
-    "rand_like": _rand_factory(0, "check_uniform_bounds", True),
-    "randn_like": _rand_factory(1, "normal_kernel_cpu", True),
-    "randint": _randint, "randint.low": _randint_low,
-    "randint_like": _randint_like, "randint_like.low_dtype": _randint_like_low,
-    "uniform_": _sampler(0, "check_uniform_bounds", _core_check("_check_uniform")),
-    "normal_": _sampler(1, "normal_kernel_cpu", lambda m, s: _core_check("_check_std")(s)),
-    "exponential_": _sampler(2, "exponential_cpu", _core_check("_check_exponential"),
-                             lambda lam: (lam,)),
-    "cauchy_": _sampler(3, "cauchy_cpu", _core_check("_check_cauchy")),
-    "log_normal_": _sampler(4, "log_normal_cpu", _core_check("_check_log_normal")),
-    "geometric_": _sampler(5, "geometric_cpu", _core_check("_check_geometric"),
-                           lambda p: (math.log1p(-p),)),
-    "random_": _random_, "random_.from": _random_, "random_.to": _random_,
-    "bernoulli": _bernoulli, "bernoulli.p": _bernoulli_p,
-    "bernoulli_.Tensor": _bernoulli_tensor_, "bernoulli_.float": _bernoulli_float_,
-    "normal.Tensor_Tensor": _normal_tt, "normal.Tensor_float": _normal_tf,
-    "normal.float_Tensor": _normal_ft, "normal.float_float": _normal_ff,
-    "multinomial": _multinomial, "poisson": _poisson, "randperm": _randperm,
-}
+# ---- kernels made by the factories above ------------------------------------------------------
+cuda_kernel("rand")(_rand_factory(0, "check_uniform_bounds", False))
+cuda_kernel("randn")(_rand_factory(1, "normal_kernel_cpu", False))
+cuda_kernel("rand_like")(_rand_factory(0, "check_uniform_bounds", True))
+cuda_kernel("randn_like")(_rand_factory(1, "normal_kernel_cpu", True))
+cuda_kernel("uniform_")(_sampler(0, "check_uniform_bounds", _core_check("_check_uniform")))
+cuda_kernel("normal_")(_sampler(1, "normal_kernel_cpu", lambda m, s: _core_check("_check_std")(s)))
+cuda_kernel("exponential_")(
+    _sampler(2, "exponential_cpu", _core_check("_check_exponential"),
+                             lambda lam: (lam,)))
+cuda_kernel("cauchy_")(_sampler(3, "cauchy_cpu", _core_check("_check_cauchy")))
+cuda_kernel("log_normal_")(_sampler(4, "log_normal_cpu", _core_check("_check_log_normal")))
+cuda_kernel("geometric_")(
+    _sampler(5, "geometric_cpu", _core_check("_check_geometric"),
+                           lambda p: (math.log1p(-p),)))
 
 HOST: dict[str, str] = {}

@@ -1,7 +1,8 @@
 """GPU kernels: sorting, selection, scans and the reductions beyond sum/mean/amax/amin/argmax.
 
-TABLE maps op qualnames to kernels `f(backend, op, *args)` (see _ops.kernel: return
-NotImplemented to fall back); HOST lists the ops of this family that still run their CPU kernel on
+`cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
+(NotImplemented declines a call).
+HOST lists the ops of this family that still run their CPU kernel on
 host copies, with the reason (test_cuda_opdb.py holds the backend to it).
 
 Layout: the reduced (or sorted) dims are moved last and made contiguous by _ops._rows, so every
@@ -31,7 +32,7 @@ import warnings
 
 from ember import _dtype as D
 
-from ._ops import _ACC, _cont, _launch, _launch_rows, _lazy, _rows
+from ._ops import _ACC, _cont, _launch, _launch_rows, _lazy, _rows, cuda_kernel
 
 SORT_BLOCK_MAX = 4096
 RANK_MAX = 32768
@@ -123,6 +124,7 @@ def _var_any(sqrt):
     return f
 
 
+@cuda_kernel("prod")
 def _prod(be, op, x, dim=None, keepdim=False, dtype=None):
     m = op.meta(x, dim, keepdim, dtype)
     if not _ok(x.dtype, m.dtype):
@@ -132,6 +134,7 @@ def _prod(be, op, x, dim=None, keepdim=False, dtype=None):
     return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, m.dtype, 1, empty=1)
 
 
+@cuda_kernel("nansum")
 def _nansum(be, op, x, dim=None, keepdim=False, dtype=None):
     m = op.meta(x, dim, keepdim, dtype)
     if not _ok(x.dtype, m.dtype):
@@ -155,6 +158,7 @@ def _bool_red(kind):
     return f
 
 
+@cuda_kernel("count_nonzero")
 def _count_nonzero(be, op, x, dim=None):
     m = op.meta(x, dim)
     if not _ok(x.dtype):
@@ -163,6 +167,7 @@ def _count_nonzero(be, op, x, dim=None):
                        acc_dtype=D.int64)
 
 
+@cuda_kernel("logsumexp")
 def _logsumexp(be, op, x, dim, keepdim=False):
     m = op.meta(x, dim, keepdim)
     if not _ok(x.dtype, m.dtype):
@@ -172,6 +177,7 @@ def _logsumexp(be, op, x, dim, keepdim=False):
     return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, m.dtype, 6, empty=-math.inf)
 
 
+@cuda_kernel("norm")
 def _norm(be, op, x, p="fro", dim=None, keepdim=False, dtype=None):
     from ember._ops.reduction import _norm_p
     m = op.meta(x, p, dim, keepdim, dtype)
@@ -187,6 +193,7 @@ def _norm(be, op, x, p="fro", dim=None, keepdim=False, dtype=None):
                        acc_dtype=m.dtype)
 
 
+@cuda_kernel("trace")
 def _trace(be, op, x):
     m = op.meta(x)
     if not _ok(x.dtype, m.dtype):
@@ -271,6 +278,7 @@ def _cum(kind):
     return f
 
 
+@cuda_kernel("logcumsumexp")
 def _logcumsumexp(be, op, x, dim):
     m = op.meta(x, dim)
     if not _ok(x.dtype, m.dtype):
@@ -358,6 +366,7 @@ def _sort_along(be, x, d, desc, outn):
     return _back(be, r[0], shape, d, x.ndim), _back(be, r[1], shape, d, x.ndim)
 
 
+@cuda_kernel("sort")
 def _sort(be, op, x, dim=-1, descending=False, stable=False):
     from ember._size import normalize_dim
     op.meta(x, dim, descending, stable)
@@ -373,6 +382,7 @@ def _sort(be, op, x, dim=-1, descending=False, stable=False):
     return NotImplemented if r is None else r
 
 
+@cuda_kernel("topk")
 def _topk(be, op, x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     from ember._size import normalize_dim
     op.meta(x, k, dim, largest, sorted)   # PyTorch's k check
@@ -404,6 +414,7 @@ def _select(be, x, dim, keepdim, mode, pos=0):
     return vals, idx
 
 
+@cuda_kernel("kthvalue")
 def _kthvalue(be, op, x, k, dim=-1, keepdim=False):
     from ember._size import normalize_dim
     op.meta(x, k, dim, keepdim)
@@ -444,6 +455,7 @@ def _em():
     return ember
 
 
+@cuda_kernel("mode")
 def _mode(be, op, x, dim=-1, keepdim=False):
     """The smallest of the most frequent values of each row, at its last position (core's CPU
     kernel): runs of the sorted row, their lengths by a running max of run starts."""
@@ -552,6 +564,7 @@ def _empty_unique(be, x, inv_shape, u_shape):
             be._new((0,), D.int64, x.device))
 
 
+@cuda_kernel("_unique2")
 def _unique2(be, op, x, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
     """Sorted unique values (NaNs all distinct, last), inverse and counts (core's CPU kernel
     returns all three)."""
@@ -568,6 +581,7 @@ def _unique2(be, op, x, sorted=True, return_inverse=False, return_counts=False):
             be._copy_new(counts, D.int64))
 
 
+@cuda_kernel("unique_dim")
 def _unique_dim(be, op, x, dim, sorted=True, return_inverse=False,  # noqa: A002
                 return_counts=False):
     """Unique slices along dim in lexicographic order (core's numpy.unique(axis=)): stable sorts
@@ -592,6 +606,7 @@ def _unique_dim(be, op, x, dim, sorted=True, return_inverse=False,  # noqa: A002
     return be._copy_new(u, x.dtype), inv, be._copy_new(counts, D.int64)
 
 
+@cuda_kernel("unique_consecutive")
 def _unique_consecutive(be, op, x, return_inverse=False, return_counts=False, dim=None):
     """Runs of equal consecutive elements (or slices along dim): values, inverse, counts."""
     from ember._size import normalize_dim
@@ -618,18 +633,21 @@ def _unique_consecutive(be, op, x, return_inverse=False, return_counts=False, di
     return be._copy_new(x.index_select(d, first), x.dtype), inv, be._copy_new(counts, D.int64)
 
 
-TABLE: dict = {
-    "var": _var_any(False), "std": _var_any(True), "prod": _prod, "nansum": _nansum,
-    "all": _bool_red(3), "any": _bool_red(4), "count_nonzero": _count_nonzero,
-    "logsumexp": _logsumexp, "norm": _norm, "trace": _trace,
-    "max.dim": _extreme_dim(True), "min.dim": _extreme_dim(False),
-    "cumsum": _cum(0), "cumprod": _cum(1), "logcumsumexp": _logcumsumexp,
-    "cummax": _cumext(3), "cummin": _cumext(4),
-    "sort": _sort, "topk": _topk, "kthvalue": _kthvalue,
-    "median.dim": _median_dim(1), "nanmedian.dim": _median_dim(2),
-    "median": _median_all(1), "nanmedian": _median_all(2),
-    "mode": _mode, "quantile": _quantile(False), "nanquantile": _quantile(True),
-    "_unique2": _unique2, "unique_dim": _unique_dim, "unique_consecutive": _unique_consecutive,
-}
+cuda_kernel("var")(_var_any(False))
+cuda_kernel("std")(_var_any(True))
+cuda_kernel("all")(_bool_red(3))
+cuda_kernel("any")(_bool_red(4))
+cuda_kernel("max.dim")(_extreme_dim(True))
+cuda_kernel("min.dim")(_extreme_dim(False))
+cuda_kernel("cumsum")(_cum(0))
+cuda_kernel("cumprod")(_cum(1))
+cuda_kernel("cummax")(_cumext(3))
+cuda_kernel("cummin")(_cumext(4))
+cuda_kernel("median.dim")(_median_dim(1))
+cuda_kernel("nanmedian.dim")(_median_dim(2))
+cuda_kernel("median")(_median_all(1))
+cuda_kernel("nanmedian")(_median_all(2))
+cuda_kernel("quantile")(_quantile(False))
+cuda_kernel("nanquantile")(_quantile(True))
 
 HOST: dict[str, str] = {}

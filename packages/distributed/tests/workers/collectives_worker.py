@@ -1,0 +1,347 @@
+"""Worker (run under mpiexec): every collective of ember.distributed on CPU tensors against a
+single-process numpy reference built from all ranks' inputs (each rank can rebuild them all)."""
+import datetime
+import sys
+import traceback
+
+import numpy as np
+
+import ember
+import ember.distributed as dist
+
+dist.init_process_group("gloo")
+R, N = dist.get_rank(), dist.get_world_size()
+FAILED = []
+
+
+def check(fn):
+    try:
+        fn()
+        print(f"CHECK {R} {fn.__name__} OK", flush=True)
+    except Exception as e:  # report, keep going: the test names each failure
+        FAILED.append(fn.__name__)
+        msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
+        print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
+        traceback.print_exc()
+    return fn
+
+
+def data(rank, shape, dtype="float32", salt=0):
+    """Rank `rank`'s input: the same on every rank that asks."""
+    rng = np.random.default_rng(1000 * salt + rank)
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    if dtype.startswith("int") or dtype.startswith("uint"):
+        return rng.integers(1, 7, shape).astype(dtype)
+    return (rng.random(shape) * 4 - 2).astype(np.float32 if dtype == "bfloat16" else dtype)
+
+
+def T(a, dtype=None):
+    t = ember.tensor(a)
+    return t.to(getattr(ember, dtype)) if dtype else t
+
+
+def close(t, ref, tol=1e-5):
+    got = t.float().numpy() if t.dtype == ember.bfloat16 else t.numpy()
+    assert got.shape == np.shape(ref), (got.shape, np.shape(ref))
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(ref, np.float64),
+                               rtol=tol, atol=tol)
+
+
+RED = {"SUM": lambda a: np.sum(a, 0), "PRODUCT": lambda a: np.prod(a, 0),
+       "MIN": lambda a: np.min(a, 0), "MAX": lambda a: np.max(a, 0),
+       "AVG": lambda a: np.mean(a, 0), "BAND": lambda a: np.bitwise_and.reduce(a, 0),
+       "BOR": lambda a: np.bitwise_or.reduce(a, 0), "BXOR": lambda a: np.bitwise_xor.reduce(a, 0)}
+
+
+def bf16(a):
+    return T(a, "bfloat16").float().numpy()
+
+
+@check
+def all_reduce_ops():
+    for dtype, ops in [("float32", ["SUM", "AVG", "PRODUCT", "MIN", "MAX"]),
+                       ("float64", ["SUM", "AVG"]),
+                       ("int64", ["SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"]),
+                       ("int32", ["SUM", "BXOR"]), ("uint8", ["MAX", "BOR"])]:
+        for op in ops:
+            ins = [data(r, (3, 5), dtype, salt=1) for r in range(N)]
+            t = T(ins[R])
+            dist.all_reduce(t, getattr(dist.ReduceOp, op))
+            close(t, RED[op](np.stack(ins)))
+            assert t.dtype == getattr(ember, dtype), (op, t.dtype)
+
+
+@check
+def all_reduce_bfloat16_and_bool():
+    ins = [bf16(data(r, (7,), salt=2)) for r in range(N)]
+    t = T(ins[R], "bfloat16")
+    dist.all_reduce(t)
+    close(t, bf16(np.sum(ins, 0)), tol=1e-2)
+    assert t.dtype == ember.bfloat16
+    b = [data(r, (9,), "bool", salt=3) for r in range(N)]
+    t = T(b[R])
+    dist.all_reduce(t, dist.ReduceOp.SUM)
+    assert t.dtype == ember.bool and (t.numpy() == np.any(b, 0)).all()
+    t = T(b[R])
+    dist.all_reduce(t, dist.ReduceOp.MIN)
+    assert (t.numpy() == np.all(b, 0)).all()
+
+
+@check
+def all_reduce_float_bitwise_raises():
+    try:
+        dist.all_reduce(ember.ones(2), dist.ReduceOp.BAND)
+    except RuntimeError as e:
+        assert "BAND" in str(e) and "float32" in str(e), e
+    else:
+        raise AssertionError("no error")
+
+
+@check
+def all_reduce_noncontiguous_view():
+    ins = [data(r, (4, 3), salt=4) for r in range(N)]
+    base = T(ins[R].T.copy())
+    v = base.t()  # a view: (4, 3) non-contiguous
+    dist.all_reduce(v)
+    close(v, np.sum(ins, 0))
+    close(base, np.sum(ins, 0).T)
+
+
+@check
+def all_reduce_async_future():
+    ins = [data(r, (5,), salt=5) for r in range(N)]
+    t = T(ins[R])
+    w = dist.all_reduce(t, async_op=True)
+    fut = w.get_future()
+    res = fut.wait()
+    assert w.is_completed() and fut.done()
+    assert res[0] is t
+    close(t, np.sum(ins, 0))
+
+
+@check
+def broadcast_src1():
+    for dtype in ["float32", "bfloat16", "int64"]:
+        ins = [data(r, (2, 3), "float32" if dtype == "bfloat16" else dtype, 6) for r in range(N)]
+        t = T(ins[R], dtype if dtype == "bfloat16" else None)
+        dist.broadcast(t, src=N - 1)
+        ref = bf16(ins[N - 1]) if dtype == "bfloat16" else ins[N - 1]
+        close(t, ref)
+
+
+@check
+def reduce_to_last():
+    for op in ["SUM", "MAX", "AVG"]:
+        ins = [data(r, (6,), salt=7) for r in range(N)]
+        t = T(ins[R])
+        dist.reduce(t, dst=N - 1, op=getattr(dist.ReduceOp, op))
+        close(t, RED[op](np.stack(ins)) if R == N - 1 else ins[R])
+
+
+@check
+def all_gather_uneven():
+    ins = [data(r, (r + 1, 2), salt=8) for r in range(N)]
+    outs = [ember.zeros(r + 1, 2) for r in range(N)]
+    dist.all_gather(outs, T(ins[R]))
+    for o, ref in zip(outs, ins):
+        close(o, ref)
+
+
+@check
+def all_gather_into_tensor_cat_and_stack():
+    ins = [data(r, (2, 3), salt=9) for r in range(N)]
+    out = ember.zeros(2 * N, 3)
+    dist.all_gather_into_tensor(out, T(ins[R]))
+    close(out, np.concatenate(ins))
+    out = ember.zeros(N, 2, 3, dtype=ember.bfloat16)
+    dist.all_gather_into_tensor(out, T(ins[R], "bfloat16"))
+    close(out, bf16(np.stack(ins)))
+
+
+@check
+def reduce_scatter_list_and_tensor():
+    ins = [[data(r, (3,), salt=10 + i) for i in range(N)] for r in range(N)]
+    out = ember.zeros(3)
+    dist.reduce_scatter(out, [T(a) for a in ins[R]])
+    close(out, np.sum([ins[r][R] for r in range(N)], 0))
+    flat = [data(r, (2 * N, 2), salt=20) for r in range(N)]
+    out = ember.zeros(2, 2)
+    dist.reduce_scatter_tensor(out, T(flat[R]), op=dist.ReduceOp.MAX)
+    close(out, np.max([f[2 * R:2 * R + 2] for f in flat], 0))
+
+
+@check
+def all_to_all_lists():
+    ins = [[data(r, (i + 1,), salt=30 + i) for i in range(N)] for r in range(N)]
+    outs = [ember.zeros(R + 1) for _ in range(N)]
+    dist.all_to_all(outs, [T(a) for a in ins[R]])
+    for src in range(N):
+        close(outs[src], ins[src][R])
+
+
+@check
+def all_to_all_single_even_and_uneven():
+    ins = [data(r, (2 * N, 3), salt=40) for r in range(N)]
+    out = ember.zeros(2 * N, 3)
+    dist.all_to_all_single(out, T(ins[R]))
+    close(out, np.concatenate([ins[s][2 * R:2 * R + 2] for s in range(N)]))
+    # rank r sends (i + r + 1) rows to rank i
+    split = {r: [i + r + 1 for i in range(N)] for r in range(N)}
+    ins = [data(r, (sum(split[r]), 2), salt=41) for r in range(N)]
+    osz = [split[s][R] for s in range(N)]
+    out = ember.zeros(sum(osz), 2)
+    dist.all_to_all_single(out, T(ins[R]), osz, split[R])
+    ref = []
+    for s in range(N):
+        off = sum(split[s][:R])
+        ref.append(ins[s][off:off + split[s][R]])
+    close(out, np.concatenate(ref))
+
+
+@check
+def gather_and_scatter():
+    ins = [data(r, (2, 2), "int64", salt=50) for r in range(N)]
+    dst = N - 1
+    outs = [ember.zeros(2, 2, dtype=ember.int64) for _ in range(N)] if R == dst else None
+    dist.gather(T(ins[R]), outs, dst=dst)
+    if R == dst:
+        for o, ref in zip(outs, ins):
+            close(o, ref)
+    pieces = [data(0, (3,), salt=60 + i) for i in range(N)]
+    t = ember.zeros(3)
+    dist.scatter(t, [T(p) for p in pieces] if R == 0 else None, src=0)
+    close(t, pieces[R])
+
+
+@check
+def point_to_point():
+    nxt, prv = (R + 1) % N, (R - 1) % N
+    mine = data(R, (4,), salt=70)
+    got = ember.zeros(4)
+    if R % 2 == 0:
+        dist.send(T(mine), nxt)
+        src = dist.recv(got, prv)
+    else:
+        src = dist.recv(got, prv)
+        dist.send(T(mine), nxt)
+    assert src == prv, src
+    close(got, data(prv, (4,), salt=70))
+    got = ember.zeros(4)
+    ws = [dist.isend(T(mine), nxt, tag=3), dist.irecv(got, prv, tag=3)]
+    for w in ws:
+        w.wait()
+    close(got, data(prv, (4,), salt=70))
+    got = ember.zeros(4, dtype=ember.bfloat16)
+    ops = [dist.P2POp(dist.irecv, got, prv), dist.P2POp(dist.isend, T(mine, "bfloat16"), nxt)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    close(got, bf16(data(prv, (4,), salt=70)))
+
+
+@check
+def barrier_sync_and_async():
+    dist.barrier()
+    w = dist.barrier(async_op=True)
+    assert w.wait() is True and w.is_completed()
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+
+
+@check
+def object_collectives():
+    objs = [None] * N
+    dist.all_gather_object(objs, {"rank": R, "s": "x" * R, "t": (1.5, None)})
+    assert objs == [{"rank": r, "s": "x" * r, "t": (1.5, None)} for r in range(N)], objs
+    lst = [1, "a", {"k": [1, 2]}] if R == 0 else [None] * 3
+    dist.broadcast_object_list(lst, src=0)
+    assert lst == [1, "a", {"k": [1, 2]}], lst
+    g = [None] * N if R == 0 else None
+    dist.gather_object(("g", R), g, dst=0)
+    if R == 0:
+        assert g == [("g", r) for r in range(N)], g
+    out = [None]
+    dist.scatter_object_list(out, [f"piece{i}" * (i + 1) for i in range(N)] if R == 0 else None,
+                             src=0)
+    assert out[0] == f"piece{R}" * (R + 1), out
+    objs = [None] * N
+    dist.all_gather_object(objs, ember.arange(3) + R)
+    assert [o.tolist() for o in objs] == [[r, r + 1, r + 2] for r in range(N)]
+    if R == 0:
+        dist.send_object_list([{"a": 1}, [2, 3]], dst=1)
+    elif R == 1:
+        got = [None, None]
+        assert dist.recv_object_list(got, src=0) == 0 and got == [{"a": 1}, [2, 3]], got
+
+
+class Custom:
+    pass
+
+
+@check
+def object_unpickling_refuses_code():
+    objs = [None] * N
+    try:
+        dist.all_gather_object(objs, Custom())
+    except Exception as e:
+        assert "refusing to unpickle" in str(e), e
+    else:
+        raise AssertionError("a class instance was unpickled without opting in")
+    dist.allow_unsafe_object_unpickling(True)
+    try:
+        dist.all_gather_object(objs, Custom())
+        assert all(type(o).__name__ == "Custom" for o in objs)
+    finally:
+        dist.allow_unsafe_object_unpickling(False)
+
+
+@check
+def subgroups():
+    g = dist.new_group([N - 1])
+    if R == N - 1:
+        assert dist.get_rank(g) == 0 and dist.get_world_size(g) == 1
+        t = ember.ones(2)
+        dist.all_reduce(t, group=g)
+        close(t, np.ones(2))
+    else:
+        assert g is dist.GroupMember.NON_GROUP_MEMBER and dist.get_rank(g) == -1
+    full = dist.new_group(list(range(N)))
+    t = ember.full((2,), float(R + 1))
+    dist.all_reduce(t, group=full)
+    close(t, np.full(2, N * (N + 1) / 2))
+    assert dist.get_process_group_ranks(full) == list(range(N))
+    t = ember.full((1,), float(R))
+    dist.broadcast(t, group=full, group_src=N - 1)
+    close(t, [N - 1.0])
+
+
+@check
+def timeouts_raise():
+    """recv with no sender and a barrier that rank 0 enters alone raise DistBackendError; the
+    same Works complete once the peer catches up."""
+    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    late = []
+    if R == 0:
+        got = ember.zeros(1)
+        for w in (dist.irecv(got, 1, group=g), dist.barrier(g, async_op=True)):
+            try:
+                w.wait()
+            except dist.DistBackendError as e:
+                assert "timed out after 1.0 s on rank 0" in str(e), e
+            else:
+                raise AssertionError("no timeout")
+            late.append(w)
+    dist.barrier()
+    if R == 1:
+        dist.send(ember.full((1,), 7.0), 0, group=g)
+        dist.barrier(g)
+    for w in late:
+        assert w.wait() is True
+    if R == 0:
+        close(got, [7.0])
+
+
+dist.barrier()
+dist.destroy_process_group()
+assert not dist.is_initialized()
+print(f"DONE {R} failed={FAILED}", flush=True)
+sys.exit(1 if FAILED else 0)
