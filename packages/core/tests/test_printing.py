@@ -75,3 +75,35 @@ def test_repr_of_a_huge_expanded_tensor():
     for shape in [(10**8,), (10**4, 10**4), (3, 10**8)]:
         want = repr(torch.zeros(1).expand(*shape)).replace("torch", "ember")
         assert repr(ember.zeros(1).expand(*shape)) == want
+
+
+@pytest.mark.parametrize("expr", ["t.arange(12, dtype=t.float16).reshape(2, 6) / 7",
+                                  "t.arange(5000, dtype=t.float16) / 3",
+                                  "t.ones(2, 9, dtype=t.int32) * 123456",
+                                  "t.arange(20.0).reshape(2, 10).requires_grad_() * 2",
+                                  "t.arange(3000.0).reshape(30, 100).to(t.float64)"])
+@pytest.mark.parametrize("opts", [{}, {"edgeitems": 5}, {"edgeitems": 0}, {"linewidth": 40}])
+def test_suffixes_wrap_and_sizes_as_torch(expr, opts):
+    """A suffix that would pass the line width starts a new line; edgeitems=0 names the size."""
+    try:
+        ember.set_printoptions(**opts)
+        torch.set_printoptions(**opts)
+        want = repr(eval(expr, {"t": torch})).replace("torch", "ember")
+        assert repr(eval(expr, {"t": ember})) == want
+    finally:
+        ember.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")
+
+
+@pytest.mark.parametrize("expr", [
+    "t.zeros(30)", "t.zeros(3, 40, dtype=t.float64)", "t.tensor([0.0] * 30 + [float('nan')])",
+    "t.tensor([1.0, float('inf')])", "t.tensor([float('-inf'), 0.0])",
+    "t.tensor([-1.5, 200.25])", "t.tensor([-0.5, 123.25])", "t.tensor([-3.0, -1e-120, 5.0])",
+    "t.tensor([-1e120, 5.0], dtype=t.float64)", "t.tensor([1e-5, 1e5, -7.0])",
+    "t.tensor([1 + 2j, -3.5 - 0.25j])", "t.tensor(2 - 1j)", "t.tensor([1e-5 + 1j, 3e5 - 2j])",
+    "t.zeros(2, dtype=t.complex64)", "t.arange(2000).to(t.complex64) / 3",
+    "(t.arange(6.0) / 7).reshape(2, 3).to(t.complex128) * (1 - 2j)"])
+def test_widths_and_complex_parts_as_torch(expr):
+    """Widths come from the nonzero finite values; complex parts get a formatter each."""
+    want = repr(eval(expr, {"t": torch})).replace("torch", "ember")
+    assert repr(eval(expr, {"t": ember})) == want

@@ -1,7 +1,8 @@
 """The cuda index/gather/scatter kernels against ember's CPU ops: strides, broadcasting, negative
-and out-of-range indices, dtypes, sizes over one block, and that none of them ran on host copies.
-Runs on the GPU when there is one, else on the fake device (Triton's interpreter) in a
-subprocess, so the environment takes effect before triton is imported."""
+(wrapped or refused, as the op does) and out-of-range indices, dtypes, sizes over one block, and
+that none of them ran on host copies. Runs on the GPU when there is one, else on the fake device
+(Triton's interpreter) in a subprocess, so the environment takes effect before triton is imported.
+"""
 from cuda_script import run_script
 
 SCRIPT = r"""
@@ -53,7 +54,8 @@ def ints(lo, hi, *s, dtype=ember.int64):
 x = randn(4, 5, 6)
 # ---- gather / take / index_select ------------------------------------------------------------
 for d in (0, 1, 2, -1):
-    check(f"gather d{d}", lambda a, i: a.gather(d, i), x, ints(-x.shape[d], x.shape[d], 4, 5, 6))
+    check(f"gather d{d}", lambda a, i: a.gather(d, i), x, ints(0, x.shape[d], 4, 5, 6))
+check("gather negative", lambda a, i: a.gather(1, i), x, ints(-5, 0, 4, 5, 6))  # PyTorch: error
 check("gather smaller index", lambda a, i: a.gather(1, i), x, ints(0, 5, 2, 7, 3))
 check("gather strided", lambda a, i: a.transpose(0, 2).gather(0, i), x, ints(0, 6, 3, 5, 4))
 check("gather int32 index", lambda a, i: a.gather(2, i), x, ints(0, 6, 4, 5, 2, dtype=ember.int32))
@@ -81,7 +83,8 @@ y = randn(5, 6)
 idx = ints(0, 5, 4, 6)
 check("scatter src", lambda a, i, s: a.scatter(0, i, s), y, ember.tensor([[0, 1, 2, 3, 4, 0]]),
       randn(2, 6))
-check("scatter value", lambda a, i: a.scatter(1, i, 2.5), y, ints(-6, 6, 5, 2))
+check("scatter value", lambda a, i: a.scatter(1, i, 2.5), y, ints(0, 6, 5, 2))
+check("scatter negative", lambda a, i: a.scatter(1, i, 2.5), y, ints(-6, 0, 5, 2))
 check("scatter reduce add", lambda a, i, s: a.scatter(0, i, s, reduce="add"), y, idx,
       randn(4, 6))
 check("scatter_add dups", lambda a, i, s: a.scatter_add(0, i, s), y, idx, randn(4, 7))
@@ -98,8 +101,10 @@ check("scatter_ in place", lambda a, i, s: a.clone().scatter_(1, i, s), y, perm,
 check("scatter oob", lambda a, i, s: a.scatter_add(0, i, s), y, idx + 1, randn(4, 6))
 check("scatter int32 index", lambda a, i, s: a.scatter(0, i, s), y, idx.int(), randn(4, 6))
 check("scatter dtype mismatch", lambda a, i, s: a.scatter(0, i, s), y, idx, randn(4, 6).double())
-check("index_add dups", lambda a, i, s: a.index_add(0, i, s), y, ember.tensor([0, 4, 0, -1]),
+check("index_add dups", lambda a, i, s: a.index_add(0, i, s), y, ember.tensor([0, 4, 0, 4]),
       randn(4, 6))
+check("index_add negative", lambda a, i, s: a.index_add(0, i, s), y, ember.tensor([0, -1]),
+      randn(2, 6))
 check("index_add alpha", lambda a, i, s: a.index_add(1, i, s, alpha=-2.5), y,
       ember.tensor([5, 5, 1]), randn(5, 3))
 check("index_add int", lambda a, i, s: a.index_add(0, i, s, alpha=3), ints(0, 9, 5, 6),
@@ -109,8 +114,10 @@ check("index_add fp16", lambda a, i, s: a.index_add(0, i, s), randn(5, 6, dtype=
 check("index_add oob", lambda a, i, s: a.index_add(0, i, s), y, ember.tensor([5]), randn(1, 6))
 check("index_add count", lambda a, i, s: a.index_add(0, i, s), y, ember.tensor([1, 2]),
       randn(1, 6))
-check("index_copy", lambda a, i, s: a.index_copy(1, i, s), y, ember.tensor([4, 0, -3]),
+check("index_copy", lambda a, i, s: a.index_copy(1, i, s), y, ember.tensor([4, 0, 3]),
       randn(5, 3))
+check("index_copy negative", lambda a, i, s: a.index_copy(1, i, s), y, ember.tensor([4, -3]),
+      randn(5, 2))
 check("index_copy_ strided", lambda a, i, s: a.clone().t().index_copy_(0, i, s), y,
       ember.tensor([2, 3]), randn(2, 5))
 check("index_fill", lambda a, i: a.index_fill(0, i, -7.0), y, ember.tensor([0, 3, -1]))

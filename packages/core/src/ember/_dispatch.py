@@ -226,6 +226,10 @@ def execute(op, args: tuple, out=None):
     if op.view is not None:
         # (shape, strides, offset) or, for view(dtype), (shape, strides, offset, dtype)
         return args[0]._alias(*op.view(*args))
+    if op.mutated_idx and op.name not in _OVERLAP_OK:
+        for i in op.mutated_idx:
+            if isinstance(args[i], Tensor):
+                check_no_internal_overlap(args[i])
     if op.pointwise is not None:
         result = run_pointwise(op, args)
     else:
@@ -457,8 +461,27 @@ def torch_name(d) -> str:
 
 
 # ---- in-place and out= ------------------------------------------------------------------------
+_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
+            "single memory location. Please clone() the tensor before performing the operation.")
+# in-place ops that PyTorch lets write into an expanded tensor (no overlap check in its kernels;
+# its addmv_ and baddbmm_ do not check either, ember's do: they write through copy_)
+_OVERLAP_OK = frozenset(("fill_", "zero_", "index_fill_", "masked_fill_", "index_put_", "tril_",
+                         "triu_", "embedding_renorm_", "threshold_", "native_batch_norm"))
+
+
+def check_no_internal_overlap(t: Tensor) -> None:
+    """Refuse to write into t when several of its elements share memory: a stride-0 dim of size
+    > 1, as an expand() makes (PyTorch's has_internal_overlap; other overlaps it cannot tell)."""
+    if 0 in t._stride and 0 not in t._shape:  # (the common case stops here; empty: no overlap)
+        for n, st in zip(t._shape, t._stride):
+            if st == 0 and n > 1:
+                raise RuntimeError(_OVERLAP)
+
+
 def _inplace(op, args):
     self = args[0]
+    if 0 in self._stride and op.name not in _OVERLAP_OK:
+        check_no_internal_overlap(self)
     k = op.kernels.get(self.device.type)  # a device's in-place kernel (cuda: a cached plan
     if k is not None:                     # writing straight into self)
         r = k(*args)
@@ -500,6 +523,7 @@ def write_out(op, result, out):
         return type(result)(*out) if hasattr(result, "_fields") else tuple(out)
     if not isinstance(out, Tensor):
         raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    check_no_internal_overlap(out)  # (before any resize, as PyTorch)
     if tuple(out.shape) != tuple(result.shape):
         if out.numel() != 0:
             warnings.warn(f"An output with one or more elements was resized since it had shape "

@@ -57,40 +57,35 @@ class _Formatter:
             self.width = max((len(s) for s in strs), default=1)
             return
         v = values.astype(np.float64).ravel()
-        finite = v[np.isfinite(v)]
-        nz = np.abs(finite[finite != 0])
-        for x in v[~np.isfinite(v)]:
-            self.width = max(self.width, len(str(x)))
-        if nz.size == 0:
-            self.width = max(self.width, 2 if finite.size else 1)
-            if finite.size == 0:
-                self.int_mode = False
+        # the mode and the width come from the nonzero finite values alone (PyTorch's rule:
+        # zeros print as "0." and nan/inf unpadded beyond that width)
+        vals = v[np.isfinite(v) & (v != 0)]
+        if vals.size == 0:
             return
-        self.int_mode = bool(np.all(finite == np.ceil(finite)))
-        hi, lo = nz.max(), nz.min()
-        if self.int_mode:
-            self.sci = hi / lo > 1000.0 or hi > 1.0e8
-        else:
-            self.sci = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        self.int_mode = bool(np.all(vals == np.ceil(vals)))
+        mag = np.abs(vals)
+        hi, lo = mag.max(), mag.min()
+        self.sci = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
         if _OPTS.sci_mode is not None:
             self.sci = _OPTS.sci_mode
-        for x in nz:
+        # the widest string is that of a value largest in magnitude for its sign (its sign and
+        # integer digits) or, in scientific form, also of one smallest (a 3-digit exponent)
+        cand = [vals.max(), vals.min()]
+        if self.sci:
+            pos, neg = vals[vals > 0], vals[vals < 0]
+            cand += ([pos.min()] if pos.size else []) + ([neg.max()] if neg.size else [])
+        for x in cand:
             if self.sci:
-                s = f"{x:.{p}e}"
+                n = len(f"{x:.{p}e}")
             elif self.int_mode:
-                s = f"{x:.0f}."
+                n = len(f"{x:.0f}") + 1
             else:
-                s = f"{x:.{p}f}"
-            self.width = max(self.width, len(s) + (1 if (finite < 0).any() else 0))
-        if (finite < 0).any():
-            for x in finite[finite < 0]:
-                self.width = max(self.width, len(self.format_raw(x)))
+                n = len(f"{x:.{p}f}")
+            self.width = max(self.width, n)
 
     def _plain(self, v) -> str:
         if self.kind == "b":
             return str(bool(v))
-        if self.kind == "c":
-            return _complex_str(v)
         return str(int(v))
 
     def format_raw(self, x) -> str:
@@ -110,11 +105,19 @@ class _Formatter:
         return self.format_raw(x).rjust(self.width)
 
 
-def _complex_str(v) -> str:
-    p = _OPTS.precision
-    re, im = float(v.real), float(v.imag)
-    sign = "+" if im >= 0 or math.isnan(im) else "-"
-    return f"{re:.{p}f}{sign}{abs(im):.{p}f}j"
+class _ComplexFormatter:
+    """Complex values as PyTorch prints them: the real parts and the imaginary parts each get
+    their own formatter (mode and width), joined as `re+imj`."""
+
+    kind = "c"
+
+    def __init__(self, values: np.ndarray):
+        self.re, self.im = _Formatter(values.real, "f"), _Formatter(values.imag, "f")
+        self.width = self.re.width + self.im.width + 1
+
+    def format(self, x) -> str:
+        im = (self.im.format(x.imag) + "j").lstrip()
+        return self.re.format(x.real) + (im if im[0] in "+-" else "+" + im)
 
 
 def _edges(t, edge: int):
@@ -182,8 +185,10 @@ def tensor_repr(t, prefix: str = "tensor(") -> str:
             a, cut = _edges(t, _OPTS.edgeitems)
         else:
             a, cut = _values(t), (False,) * t.ndim
-        fmt = _Formatter(np.asarray(a), kind)
+        fmt = _ComplexFormatter(np.asarray(a)) if kind == "c" else _Formatter(np.asarray(a), kind)
         body = _fmt_array(a, fmt, indent, cut)
+        if not _OPTS.edgeitems:  # nothing of a summarized tensor shows: PyTorch names its size
+            suffixes.append(f"size={tuple(t.shape)}")
     if dt not in default_dts or (t.numel() == 0 and dt is not D.get_default_dtype()):
         if not (t.numel() == 0 and dt is D.get_default_dtype()):
             suffixes.append(f"dtype={dt}")
@@ -192,4 +197,19 @@ def tensor_repr(t, prefix: str = "tensor(") -> str:
         suffixes.append(f"grad_fn=<{name}>")
     elif t.requires_grad:
         suffixes.append("requires_grad=True")
-    return prefix + body + "".join(", " + s for s in suffixes) + ")"
+    return _with_suffixes(prefix + body, suffixes, indent)
+
+
+def _with_suffixes(text: str, suffixes: list, indent: int) -> str:
+    """Append `, dtype=...` and the like; one that would pass the line width starts a new line
+    at the body's indent (as PyTorch prints)."""
+    col = len(text) - text.rfind("\n") + 1  # PyTorch's count for the last line
+    parts = [text]
+    for s in suffixes:
+        if col + len(s) + 2 > _OPTS.linewidth:
+            parts.append(",\n" + " " * indent + s)
+            col = indent + len(s)
+        else:
+            parts.append(", " + s)
+            col += len(s) + 2
+    return "".join(parts) + ")"

@@ -267,8 +267,9 @@ def _attach(node, inf, result):
             if nr:
                 o._ag = TensorInfo(nr)
     if inf.use_out:
-        node.out = tuple(_Saved(o, True, nr) if isinstance(o, Tensor) else None
-                         for nr, o in enumerate(outs))
+        keep = inf.out_idx
+        node.out = tuple(_Saved(o, True, nr) if isinstance(o, Tensor) and (
+            keep is None or nr in keep) else None for nr, o in enumerate(outs))
 
 
 def _record_inplace(op, inf, args):

@@ -282,7 +282,7 @@ class _OpInfo:
 
     __slots__ = ("name", "vjp", "diff_idx", "list_diff", "use_out", "use_args", "composite",
                  "inplace", "view", "detach", "cwrap", "no_list", "track",
-                 "nargs")
+                 "nargs", "out_idx")
 
     def __init__(self, op):
         fop = op.inplace_of or op
@@ -299,6 +299,8 @@ class _OpInfo:
         self.detach = op.name == "detach"
         # complex tensors: plain-transpose vjps get conjugated around (see complex_vjp)
         self.cwrap = self.vjp is not None and not getattr(self.vjp, "complex_ready", False)
+        # which outputs of a multi-output op the vjp reads (None: all of them)
+        self.out_idx = getattr(self.vjp, "saved_outputs", None)
         used = used_params(self.vjp) if self.vjp is not None else None
         n = len(op.arg_names)
         if used is None:

@@ -113,6 +113,16 @@ def complex_vjp(fn: Callable) -> Callable:
     return fn
 
 
+def saves_outputs(*idx: int) -> Callable:
+    """Mark a multi-output op's vjp that reads only outputs `idx` of `out` (the others come as
+    None): autograd saves just those, so an in-place write to another output (batch norm's
+    result through ReLU(inplace=True)) leaves the graph valid, as PyTorch's saved set does."""
+    def mark(fn: Callable) -> Callable:
+        fn.saved_outputs = frozenset(idx)
+        return fn
+    return mark
+
+
 def lookup(qualname: str) -> OpDef:
     try:
         return OPS[qualname]

@@ -132,12 +132,17 @@ def _wrap64(v: int) -> int:
 def _arange_len(start, end, step, dtype):
     if step == 0:
         raise RuntimeError("step must be nonzero")
-    if dtype is D.int64 and any(isinstance(v, int) and v >= 2**63 for v in (start, end, step)):
+    # PyTorch's range checks, on concrete numbers (symbolic sizes skip them)
+    plain = all(isinstance(v, (int, float, np.integer, np.floating)) for v in (start, end, step))
+    if plain and dtype is D.int64 and any(isinstance(v, (int, np.integer)) and v >= 2**63
+                                          for v in (start, end, step)):
         raise RuntimeError("value cannot be converted to type int64_t without overflow")
-    if not (math.isfinite(start) and math.isfinite(end)):
+    if plain and not (math.isfinite(start) and math.isfinite(end)):
         raise RuntimeError(f"unsupported range: {start:g} -> {end:g}")
     if (end - start) / step < 0:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if not plain:
+        return max(0, math.ceil((end - start) / step))
     if dtype is D.int64:
         # PyTorch counts int64 ranges in int64 arithmetic: ceil((end - start + step - sign) /
         # step), wrapping on overflow, and refuses a count that comes out negative

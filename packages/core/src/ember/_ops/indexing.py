@@ -20,10 +20,6 @@ from . import _index_meta as M
 from ._registry import FUNCTIONS, METHODS, OPS, defop
 
 
-def _zeros_like(x):
-    return x.new_zeros(x.shape)
-
-
 # ---- index / index_put: numpy advanced indexing with PyTorch's checks and messages ------------
 def _np_index_tuple(x_shape, indices, op="index"):
     """indices (arrays or None, one per leading dim; a bool mask covers mask.ndim dims) ->
@@ -98,7 +94,9 @@ def _index_kernel(x, indices):
 defop("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", function=False, method=False,
       kernels={"cpu": _index_kernel}, differentiable=("self",),
       meta=lambda x, indices: M.index_meta(x, indices, _index_shape),
-      vjp=lambda g, out, x, indices: (_zeros_like(x).index_put(indices, g, True),))
+      # x only through new_zeros/shape: autograd keeps its geometry, not its data (PyTorch
+      # saves sizes too), so `y[idx] += 1` may write y in place afterwards
+      vjp=lambda g, out, x, indices: (x.new_zeros(x.shape).index_put(indices, g, True),))
 
 
 def _index_put_into(x, indices, values, accumulate):
@@ -184,6 +182,8 @@ def _normalize(index, device) -> list:
                 it = int(it.item())  # a 0-dim integer tensor indexes like an int (a view)
         elif isinstance(it, (list, tuple, np.ndarray)):
             it = _to_index_tensor(it, device)
+        elif isinstance(it, range):  # a sequence of ints, as a list (PyTorch too)
+            it = _to_index_tensor(list(it), device)
         elif isinstance(it, (int, np.integer)):
             it = operator.index(it)
         else:
@@ -354,7 +354,7 @@ def _flat_index(index, n):
 
 defop("take(Tensor self, Tensor index) -> Tensor", differentiable=("self",),
       kernels={"cpu": lambda x, index: x.reshape(-1)[_flat_index(index, x.size)]},
-      meta=M.take_meta, vjp=lambda g, out, x, index: (_zeros_like(x).put(index, g, True),))
+      meta=M.take_meta, vjp=lambda g, out, x, index: (x.new_zeros(x.shape).put(index, g, True),))
 
 
 def _put(x, index, source, accumulate):

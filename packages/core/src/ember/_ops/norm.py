@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .._dispatch import TensorMeta
-from ._registry import OPS, defop
+from ._registry import OPS, defop, saves_outputs
 
 
 def _cdt(a):
@@ -156,6 +156,7 @@ def _req(t):
     return t is not None and getattr(t, "requires_grad", False)
 
 
+@saves_outputs(1, 2)  # mean and rstd, never the result (PyTorch saves the same)
 def _layer_norm_vjp(grads, out, x, nshape, w, b, eps):
     _, mean, rstd = out
     return native_layer_norm_backward(grads[0], x, nshape, mean, rstd, w, b,
@@ -235,6 +236,7 @@ native_group_norm_backward = defop(
         TensorMeta((C,), x.dtype)), supports="fc")
 
 
+@saves_outputs(1, 2)
 def _group_norm_vjp(grads, out, x, w, b, N, C, HxW, group, eps):
     _, mean, rstd = out
     return native_group_norm_backward(grads[0], x, mean, rstd, w, N, C, HxW, group,
@@ -361,6 +363,7 @@ native_batch_norm_backward = defop(
                                  TensorMeta((x.shape[1],), x.dtype)), supports="fc")
 
 
+@saves_outputs(1, 2)  # save_mean and save_invstd: the result may be changed in place after
 def _batch_norm_vjp(grads, out, x, w, b, rm, rv, training, momentum, eps):
     mean, invstd = out[1], out[2]
     # the saved stats cover eval mode too, so the buffers (mutated right after) are not saved
