@@ -531,3 +531,81 @@ def test_warnings_clean_for_supported_code():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ember.compile(zoo_no_grad, backend="eager")(X, ember.randn(4, 4))
+
+
+def _train_equal(make, batch, steps=3, opt=ember.optim.AdamW, **okw):
+    ref, model = make(), make()
+    cm = ember.compile(model, backend="aot_eager")
+    opts = [opt(m.parameters(), **okw) for m in (ref, model)]
+    for _ in range(steps):
+        losses = []
+        for m, o in zip((ref, cm), opts):
+            o.zero_grad()
+            loss = m(*batch) if len(batch) == 2 and batch[0] is batch[1] else \
+                F.cross_entropy(m(batch[0]), batch[1])
+            loss.backward()
+            o.step()
+            losses.append(loss.item())
+        assert losses[0] == pytest.approx(losses[1], rel=1e-6)
+    assert len(entries(cm)) == 1 and entries(cm)[0].eager_reason is None
+
+
+def _gpt(vocab, block, n_layer, n_head, n_embd):
+    """/work/shared/bench/workloads.py's nanoGPT-style model, as written there."""
+    import math
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(n_embd), nn.LayerNorm(n_embd)
+            self.qkv, self.proj = nn.Linear(n_embd, 3 * n_embd), nn.Linear(n_embd, n_embd)
+            self.fc, self.out = nn.Linear(n_embd, 4 * n_embd), nn.Linear(4 * n_embd, n_embd)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(n_embd, dim=2)
+            q = q.view(B, T, n_head, C // n_head).transpose(1, 2)
+            k = k.view(B, T, n_head, C // n_head).transpose(1, 2)
+            v = v.view(B, T, n_head, C // n_head).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            mask = ember.tril(ember.ones(T, T, device=x.device)) == 0
+            att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + self.proj(y)
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, n_embd), nn.Embedding(block, n_embd)
+            self.blocks = nn.ModuleList([Block() for _ in range(n_layer)])
+            self.ln, self.head = nn.LayerNorm(n_embd), nn.Linear(n_embd, vocab, bias=False)
+
+        def forward(self, idx, targets):
+            T = idx.shape[1]
+            x = self.tok(idx) + self.pos(ember.arange(T, device=idx.device))
+            for b in self.blocks:
+                x = b(x)
+            logits = self.head(self.ln(x))
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+    return GPT()
+
+
+def test_workloads_gpt_train_step_compiled():
+    """The workloads' GPT (ModuleList loop, shape unpacking, math.sqrt of sizes, tril mask,
+    masked_fill, split) at a small size: losses equal eager's."""
+    def make():
+        ember.manual_seed(0)
+        return _gpt(vocab=65, block=16, n_layer=2, n_head=2, n_embd=32)
+    idx = ember.randint(0, 65, (4, 16))
+    _train_equal(make, (idx, idx), lr=3e-4)
+
+
+def test_workloads_cnn_train_step_compiled():
+    def make():
+        ember.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Conv2d(4, 8, 3), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(200, 16), nn.ReLU(),
+                             nn.Linear(16, 10))
+    batch = (ember.randn(4, 1, 14, 14), ember.randint(0, 10, (4,)))
+    _train_equal(make, batch, opt=ember.optim.SGD, lr=0.01, momentum=0.9)
