@@ -12,7 +12,7 @@ import types
 from ember._subclasses.fake_tensor import FakeTensor
 
 from .exc import GraphBreak
-from .tracer import PURE, V, attr_src, set_grad_enabled
+from .tracer import PURE, TENSOR_BREAK, V, attr_src, set_grad_enabled
 
 __all__ = ["call_value", "BoundMethod", "ContainerMethod", "GradCtx"]
 
@@ -69,7 +69,8 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
         return inline_call(tr, fn, args, kwargs, frame.depth + 1)
     if isinstance(fn, ContainerMethod):
         return _container_call(frame, fn, args, kwargs)
-    if isinstance(fn, _GradExit):
+    from .resume import GradExit
+    if isinstance(fn, (_GradExit, GradExit)):
         _set_grad(tr, fn.prev)
         return V(None)
     from ember.nn import Module
@@ -88,6 +89,9 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
         return special(frame, args, kwargs)
     if isinstance(fn, type) and issubclass(fn, _grad_classes()):
         return _grad_ctx(fn, tr, args)
+    if isinstance(getattr(fn, "__self__", None), FakeTensor) and \
+            getattr(fn, "__name__", "") in TENSOR_BREAK:
+        raise GraphBreak(f"Tensor.{fn.__name__}() (data-dependent or a side effect)")
     if _is_library(fn, tr):
         return tr.call_library(fn, args, kwargs, getattr(fn, "__qualname__", repr(fn)))
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
@@ -157,6 +161,7 @@ def _container_call(frame, m: ContainerMethod, args, kwargs) -> V:
                              "frame (side effect)")
         if name in ("sort",):
             raise GraphBreak("list.sort is not modelled")
+        tr.mutations += 1
         if name == "extend":
             obj.val.extend(frame.items(args[0]))
             return V(None)

@@ -100,12 +100,29 @@ class CacheEntry:
         self.eager_reason = eager_reason
         self.compiled = None
         self.spec = None
+        self.resumes: dict = {}
 
     def check(self, A, K) -> bool:
         try:
             return bool(self.check_fn(A, K))
         except Exception:
             return False
+
+    def _resume(self, outs, A, K):
+        from .resume import NULL, rebuild, resume_function, step
+        r = self.resume
+        memo: dict = {}
+        stack = [rebuild(s, outs, A, K, self.env, memo) for s in self.spec[1]]
+        local = [rebuild(s, outs, A, K, self.env, memo) for s in self.spec[2]]
+        nxt = step(r["ins"], r["next"], stack, r["kw_names"], r["globals"],
+                   self.owner._call_nested)
+        nulls = tuple(x is NULL for x in stack)
+        fn = self.resumes.get((nxt, nulls))
+        if fn is None:
+            rf = resume_function(r["fn"], r["code"], nxt, list(nulls))
+            fn = self.resumes[(nxt, nulls)] = _CompiledFn(
+                rf, self.owner._backend, hooks=self.owner._hooks)
+        return fn(*local, *[x for x in stack if x is not NULL])
 
     def failing_guard(self, A, K) -> str:
         for code, what in self.guards:
@@ -121,6 +138,8 @@ class CacheEntry:
         if self.eager_reason is not None:
             return orig(*A, **K)
         outs = self.compiled(*self.inputs(A, K))
+        if self.spec[0] == "resume":
+            return self._resume(outs, A, K)
         return _rebuild(self.spec, outs, A, K, self.env)
 
 
@@ -153,6 +172,7 @@ class _CompiledFn:
         self._dynamic = dynamic
         self._entries: list = []
         self._warned = False
+        self._nested: dict = {}
         self._hooks = hooks   # explain(): records of graphs and breaks
         functools.update_wrapper(self, orig if not isinstance(orig, types.MethodType)
                                  else orig.__func__, updated=())
@@ -207,6 +227,12 @@ class _CompiledFn:
         try:
             result = capture_call(tr, self, A, K)
         except GraphBreak as e:
+            if e.resume is not None and not self._fullgraph:
+                try:
+                    return self._resume_entry(tr, e)
+                except Exception:
+                    if _DEBUG:
+                        raise
             return self._broke(tr, e)
         except Unsupported:
             raise
@@ -229,6 +255,58 @@ class _CompiledFn:
         else:
             entry.compiled = self._backend(gm, list(tr.examples))
         return entry
+
+    def _resume_entry(self, tr, e: GraphBreak) -> CacheEntry:
+        """The graph up to the break, then the breaking instruction in Python, then the rest
+        of the frame in a (compiled) resume function."""
+        from ember.fx.graph_module import GraphModule
+
+        from .resume import state_spec
+        r = e.resume
+        names = r["code"].co_varnames
+        outs, index = [], {}
+        specs = state_spec(tr, list(r["stack"]) + [r["locals"].get(n, V(None)) for n in names],
+                           outs, index)
+        n_stack = len(r["stack"])
+        tr.graph.output(tuple(outs))
+        gm = GraphModule(dict(tr.proxy.constants), tr.graph, "GraphModule")
+        entry = CacheEntry(tr)
+        entry.spec = ("resume", specs[:n_stack], specs[n_stack:])
+        entry.resume = r
+        entry.owner = self
+        msg = f"Graph break in {self._name()}: {e.reason} (at {e.where}); resuming after it"
+        _logs.emit("graph_breaks", msg)
+        _logs.emit("graph_code", f"TRACED GRAPH {self._name()} (up to the break)\n{gm.code}")
+        if self._hooks is not None:
+            self._hooks["breaks"].append((e.reason, e.where))
+        if any(n.op == "call_function" for n in gm.graph.nodes):
+            if self._hooks is not None:
+                self._hooks["graphs"].append(gm)
+                self._hooks["guards"].append(list(tr.guards))
+            entry.compiled = self._backend(gm, list(tr.examples))
+        else:
+            entry.compiled = gm
+        return entry
+
+    def _call_nested(self, fn, args, kwargs):
+        """A call that broke the graph, run in Python: user functions and modules compiled
+        on their own (their graphs, guards and breaks), anything else as it is."""
+        from ember.nn import Module
+        key = id(fn) if not isinstance(fn, types.MethodType) else (id(fn.__func__),
+                                                                   id(fn.__self__))
+        hit = self._nested.get(key)
+        if hit is None or hit[0] is not fn and not (isinstance(fn, types.MethodType)
+                                                    and hit[0] == fn):
+            if isinstance(fn, Module) and type(fn).__module__.startswith("ember.") is False:
+                c = _CompiledFn(fn, self._backend, module=fn, hooks=self._hooks)
+            elif isinstance(fn, types.FunctionType) and not getattr(fn, "_ember_disable",
+                                                                   False) and \
+                    not (fn.__module__ or "").startswith("ember"):
+                c = _CompiledFn(fn, self._backend, hooks=self._hooks)
+            else:
+                c = fn
+            hit = self._nested[key] = (fn, c)
+        return hit[1](*args, **kwargs)
 
     def _broke(self, tr, e: GraphBreak) -> CacheEntry:
         msg = f"Graph break in {self._name()}: {e.reason} (at {e.where})"
@@ -268,9 +346,6 @@ def _finish_graph(tr, result: V):
             return ("s", v.src)
         return ("k", v.val)
     s = spec(result)
-    if tr.grad_enabled != tr.env["___grad"]():
-        from .tracer import set_grad_enabled
-        tr.graph.call_function(set_grad_enabled, (tr.env["___grad"](),))
     tr.graph.output(tuple(outs))
     gm = GraphModule(dict(tr.proxy.constants), tr.graph, "GraphModule")
     return gm, s

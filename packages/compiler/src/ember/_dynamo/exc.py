@@ -21,3 +21,4 @@ class GraphBreak(Exception):
         super().__init__(reason)
         self.reason = reason
         self.where = where
+        self.resume = None  # set where the top frame can resume after this instruction

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dis
 import inspect
+import keyword
 import operator
 import sys
 import types
@@ -81,6 +82,16 @@ def bind_args(tr, code, name, defaults, kwdefaults, args, kwargs) -> dict:
     posonly = code.co_posonlyargcount
     ndef = len(defaults)
     P = inspect.Parameter
+    real = {}  # parameter name -> local name (names inspect refuses: `.0`, pytest's `@py_*`)
+
+    def pname(n):
+        if n.isidentifier() and not keyword.iskeyword(n):
+            return n
+        alias = f"___p{len(real)}"
+        real[alias] = n
+        return alias
+    names = tuple(pname(n) if j < n_pos + code.co_kwonlyargcount + 2 else n
+                  for j, n in enumerate(names))
     for i in range(n_pos):
         kind = P.POSITIONAL_ONLY if i < posonly else P.POSITIONAL_OR_KEYWORD
         d = defaults[i - (n_pos - ndef)] if i >= n_pos - ndef else P.empty
@@ -103,9 +114,8 @@ def bind_args(tr, code, name, defaults, kwdefaults, args, kwargs) -> dict:
     out = {}
     for p in params:
         val = b.arguments[p.name]
-        p = p.replace(name=p.name) if p.name in names else p
-        if p.name.startswith("implicit") and "." + p.name[8:] in names:
-            p = _Named("." + p.name[8:], p.kind)
+        if p.name in real:
+            p = _Named(real[p.name], p.kind)
         if p.kind == P.VAR_POSITIONAL:
             out[p.name] = V(tuple(val), None, tuple)
         elif p.kind == P.VAR_KEYWORD:
@@ -138,7 +148,11 @@ def inline_call(tr, fn, args, kwargs, depth):
                         inspect.CO_ASYNC_GENERATOR):
         raise GraphBreak(f"generator or coroutine {code.co_name} is not modelled")
     local = bind_args(tr, code, code.co_name, defaults, kwdefaults, args, kwargs)
-    return Frame(tr, code, globs, local, cells, depth).run()
+    f = Frame(tr, code, globs, local, cells, depth)
+    if tr.top is None:
+        tr.top = f
+        f.fn = None if isinstance(fn, LocalFunction) else fn
+    return f.run()
 
 
 class Frame:
@@ -156,6 +170,7 @@ class Frame:
         self.instrs = list(dis.get_instructions(code))
         self.index = {ins.offset: i for i, ins in enumerate(self.instrs)}
         self.line = code.co_firstlineno
+        self.fn = None
 
     def where(self) -> str:
         return f"{self.code.co_filename}:{self.line}"
@@ -173,11 +188,17 @@ class Frame:
             h = getattr(self, "op_" + ins.opname, None)
             if h is None:
                 raise GraphBreak(f"bytecode {ins.opname} is not supported", self.where())
+            top = self.tr.top is self
+            if top:
+                snap = (list(self.stack), self.kw_names, dict(self.locals), self.tr.mutations,
+                        self.tr.grad_enabled, self.tr.graph._len - len(self.tr.inputs))
             try:
                 r = h(ins)
             except GraphBreak as e:
                 if not e.where:
                     e.where = self.where()
+                if top:
+                    e.resume = self.resume_point(pc, ins, snap)
                 raise
             if r is None:
                 pc += 1
@@ -185,6 +206,26 @@ class Frame:
                 return self.stack.pop()
             else:
                 pc = self.index[r]
+
+    def resume_point(self, pc, ins, snap):
+        """What a resume after this break needs, or None where it cannot resume here."""
+        from .resume import STEP_OPS
+        stack, kw_names, local, mutations, grad, n_ops = snap
+        tr = self.tr
+        if ins.opname not in STEP_OPS or mutations != tr.mutations or grad != tr.grad_enabled \
+                or self.code.co_cellvars or self.fn is None or pc + 1 >= len(self.instrs):
+            return None
+        g = tr.graph
+        extra = g._len - len(tr.inputs) - n_ops
+        for n in list(reversed(g.nodes)):
+            if extra <= 0:
+                break
+            if n.op != "placeholder":
+                g.erase_node(n)
+                extra -= 1
+        return {"ins": ins, "next": self.instrs[pc + 1].offset, "stack": stack,
+                "kw_names": kw_names, "locals": local, "code": self.code, "fn": self.fn,
+                "globals": self.globals}
 
     # ---- helpers ---------------------------------------------------------------------------
     def push(self, v):
@@ -286,6 +327,7 @@ class Frame:
         if not isinstance(c, Cell):
             raise GraphBreak(f"assignment to nonlocal {ins.argval!r} of an outer function "
                              "(side effect)")
+        self.tr.mutations += 1
         c.v = self.pop()
 
     def op_LOAD_CLOSURE(self, ins):
@@ -328,8 +370,6 @@ class Frame:
                 r = getattr(val, name)
             except AttributeError as e:
                 raise GraphBreak(f"tensor attribute {name!r}: {e}") from None
-            if callable(r) and name in _tensor_break_names():
-                raise GraphBreak(f"Tensor.{name}() (data-dependent or a side effect)")
             return V(r) if callable(r) else tr.call_library(getattr, [obj, V(name)], {},
                                                             f"Tensor.{name}")
         static = inspect.getattr_static(val, name, None)
@@ -380,6 +420,7 @@ class Frame:
         sym = _NB[ins.arg]
         fn = _BINOPS.get(sym) or _INPLACE[sym]
         if sym == "+=" and a.ctype is list and a.src is None:
+            self.tr.mutations += 1
             a.val.extend(self.items(b))
             return self.push(a)
         self.push(self.call(V(fn), [a, b]))
@@ -450,6 +491,7 @@ class Frame:
 
     def store_subscr(self, obj, idx, val):
         if obj.ctype in (list, dict) and obj.src is None:
+            self.tr.mutations += 1
             obj.val[self.tr.unwrap(idx)] = val
         elif isinstance(obj.val, FakeTensor):
             self.call(V(operator.setitem), [obj, idx, val])
@@ -464,6 +506,7 @@ class Frame:
     def op_DELETE_SUBSCR(self, ins):
         idx, obj = self.pop(), self.pop()
         if obj.ctype in (list, dict) and obj.src is None:
+            self.tr.mutations += 1
             del obj.val[self.tr.unwrap(idx)]
         else:
             raise GraphBreak("del of an item outside the frame (side effect)")
@@ -514,6 +557,7 @@ class Frame:
         c = self.stack[-i]
         if c.src is not None:
             raise GraphBreak("mutating a container from outside the frame")
+        self.tr.mutations += 1
         return c
 
     def op_LIST_APPEND(self, ins):

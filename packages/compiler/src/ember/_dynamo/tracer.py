@@ -34,6 +34,15 @@ __all__ = ["V", "Tracer", "set_grad_enabled"]
 _CONST_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis))
 
 
+_LIST_ITER = type(iter([]))
+
+
+def _iter_rest(it) -> list:
+    """The items a list iterator has left, without advancing it."""
+    r = it.__reduce__()
+    return list(r[1][0][r[2]:]) if len(r) > 2 else []
+
+
 class V:
     """A symbolic value: `val` (see the module doc) and `src` (None: made in the frame)."""
     __slots__ = ("val", "src", "ctype")
@@ -97,6 +106,7 @@ class Tracer:
         self.fake = FakeTensorMode(allow_non_fake_inputs=True)
         self.proxy = ProxyTorchDispatchMode(self.graph)
         self.env: dict = {"___t": check_tensor, "___hooks_empty": _hooks_empty,
+                          "___rest": _iter_rest,
                           "___grad": lambda: state.grad_enabled}
         self._env_ids: dict = {}
         self.guards: list = []        # (python expression, description)
@@ -109,6 +119,8 @@ class Tracer:
         self.grad_enabled = state.grad_enabled
         self.add_guard(f"___grad() == {self.grad_enabled!r}", "grad mode")
         self.ops = 0
+        self.mutations = 0   # writes to the frame's containers and cells (resume checks them)
+        self.top = None      # (code, depth) of the frame a break can resume in
 
     # ---- guard environment -----------------------------------------------------------------
     def obj(self, o, prefix="O") -> str:
@@ -149,6 +161,13 @@ class Tracer:
                 self.add_guard(f"type({src}) is {t.__name__} and {src} == {val!r}",
                                f"{src} == {val!r}")
             return V(val, src)
+        if t is _LIST_ITER:
+            from .interp import Iter
+            rest = _iter_rest(val)
+            self.add_guard(f"type({src}) is {self.obj(t)} and len(___rest({src})) == "
+                           f"{len(rest)}", f"{src}: iterator with {len(rest)} items left")
+            return V(Iter([self.wrap(e, f"___rest({src})[{i}]") for i, e in enumerate(rest)]),
+                     src)
         if t in (tuple, list) or (isinstance(val, tuple) and hasattr(val, "_fields")) or \
                 (isinstance(val, tuple) and t.__module__.startswith("ember")):
             self.add_guard(f"type({src}) is {self.obj(t)} and len({src}) == {len(val)}",
@@ -161,7 +180,8 @@ class Tracer:
                            f"{src}: dict with keys {keys}")
             return V({k: self.wrap(val[k], f"{src}[{k!r}]") for k in keys}, src, dict)
         from ember.nn import Module
-        if isinstance(val, Module) or isinstance(val, (types.FunctionType, types.ModuleType,
+        if t.__module__.startswith("ember._dynamo") or \
+                isinstance(val, Module) or isinstance(val, (types.FunctionType, types.ModuleType,
                                                        types.BuiltinFunctionType, type)):
             self.add_guard(f"{src} is {self.obj(val)}", f"{src} is the object seen at capture "
                            f"({t.__name__} {getattr(val, '__qualname__', '')})".rstrip())
