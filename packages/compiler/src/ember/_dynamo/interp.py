@@ -292,7 +292,7 @@ class Frame:
 
     def op_LOAD_GLOBAL(self, ins):
         name = ins.argval
-        if (ins.arg & 1) and not PY312:
+        if ins.arg & 1:  # 3.11 and 3.12: NULL below the global
             self.push(NULL)
         if name in self.globals:
             v = self.tr.wrap(self.globals[name], f"{self.gsrc}[{name!r}]")
@@ -303,8 +303,6 @@ class Frame:
             self.tr.add_guard(f"{name!r} not in {self.gsrc}", f"global {name} not defined")
             v = V(getattr(builtins, name))
         self.push(v)
-        if (ins.arg & 1) and PY312:
-            self.push(NULL)
 
     def op_PUSH_NULL(self, ins):
         self.push(NULL)
