@@ -63,16 +63,7 @@ def _close(a, b, rec):
 DATA_DEPENDENT = {"_unique2", "unique_dim", "unique_consecutive", "bincount", "masked_select",
                   "nonzero", "argwhere", "repeat_interleave.self_Tensor", "linalg_lstsq",
                   "gaussian_nll_loss"}
-# known gap: the compiled backward of these multi-output ops drops an input's gradient (the
-# joint trace loses the path through one of their outputs); strict, so a fix shows up
-GRAD_GAPS = {"linalg_slogdet", "slogdet", "linalg_eigh", "linalg_qr", "qr", "linalg_svd", "svd",
-             "convolution_backward", "native_layer_norm", "native_group_norm",
-             "_native_batch_norm_legit_functional", "nll_loss_forward",
-             "grid_sampler_2d_backward", "_ctc_loss"}
-VALUES = [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="compiled backward drops "
-                                                  "a gradient of this multi-output op"))
-          if r.name in GRAD_GAPS else r
-          for r in RECORDS if r.values and r.name in TABLE and "random" not in TABLE[r.name].tags]
+VALUES = [r for r in RECORDS if r.values and r.name in TABLE and "random" not in TABLE[r.name].tags]
 
 
 @pytest.mark.parametrize("rec", VALUES, ids=str)

@@ -55,7 +55,14 @@ def aot_module(gm: GraphModule, example_inputs):
             outs = Interpreter(gm).run(*primals)
             want = [p for p, r in zip(primals, need) if r]
             douts = [o for o, d in zip(outs, diff) if d]
-            grads = ember.autograd.grad(douts, want, list(tans), allow_unused=True)
+            # one scalar <o, t> summed over the outputs: the same vjp; (ember.autograd.grad
+            # with several grad_outputs drops an input's gradient behind some multi-output
+            # ops, e.g. slogdet, in eager too)
+            total = None
+            for o, t in zip(douts, tans):
+                term = (o * t).sum()
+                total = term if total is None else total + term
+            grads = ember.autograd.grad(total, want, allow_unused=True)
         return tuple(outs) + tuple(grads)
     jgm = _trace_joint(joint, _clone_inputs(example_inputs) + tangents)
     fwd, bwd, n_saved = partition(jgm, n_in, n_out)
