@@ -1,6 +1,7 @@
 """ember.compile: compiled == eager across a zoo of Python constructs, guards per source kind
 recompiling, graph breaks (eager fallback, side effects once, fullgraph errors, explain), stances,
 backends, and AOT-autograd training steps equal to eager's."""
+import dataclasses
 import logging
 import warnings
 
@@ -305,6 +306,38 @@ def test_closure_cell_and_attribute_guards():
     close(cm(X), lin(X))
     assert len(entries(cm)) == 2
     assert scale
+
+
+def test_global_state_guards_autocast_and_deterministic():
+    c = ember.compile(lambda x: x * 2, backend="eager")
+    c(X)
+    with ember.autocast("cpu", dtype=ember.bfloat16):
+        c(X)
+    old = ember.are_deterministic_algorithms_enabled()
+    ember.use_deterministic_algorithms(not old)
+    try:
+        c(X)
+    finally:
+        ember.use_deterministic_algorithms(old)
+    assert len(entries(c)) == 3
+
+
+@dataclasses.dataclass
+class Pair:
+    a: object
+    b: object
+
+
+def uses_dataclass(x, p):
+    q = Pair(x * p.a, x + p.b)       # a user class: the call breaks, the rest resumes
+    return q.a - q.b, dataclasses.asdict(p)["a"]
+
+
+def test_dataclasses_in_and_out():
+    p = Pair(ember.randn(4), 2.0)
+    c = ember.compile(uses_dataclass, backend="eager")
+    close(c(X, p), uses_dataclass(X, p))
+    close(c(X, p), uses_dataclass(X, p))
 
 
 def test_cache_size_limit_falls_back_to_eager_with_the_guard():

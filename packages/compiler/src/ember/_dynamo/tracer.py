@@ -118,6 +118,13 @@ class Tracer:
         self._last_ph = None
         self.grad_enabled = state.grad_enabled
         self.add_guard(f"___grad() == {self.grad_enabled!r}", "grad mode")
+        import ember
+        self.env["___autocast"] = lambda: state.autocast
+        self.env["___det"] = ember.are_deterministic_algorithms_enabled
+        self.add_guard(f"___autocast() == {dict(state.autocast)!r}",
+                       f"autocast state {dict(state.autocast)}")
+        det = ember.are_deterministic_algorithms_enabled()
+        self.add_guard(f"___det() == {det!r}", f"deterministic algorithms {det}")
         self.ops = 0
         self.mutations = 0   # writes to the frame's containers and cells (resume checks them)
         self.top = None      # (code, depth) of the frame a break can resume in
