@@ -39,13 +39,14 @@ def aot_module(gm: GraphModule, example_inputs):
     """A callable running gm; differentiable through a compiled backward where inputs need
     grad (decided once: the entry's guards fix requires_grad and grad mode)."""
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
+    from .runner import fast_callable
     if not any(need) or not state.grad_enabled:
-        return gm
+        return fast_callable(gm)
     with ember.enable_grad():
         probe = Interpreter(gm).run(*_clone_inputs(example_inputs))
     diff = [isinstance(o, Tensor) and o.requires_grad for o in probe]
     if not any(diff):
-        return gm
+        return fast_callable(gm)
     tangents = [ember.ones_like(o) for o, d in zip(probe, diff) if d]
     n_in, n_out = len(example_inputs), len(probe)
 
@@ -66,7 +67,8 @@ def aot_module(gm: GraphModule, example_inputs):
         return tuple(outs) + tuple(grads)
     jgm = _trace_joint(joint, _clone_inputs(example_inputs) + tangents)
     fwd, bwd, n_saved = partition(jgm, n_in, n_out)
-    return _make_runtime(fwd, bwd, n_out, n_saved, need, diff)
+    return _make_runtime(fast_callable(fwd), fast_callable(bwd), n_out, n_saved, need, diff,
+                         (fwd, bwd))
 
 
 class _AliasProxyMode(ProxyTorchDispatchMode):
@@ -180,7 +182,7 @@ def _attrs(gm):
     return [n.target for n in gm.graph.nodes if n.op == "get_attr"]
 
 
-def _make_runtime(fwd, bwd, n_out, n_saved, need, diff):
+def _make_runtime(fwd, bwd, n_out, n_saved, need, diff, gms):
     from ember.autograd import Function
 
     class CompiledFunction(Function):
@@ -203,7 +205,7 @@ def _make_runtime(fwd, bwd, n_out, n_saved, need, diff):
 
     def run(*inputs):
         return CompiledFunction.apply(*inputs)
-    run.forward_graph, run.backward_graph, run.n_saved = fwd, bwd, n_saved
+    run.forward_graph, run.backward_graph, run.n_saved = gms[0], gms[1], n_saved
     return run
 
 

@@ -44,7 +44,8 @@ def lookup_backend(backend, mode=None, options=None):
 
 @register_backend(name="eager")
 def eager(gm, example_inputs):
-    return gm
+    from .runner import fast_callable
+    return fast_callable(gm)
 
 
 @register_backend(name="aot_eager")

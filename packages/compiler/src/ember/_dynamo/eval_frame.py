@@ -251,7 +251,8 @@ class _CompiledFn:
             self._hooks["graphs"].append(gm)
             self._hooks["guards"].append(list(tr.guards))
         if not any(n.op == "call_function" for n in gm.graph.nodes):
-            entry.compiled = gm      # nothing to compile
+            from .runner import fast_callable
+            entry.compiled = fast_callable(gm)      # nothing to compile
         else:
             entry.compiled = self._backend(gm, list(tr.examples))
         return entry
