@@ -716,3 +716,22 @@ def test_workloads_cnn_train_step_compiled():
                              nn.Linear(16, 10))
     batch = (ember.randn(4, 1, 14, 14), ember.randint(0, 10, (4,)))
     _train_equal(make, batch, opt=ember.optim.SGD, lr=0.01, momentum=0.9)
+
+
+def test_partitioner_recomputes_views_and_pointwise_in_backward():
+    m = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+    cm = ember.compile(m, backend="aot_eager")
+    x = ember.randn(4, 6)
+    cm(x).sum().backward()
+    run = entries(cm)[0].compiled
+    fwd_ops = [n.target.name for n in run.forward_graph.graph.nodes if n.op == "call_function"]
+    # the forward computes only what its output needs; the relu mask and the transposes the
+    # backward uses are recomputed there from the saved relu output and weights
+    assert "gt" not in fwd_ops and "transpose" not in fwd_ops
+    assert run.n_saved <= 3
+    g = [p.grad.clone() for p in m.parameters()]
+    for p in m.parameters():
+        p.grad = None
+    m(x).sum().backward()
+    for a, p in zip(g, m.parameters()):
+        close(a, p.grad)

@@ -59,11 +59,14 @@ def aot_module(gm: GraphModule, example_inputs):
             # one scalar <o, t> summed over the outputs: the same vjp; (ember.autograd.grad
             # with several grad_outputs drops an input's gradient behind some multi-output
             # ops, e.g. slogdet, in eager too)
-            total = None
-            for o, t in zip(douts, tans):
-                term = (o * t).sum()
-                total = term if total is None else total + term
-            grads = ember.autograd.grad(total, want, allow_unused=True)
+            if len(douts) == 1:
+                grads = ember.autograd.grad(douts, want, list(tans), allow_unused=True)
+            else:
+                total = None
+                for o, t in zip(douts, tans):
+                    term = (o * t).sum()
+                    total = term if total is None else total + term
+                grads = ember.autograd.grad(total, want, allow_unused=True)
         return tuple(outs) + tuple(grads)
     jgm = _trace_joint(joint, _clone_inputs(example_inputs) + tangents)
     fwd, bwd, n_saved = partition(jgm, n_in, n_out)
@@ -144,6 +147,7 @@ def partition(jgm: GraphModule, n_in: int, n_out: int):
         if n.op in ("call_function", "call_method") and any(
                 a in bwd_nodes for a in n.all_input_nodes):
             bwd_nodes.add(n)
+    _recompute_cheap(g, bwd_nodes, set(outs[:n_out]))
     saved = []
     for n in g.nodes:
         if n in bwd_nodes and n.op != "placeholder":
@@ -172,10 +176,41 @@ def partition(jgm: GraphModule, n_in: int, n_out: int):
                     bmap[a] = bg.node_copy(a)
             bmap[n] = bg.node_copy(n, lambda a: bmap[a])
     bg.output(tuple(bmap[x] if x is not None else None for x in grads))
+    bg.eliminate_dead_code(lambda n: n.op in ("placeholder", "output")
+                           or "inplace" in getattr(n.target, "tags", ()))
     consts = {k: getattr(jgm, k) for k in _attrs(jgm)}
     fwd = GraphModule(consts, fg, "AOTForward")
     bwd = GraphModule(consts, bg, "AOTBackward")
     return fwd, bwd, len(saved)
+
+
+def _recompute_cheap(g, bwd_nodes: set, fwd_outs: set) -> None:
+    """Move views and pointwise ops that only the backward uses into it (recomputed there from
+    values it has anyway) instead of computing them in the forward and saving their results:
+    the cheap half of a min-cut partitioner."""
+    changed = True
+    while changed:
+        changed = False
+        for n in reversed(list(g.nodes)):
+            if n in bwd_nodes or n.op != "call_function" or n in fwd_outs:
+                continue
+            op = n.target
+            tags = getattr(op, "tags", ())
+            if getattr(op, "pointwise", None) is None and "view" not in tags:
+                continue
+            if "random" in tags or "inplace" in tags or not n.users or \
+                    not all(u in bwd_nodes for u in n.users):
+                continue
+            if any("inplace" in getattr(u.target, "tags", ()) or getattr(
+                    u.target, "mutated_idx", None) for a in n.all_input_nodes for u in a.users):
+                continue  # its inputs are written later: recomputing would read new values
+            # values the backward would newly need (primals and views cost no memory)
+            new = [a for a in n.all_input_nodes if a.op not in ("placeholder", "get_attr")
+                   and "view" not in getattr(a.target, "tags", ())
+                   and not any(u in bwd_nodes for u in a.users if u is not n)]
+            if len(new) <= 1:  # saving at most one value instead of n's result
+                bwd_nodes.add(n)
+                changed = True
 
 
 def _attrs(gm):
