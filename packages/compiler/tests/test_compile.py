@@ -735,3 +735,40 @@ def test_partitioner_recomputes_views_and_pointwise_in_backward():
     m(x).sum().backward()
     for a, p in zip(g, m.parameters()):
         close(a, p.grad)
+
+
+class Ckpt(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 3)
+
+    def forward(self, x, log):
+        from ember.utils.checkpoint import checkpoint
+        h = checkpoint(self.inner, x, use_reentrant=False)
+        log.append(1)                      # a break between two compiled graphs
+        return self.b(h)
+
+    def inner(self, t):
+        return self.a(t).tanh()
+
+
+def test_training_through_checkpoint_and_a_graph_break():
+    ma, mb = Ckpt(), Ckpt()
+    mb.load_state_dict(ma.state_dict())
+    cm = ember.compile(mb, backend="aot_eager")
+    la, lb = [], []
+    for _ in range(2):
+        ma(X, la).pow(2).sum().backward()
+        cm(X, lb).pow(2).sum().backward()
+    assert la == lb == [1, 1]
+    for p, q in zip(ma.parameters(), mb.parameters()):
+        close(p.grad, q.grad)
+    ex = dynamo.explain(mb)(X, [])
+    assert ex.graph_count == 2 and ex.graph_break_count == 1
+
+
+def test_reading_grad_of_an_input():
+    w = ember.randn(4, requires_grad=True)
+    (w * 2).sum().backward()
+    c = ember.compile(lambda w: w - 0.1 * w.grad, backend="eager", fullgraph=True)
+    close(c(w), w - 0.1 * w.grad)

@@ -358,6 +358,10 @@ class Frame:
         if obj.ctype is not None:
             return V(ContainerMethod(obj, name))
         if isinstance(val, FakeTensor):
+            if name == "grad" and obj.src is not None:
+                real = tr.examples[tr.inputs.index(obj.src)] if obj.src in tr.inputs else None
+                if real is not None:
+                    return tr.wrap(real.grad, attr_src(obj.src, "grad"))
             if name in ("grad", "_base") and obj.src is not None:
                 raise GraphBreak(f"reading tensor.{name} of an input is not modelled")
             if name in ("requires_grad", "is_leaf") and obj.src is not None:
@@ -725,6 +729,23 @@ class Frame:
         cells = [c.val for c in cells]
         self.push(V(LocalFunction(code, self.globals, tuple(defaults), dict(kwd), cells,
                                   code.co_name)))
+
+    # ---- imports (run for real: importing twice changes nothing) -----------------------------
+    def op_IMPORT_NAME(self, ins):
+        fromlist, level = self.pop(), self.pop()
+        try:
+            mod = __import__(ins.argval, self.globals, None, self.tr.unwrap(fromlist),
+                             self.tr.unwrap(level))
+        except ImportError as e:
+            raise GraphBreak(f"import failed: {e}") from None
+        self.push(V(mod))
+
+    def op_IMPORT_FROM(self, ins):
+        mod = self.stack[-1].val
+        try:
+            self.push(self.tr.to_v(getattr(mod, ins.argval)))
+        except AttributeError as e:
+            raise GraphBreak(f"import failed: {e}") from None
 
     # ---- with blocks -----------------------------------------------------------------------
     def op_BEFORE_WITH(self, ins):
