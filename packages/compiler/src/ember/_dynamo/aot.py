@@ -5,7 +5,8 @@ the incoming gradients, so in-place updates of buffers stay in it) and a backwar
 reads what the forward saved; the two run as one autograd Function.
 
 The joint trace runs on clones of the example inputs (real values: ember's fake tensors carry no
-autograd), so capturing costs one extra forward and backward.
+autograd), so capturing costs one extra forward and backward, and random ops in the graph draw
+from the generator once more than eager would.
 """
 from __future__ import annotations
 
@@ -38,40 +39,54 @@ def _clone_inputs(example_inputs):
 def aot_module(gm: GraphModule, example_inputs):
     """A callable running gm; differentiable through a compiled backward where inputs need
     grad (decided once: the entry's guards fix requires_grad and grad mode)."""
-    need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     from .runner import fast_callable
+    need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
         return fast_callable(gm)
-    with ember.enable_grad():
-        probe = Interpreter(gm).run(*_clone_inputs(example_inputs))
-    diff = [isinstance(o, Tensor) and o.requires_grad for o in probe]
-    if not any(diff):
+    jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
+    if jgm is None:
         return fast_callable(gm)
-    tangents = [ember.ones_like(o) for o, d in zip(probe, diff) if d]
-    n_in, n_out = len(example_inputs), len(probe)
+    fwd, bwd, n_saved = partition(jgm, len(example_inputs), n_out)
+    return _make_runtime(fast_callable(fwd), fast_callable(bwd), n_out, n_saved, need, diff,
+                         (fwd, bwd))
 
-    def joint(*flat):
-        primals, tans = flat[:n_in], flat[n_in:]
-        with ember.enable_grad():
-            outs = Interpreter(gm).run(*primals)
-            want = [p for p, r in zip(primals, need) if r]
-            douts = [o for o, d in zip(outs, diff) if d]
-            # one scalar <o, t> summed over the outputs: the same vjp; (ember.autograd.grad
-            # with several grad_outputs drops an input's gradient behind some multi-output
-            # ops, e.g. slogdet, in eager too)
+
+def _trace_joint(gm, primals, need):
+    """(joint GraphModule: primals and tangents in, outputs and input grads out; number of
+    outputs; which outputs are differentiable), or (None, n, diff) when none is. The forward
+    runs once for real under recording; tangents become placeholders once it is known which
+    outputs need them."""
+    graph = Graph()
+    mode = _AliasProxyMode(graph)
+    for i, a in enumerate(primals):
+        ph = graph.placeholder(f"primal{i}")
+        if isinstance(a, Tensor):
+            mode.track(a, ph)
+    with ember.enable_grad():
+        with mode:
+            outs = tuple(Interpreter(gm).run(*primals))
+        diff = [isinstance(o, Tensor) and o.requires_grad for o in outs]
+        if not any(diff):
+            return None, len(outs), diff
+        douts = [o for o, d in zip(outs, diff) if d]
+        tans = [ember.ones_like(o) for o in douts]
+        for i, t in enumerate(tans):
+            mode.track(t, graph.placeholder(f"tangent{i}"))
+        want = [p for p, r in zip(primals, need) if r]
+        with mode:
             if len(douts) == 1:
-                grads = ember.autograd.grad(douts, want, list(tans), allow_unused=True)
+                grads = ember.autograd.grad(douts, want, tans, allow_unused=True)
             else:
+                # one scalar <o, t> summed over the outputs: the same vjp (ember.autograd.grad
+                # with several grad_outputs drops an input's gradient behind some multi-output
+                # ops, e.g. slogdet, in eager too)
                 total = None
                 for o, t in zip(douts, tans):
                     term = (o * t).sum()
                     total = term if total is None else total + term
                 grads = ember.autograd.grad(total, want, allow_unused=True)
-        return tuple(outs) + tuple(grads)
-    jgm = _trace_joint(joint, _clone_inputs(example_inputs) + tangents)
-    fwd, bwd, n_saved = partition(jgm, n_in, n_out)
-    return _make_runtime(fast_callable(fwd), fast_callable(bwd), n_out, n_saved, need, diff,
-                         (fwd, bwd))
+    graph.output(mode._arg(outs + tuple(grads)))
+    return GraphModule(dict(mode.constants), graph, "joint"), len(outs), diff
 
 
 class _AliasProxyMode(ProxyTorchDispatchMode):
@@ -120,19 +135,6 @@ def _composites() -> dict:
             if getattr(op, "vjp", None) is None and getattr(op, "decomp", None) is not None:
                 _COMPOSITES[op] = op.decomp
     return _COMPOSITES
-
-
-def _trace_joint(fn, args):
-    graph = Graph()
-    mode = _AliasProxyMode(graph)
-    for i, a in enumerate(args):
-        ph = graph.placeholder(f"arg{i}_1")
-        if isinstance(a, Tensor):
-            mode.track(a, ph)
-    with mode:
-        result = fn(*args)
-    graph.output(mode._arg(result))
-    return GraphModule(dict(mode.constants), graph, "joint")
 
 
 def partition(jgm: GraphModule, n_in: int, n_out: int):

@@ -11,6 +11,7 @@ import logging
 import os
 import types
 import warnings
+import weakref
 
 from . import config
 from .exc import GraphBreak, RecompileError, Unsupported
@@ -25,7 +26,7 @@ _STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
 _stance = ["default"]
 _compiling = [0]
 _DEBUG = bool(os.environ.get("EMBER_DYNAMO_DEBUG"))
-_all_compiled: list = []   # weak enough: reset() clears their caches
+_all_compiled = weakref.WeakSet()   # what reset() clears
 
 
 def is_compiling() -> bool:
@@ -176,7 +177,7 @@ class _CompiledFn:
         self._hooks = hooks   # explain(): records of graphs and breaks
         functools.update_wrapper(self, orig if not isinstance(orig, types.MethodType)
                                  else orig.__func__, updated=())
-        _all_compiled.append(self)
+        _all_compiled.add(self)
 
     def __get__(self, obj, objtype=None):  # as a decorator on methods
         if obj is None:
