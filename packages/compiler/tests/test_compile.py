@@ -772,3 +772,22 @@ def test_reading_grad_of_an_input():
     (w * 2).sum().backward()
     c = ember.compile(lambda w: w - 0.1 * w.grad, backend="eager", fullgraph=True)
     close(c(w), w - 0.1 * w.grad)
+
+
+def test_dropout_training_draws_what_eager_draws():
+    def make():
+        ember.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.5), nn.ReLU(), nn.Linear(8, 2))
+    m1, m2 = make(), make()
+    cm = ember.compile(m2, backend="aot_eager")
+    x = ember.randn(5, 6)
+    for _ in range(3):
+        ember.manual_seed(7)
+        l1 = m1(x).pow(2).sum()
+        l1.backward()
+        ember.manual_seed(7)
+        l2 = cm(x).pow(2).sum()
+        l2.backward()
+        close(l1, l2)
+    for p, q in zip(m1.parameters(), m2.parameters()):
+        close(p.grad, q.grad)

@@ -5,8 +5,8 @@ the incoming gradients, so in-place updates of buffers stay in it) and a backwar
 reads what the forward saved; the two run as one autograd Function.
 
 The joint trace runs on clones of the example inputs (real values: ember's fake tensors carry no
-autograd), so capturing costs one extra forward and backward, and random ops in the graph draw
-from the generator once more than eager would.
+autograd), so capturing costs one extra forward and backward (under fork_rng: random draws
+are restored, so the compiled run draws what eager would).
 """
 from __future__ import annotations
 
@@ -43,7 +43,9 @@ def aot_module(gm: GraphModule, example_inputs):
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
         return fast_callable(gm)
-    jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
+    import ember.random
+    with ember.random.fork_rng():  # the trace's random draws are not the user's
+        jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
     if jgm is None:
         return fast_callable(gm)
     fwd, bwd, n_saved = partition(jgm, len(example_inputs), n_out)
