@@ -791,3 +791,21 @@ def test_dropout_training_draws_what_eager_draws():
         close(l1, l2)
     for p, q in zip(m1.parameters(), m2.parameters()):
         close(p.grad, q.grad)
+
+
+def test_resume_in_a_frame_with_cells():
+    from ember.utils.checkpoint import checkpoint
+
+    def f(x, k):
+        scale = 3.0
+        h = checkpoint(lambda t: t * scale + k, x, use_reentrant=False)  # cells: scale, k
+        print("between")
+        scale = scale + 1.0
+        return (lambda t: t * scale * k)(h)
+
+    be = Counter()
+    c = ember.compile(f, backend=be)
+    close(c(X, 2.0), f(X, 2.0))
+    close(c(X, 2.0), f(X, 2.0))
+    e = entries(c)[0]
+    assert e.eager_reason is None and e.spec[0] == "resume" and len(be.graphs) == 2

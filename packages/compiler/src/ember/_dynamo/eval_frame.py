@@ -115,6 +115,7 @@ class CacheEntry:
         memo: dict = {}
         stack = [rebuild(s, outs, A, K, self.env, memo) for s in self.spec[1]]
         local = [rebuild(s, outs, A, K, self.env, memo) for s in self.spec[2]]
+        cells = [rebuild(s, outs, A, K, self.env, memo) for s in self.spec[3]]
         nxt = step(r["ins"], r["next"], stack, r["kw_names"], r["globals"],
                    self.owner._call_nested)
         nulls = tuple(x is NULL for x in stack)
@@ -123,7 +124,7 @@ class CacheEntry:
             rf = resume_function(r["fn"], r["code"], nxt, list(nulls))
             fn = self.resumes[(nxt, nulls)] = _CompiledFn(
                 rf, self.owner._backend, hooks=self.owner._hooks)
-        return fn(*local, *[x for x in stack if x is not NULL])
+        return fn(*local, *[x for x in stack if x is not NULL], *cells)
 
     def failing_guard(self, A, K) -> str:
         for code, what in self.guards:
@@ -229,8 +230,11 @@ class _CompiledFn:
             result = capture_call(tr, self, A, K)
         except GraphBreak as e:
             if e.resume is not None and not self._fullgraph:
+                from .resume import NotResumable
                 try:
                     return self._resume_entry(tr, e)
+                except NotResumable:
+                    pass
                 except Exception:
                     if _DEBUG:
                         raise
@@ -267,13 +271,14 @@ class _CompiledFn:
         r = e.resume
         names = r["code"].co_varnames
         outs, index = [], {}
-        specs = state_spec(tr, list(r["stack"]) + [r["locals"].get(n, V(None)) for n in names],
-                           outs, index)
-        n_stack = len(r["stack"])
+        specs = state_spec(tr, list(r["stack"]) + [r["locals"].get(n, V(None)) for n in names]
+                           + list(r["cells"]), outs, index)
+        n_stack, n_loc = len(r["stack"]), len(names)
         tr.graph.output(tuple(outs))
         gm = GraphModule(dict(tr.proxy.constants), tr.graph, "GraphModule")
         entry = CacheEntry(tr)
-        entry.spec = ("resume", specs[:n_stack], specs[n_stack:])
+        entry.spec = ("resume", specs[:n_stack], specs[n_stack:n_stack + n_loc],
+                      specs[n_stack + n_loc:])
         entry.resume = r
         entry.owner = self
         msg = f"Graph break in {self._name()}: {e.reason} (at {e.where}); resuming after it"

@@ -213,7 +213,7 @@ class Frame:
         stack, kw_names, local, mutations, grad, n_ops = snap
         tr = self.tr
         if ins.opname not in STEP_OPS or mutations != tr.mutations or grad != tr.grad_enabled \
-                or self.code.co_cellvars or self.fn is None or pc + 1 >= len(self.instrs):
+                or self.fn is None or pc + 1 >= len(self.instrs):
             return None
         g = tr.graph
         extra = g._len - len(tr.inputs) - n_ops
@@ -223,9 +223,20 @@ class Frame:
             if n.op != "placeholder":
                 g.erase_node(n)
                 extra -= 1
+        from .resume import own_cells
+        local = dict(local)
+        cellvals = []
+        base = len(self.code.co_varnames)
+        for name, i in own_cells(self.code):
+            c = self.cells.get(name)
+            v = c.v if isinstance(c, Cell) and c.v is not None else V(None)
+            if i < base:
+                local[name] = v   # a captured parameter: its slot passes the cell's value
+            else:
+                cellvals.append(v)
         return {"ins": ins, "next": self.instrs[pc + 1].offset, "stack": stack,
                 "kw_names": kw_names, "locals": local, "code": self.code, "fn": self.fn,
-                "globals": self.globals}
+                "globals": self.globals, "cells": cellvals}
 
     # ---- helpers ---------------------------------------------------------------------------
     def push(self, v):

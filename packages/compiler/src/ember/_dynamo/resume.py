@@ -81,31 +81,50 @@ def _ins(name, arg=0) -> bytes:
     return bytes(out) + bytes([_OP[name], arg & 255])
 
 
-def _rewrite_derefs(co_code: bytes, shift: int) -> bytes:
-    """Cell/free indices count after the locals: they move by `shift` new locals."""
+def _rewrite_derefs(co_code: bytes, shift: int, n_locals: int) -> bytes:
+    """Cell/free indices past the locals move by `shift` new locals (a captured parameter's
+    cell stays in its parameter's slot)."""
     b = bytearray(co_code)
     for ins in dis._unpack_opargs(co_code) if hasattr(dis, "_unpack_opargs") else ():
         off, op, arg = ins[0], ins[1], ins[2]
-        if dis.opname[op] in _DEREF:
+        if dis.opname[op] in _DEREF and arg >= n_locals:
             if arg + shift > 255 or arg > 255:
                 raise ValueError("resume: cell index over 255")
             b[off + 1] = arg + shift
     return bytes(b)
 
 
+def own_cells(code) -> list:
+    """(name, localsplus index) of the cells the code makes (its leading MAKE_CELLs)."""
+    out = []
+    for ins in dis.get_instructions(code):
+        if ins.opname == "MAKE_CELL":
+            out.append((ins.argval, ins.arg))
+        elif ins.opname not in ("COPY_FREE_VARS", "NOP", "EXTENDED_ARG"):
+            break
+    return out
+
+
 def resume_function(fn, code, target: int, stack_nulls: list):
     """A function that continues `code` at byte offset `target` with a stack of
-    len(stack_nulls) values (NULL slots pushed as NULL): arguments are the non-NULL stack
-    values, then every local of the original code in co_varnames order."""
+    len(stack_nulls) values (NULL slots pushed as NULL). Arguments: every local of the
+    original code in co_varnames order (a captured parameter: its cell's value), the non-NULL
+    stack values, then the values of the other cells the code makes (fresh cells hold them)."""
     n_stack = sum(1 for n in stack_nulls if not n)
     base = len(code.co_varnames)
-    names = tuple(code.co_varnames) + tuple(f"___stack{base + i}" for i in range(n_stack))
+    cells = [(n, i) for n, i in own_cells(code) if i >= base]
+    names = tuple(code.co_varnames) + tuple(f"___stack{base + i}" for i in range(n_stack)) + \
+        tuple(f"___cell{base + n_stack + k}" for k in range(len(cells)))
+    shift = n_stack + len(cells)
     pro = bytearray()
     if code.co_freevars:
         pro += _ins("COPY_FREE_VARS", len(code.co_freevars))
-    if code.co_cellvars:
-        raise ValueError("resume: frames with cell variables are not resumable yet")
+    for _, i in own_cells(code):
+        pro += _ins("MAKE_CELL", i + shift if i >= base else i)
     pro += _ins("RESUME", 0)
+    for k, (_, i) in enumerate(cells):
+        pro += _ins("LOAD_FAST", base + n_stack + k)
+        pro += _ins("STORE_DEREF", i + shift)
     k = 0
     for is_null in stack_nulls:
         if is_null:
@@ -117,9 +136,8 @@ def resume_function(fn, code, target: int, stack_nulls: list):
     # prefixes sit before it, so the distance is the original offset either way
     pro += _ins("JUMP_FORWARD", target // 2)
     body = code.co_code
-    shift = n_stack
     if shift and (code.co_freevars or code.co_cellvars):
-        body = _rewrite_derefs(body, shift)
+        body = _rewrite_derefs(body, shift, base)
     units = len(pro) // 2
     line = bytearray()
     left = units
