@@ -485,7 +485,11 @@ class Frame:
         if obj.ctype is not None:
             if isinstance(key, FakeTensor):
                 raise GraphBreak("indexing a Python container with a tensor")
-            r = obj.val[key]
+            try:
+                r = obj.val[key]
+            except (KeyError, IndexError, TypeError) as e:
+                raise GraphBreak(f"{type(e).__name__} raised (exceptions are not modelled)") \
+                    from None
             if isinstance(key, slice):
                 return V(list(r) if obj.ctype is list else tuple(r), None,
                          list if obj.ctype is list else tuple)
