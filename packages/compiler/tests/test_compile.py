@@ -3,6 +3,7 @@ recompiling, graph breaks (eager fallback, side effects once, fullgraph errors, 
 backends, and AOT-autograd training steps equal to eager's."""
 import dataclasses
 import logging
+import math
 import warnings
 
 import numpy as np
@@ -809,3 +810,138 @@ def test_resume_in_a_frame_with_cells():
     close(c(X, 2.0), f(X, 2.0))
     e = entries(c)[0]
     assert e.eager_reason is None and e.spec[0] == "resume" and len(be.graphs) == 2
+
+
+# ---- nanoGPT (karpathy/nanoGPT's model.py, trimmed): its Python control flow under compile ----
+@dataclasses.dataclass
+class GPTConfig:
+    block_size: int = 16
+    vocab_size: int = 50
+    n_layer: int = 2
+    n_head: int = 2
+    n_embd: int = 32
+    dropout: float = 0.1
+    bias: bool = True
+
+class LayerNorm(nn.Module):
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(ember.ones(ndim))
+        self.bias = nn.Parameter(ember.zeros(ndim)) if bias else None
+    def forward(self, input):
+        return F.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.dropout = config.dropout
+        self.flash = hasattr(ember.nn.functional, 'scaled_dot_product_attention')
+        n = config.block_size
+        self.register_buffer("bias", ember.tril(ember.ones(n, n)).view(1, 1, n, n))
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v  = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if self.flash:
+            y = ember.nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=None, dropout_p=self.dropout if self.training else 0,
+                is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:,:,:T,:T] == 0, float('-inf'))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        y = self.resid_dropout(self.c_proj(y))
+        return y
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc    = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu    = nn.GELU()
+        self.c_proj  = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+class NanoBlock(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(dict(
+            wte = nn.Embedding(config.vocab_size, config.n_embd),
+            wpe = nn.Embedding(config.block_size, config.n_embd),
+            drop = nn.Dropout(config.dropout),
+            h = nn.ModuleList([NanoBlock(config) for _ in range(config.n_layer)]),
+            ln_f = LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight
+    def forward(self, idx, targets=None):
+        device = idx.device
+        b, t = idx.size()
+        assert t <= self.config.block_size, f"Cannot forward sequence of length {t}"
+        pos = ember.arange(0, t, dtype=ember.long, device=device)
+        tok_emb = self.transformer.wte(idx)
+        pos_emb = self.transformer.wpe(pos)
+        x = self.transformer.drop(tok_emb + pos_emb)
+        for block in self.transformer.h:
+            x = block(x)
+        x = self.transformer.ln_f(x)
+        if targets is not None:
+            logits = self.lm_head(x)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                                   ignore_index=-1)
+        else:
+            logits = self.lm_head(x[:, [-1], :])
+            loss = None
+        return logits, loss
+
+
+def test_nanogpt_train_loop_equals_eager():
+    def make():
+        ember.manual_seed(0)
+        return GPT(GPTConfig())
+    m1, m2 = make(), make()
+    cm = ember.compile(m2, backend="aot_eager")
+    o1 = ember.optim.AdamW(m1.parameters(), lr=1e-3)
+    o2 = ember.optim.AdamW(m2.parameters(), lr=1e-3)
+    xb, yb = ember.randint(0, 50, (4, 16)), ember.randint(0, 50, (4, 16))
+    for s in range(3):
+        losses = []
+        for m, o in ((m1, o1), (cm, o2)):
+            ember.manual_seed(s)            # dropout masks: the same draws
+            o.zero_grad()
+            _, loss = m(xb, yb)
+            loss.backward()
+            o.step()
+            losses.append(loss.item())
+        assert losses[0] == pytest.approx(losses[1], rel=1e-6)
+    m1.eval()
+    m2.eval()
+    with ember.no_grad():
+        close(cm(xb)[0], m1(xb)[0])
+    assert dynamo.explain(m2)(xb, yb).graph_break_count == 0
