@@ -9,6 +9,17 @@ from ember.fx.node import Node
 __all__ = ["fast_callable"]
 
 
+def _bound(n):
+    """The full positional arguments of an op-table call (defaults filled), or None."""
+    op = n.target
+    if not hasattr(op, "bind") or not hasattr(op, "schema") or "out" in n.kwargs:
+        return None
+    try:
+        return op.bind(tuple(n.args), dict(n.kwargs))
+    except TypeError:
+        return None
+
+
 def fast_callable(gm):
     """A function (*inputs) -> tuple of outputs running gm's graph."""
     g = gm.graph
@@ -47,9 +58,13 @@ def fast_callable(gm):
                 obj = getattr(obj, part)
             names[n] = const(obj)
         elif n.op == "call_function":
-            a = ", ".join([arg(x) for x in n.args] +
-                          [f"{k}={arg(x)}" for k, x in n.kwargs.items()])
-            lines.append(f"    {v} = {const(n.target)}({a})")
+            full = _bound(n)
+            if full is not None:  # an op-table entry: straight to dispatch, schema order
+                lines.append(f"    {v} = _call({const(n.target)}, {arg(tuple(full))})")
+            else:
+                a = ", ".join([arg(x) for x in n.args] +
+                              [f"{k}={arg(x)}" for k, x in n.kwargs.items()])
+                lines.append(f"    {v} = {const(n.target)}({a})")
             names[n] = v
         elif n.op == "call_method":
             a = ", ".join([arg(x) for x in n.args[1:]] +
@@ -60,6 +75,8 @@ def fast_callable(gm):
             lines.append(f"    return {arg(n.args[0])}")
         else:
             return gm  # call_module: the GraphModule runs it
+    from ember._dispatch import call
+    env["_call"] = call
     src = f"def _run({', '.join(params)}):\n" + ("\n".join(lines) or "    return ()") + "\n"
     exec(compile(src, "<ember._dynamo graph>", "exec"), env)  # noqa: S102
     fn = env["_run"]

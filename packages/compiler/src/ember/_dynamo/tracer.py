@@ -207,7 +207,11 @@ class Tracer:
         meta = (type(t), t.dtype, t.device, tuple(t._shape), tuple(t._stride),
                 bool(t._requires_grad))
         name = self.obj(meta, "M")
-        self.add_guard(f"___t({src}, {name})",
+        # inline (one Python call fewer per tensor): what check_tensor checks
+        self.env[name + "c"], self.env[name + "d"], self.env[name + "v"] = meta[:3]
+        self.add_guard(f"(___x := {src}).__class__ is {name}c and ___x.dtype is {name}d and "
+                       f"___x._shape == {meta[3]!r} and ___x._stride == {meta[4]!r} and "
+                       f"___x._requires_grad is {meta[5]!r} and ___x.device == {name}v",
                        f"{src}: {meta[0].__name__} {t.dtype} {t.device} size={list(meta[3])} "
                        f"stride={list(meta[4])} requires_grad={meta[5]}")
         v = V(self.lift(t, src), src)
