@@ -22,11 +22,7 @@ def _bound(n):
 
 def fast_callable(gm):
     """A function (*inputs) -> tuple of outputs running gm's graph."""
-    g = gm.graph
-    env: dict = {}
-    names: dict = {}
-    lines: list = []
-    params: list = []
+    env, names, lines, params = {}, {}, [], []
 
     def const(obj) -> str:
         key = f"_c{len(env)}"
@@ -47,7 +43,7 @@ def fast_callable(gm):
             return repr(a)
         return const(a)
 
-    for i, n in enumerate(g.nodes):
+    for i, n in enumerate(gm.graph.nodes):
         v = f"v{i}"
         if n.op == "placeholder":
             names[n] = v
@@ -79,6 +75,5 @@ def fast_callable(gm):
     env["_call"] = call
     src = f"def _run({', '.join(params)}):\n" + ("\n".join(lines) or "    return ()") + "\n"
     exec(compile(src, "<ember._dynamo graph>", "exec"), env)  # noqa: S102
-    fn = env["_run"]
-    fn.graph_module = gm
-    return fn
+    env["_run"].graph_module = gm
+    return env["_run"]
