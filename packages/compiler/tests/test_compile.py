@@ -563,3 +563,34 @@ def test_warnings_clean_for_supported_code():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ember.compile(zoo_no_grad, backend="eager")(X, ember.randn(4, 4))
+
+
+def test_ember_logs_environment_variable():
+    import os
+    import subprocess
+    import sys
+    code = ("import ember\n"
+            "def f(x):\n    print('p')\n    return x + 1\n"
+            "ember.compile(f, backend='eager')(ember.ones(2))\n")
+    env = dict(os.environ, EMBER_LOGS="graph_breaks")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Graph break" in r.stderr and "print()" in r.stderr
+    assert r.stdout.count("p") == 1
+
+
+class WithCompiledMethod(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    @ember.compile(backend="eager", fullgraph=True)
+    def forward(self, x):
+        return self.fc(x).relu()
+
+
+def test_compile_as_method_decorator():
+    a, b = WithCompiledMethod(), WithCompiledMethod()
+    close(a(X), a.fc(X).relu())
+    close(b(X), b.fc(X).relu())  # another instance: its own guards (module identity)
