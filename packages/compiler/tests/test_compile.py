@@ -594,3 +594,15 @@ def test_compile_as_method_decorator():
     a, b = WithCompiledMethod(), WithCompiledMethod()
     close(a(X), a.fc(X).relu())
     close(b(X), b.fc(X).relu())  # another instance: its own guards (module identity)
+
+
+def test_break_inside_a_comprehension_resumes():
+    def f(xs, k):
+        vals = [float(x.sum().item()) * k for x in xs]   # .item() inside the comprehension
+        return xs[0] * sum(vals), len(vals)
+    xs = [X, Y, X * 2]
+    be = Counter()
+    c = ember.compile(f, backend=be)
+    close(c(xs, 2.0), f(xs, 2.0))
+    e = entries(c)[0]
+    assert e.eager_reason is None and e.spec[0] == "resume"

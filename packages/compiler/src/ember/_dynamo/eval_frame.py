@@ -272,7 +272,7 @@ class _CompiledFn:
         names = r["code"].co_varnames
         outs, index = [], {}
         specs = state_spec(tr, list(r["stack"]) + [r["locals"].get(n, V(None)) for n in names]
-                           + list(r["cells"]), outs, index)
+                           + list(r["cells"]), outs, index, callees=_callees(r))
         n_stack, n_loc = len(r["stack"]), len(names)
         tr.graph.output(tuple(outs))
         gm = GraphModule(dict(tr.proxy.constants), tr.graph, "GraphModule")
@@ -323,6 +323,19 @@ class _CompiledFn:
         if self._hooks is not None:
             self._hooks["breaks"].append((e.reason, e.where))
         return CacheEntry(tr, eager_reason=e.reason)
+
+
+def _callees(r) -> list:
+    """The stack values the breaking call consumes (a local function there is rebuilt)."""
+    ins, stack = r["ins"], r["stack"]
+    if ins.opname == "CALL":
+        top = stack[len(stack) - ins.arg - 2:]
+    elif ins.opname == "CALL_FUNCTION_EX":
+        top = stack[len(stack) - 4:]
+    else:
+        return []
+    kept = {id(v) for v in r["locals"].values()} | {id(v) for v in stack[:len(stack) - len(top)]}
+    return [v for v in top if id(v) not in kept]  # one also held elsewhere: not rebuilt
 
 
 def _code_of(fn):

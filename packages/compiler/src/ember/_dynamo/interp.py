@@ -191,7 +191,8 @@ class Frame:
             top = self.tr.top is self
             if top:
                 snap = (list(self.stack), self.kw_names, dict(self.locals), self.tr.mutations,
-                        self.tr.grad_enabled, self.tr.graph._len - len(self.tr.inputs))
+                        self.tr.grad_enabled, self.tr.graph._len - len(self.tr.inputs),
+                        [(v.val, v.val.pos) for v in self.stack if isinstance(v.val, Iter)])
             try:
                 r = h(ins)
             except GraphBreak as e:
@@ -210,10 +211,14 @@ class Frame:
     def resume_point(self, pc, ins, snap):
         """What a resume after this break needs, or None where it cannot resume here."""
         from .resume import STEP_OPS
-        stack, kw_names, local, mutations, grad, n_ops = snap
+        stack, kw_names, local, mutations, grad, n_ops, iters = snap
         tr = self.tr
         if ins.opname not in STEP_OPS or mutations != tr.mutations or grad != tr.grad_enabled \
                 or self.fn is None or pc + 1 >= len(self.instrs):
+            return None
+        for it, pos in iters:  # iterators the partial call advanced: back where they were
+            it.pos = pos
+        if any(isinstance(v.val, Iter) for v in local.values()):
             return None
         g = tr.graph
         extra = g._len - len(tr.inputs) - n_ops

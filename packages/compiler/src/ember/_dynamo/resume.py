@@ -211,13 +211,13 @@ class NotResumable(Exception):
     pass
 
 
-def state_spec(tr, roots, outs: list, index: dict):
+def state_spec(tr, roots, outs: list, index: dict, callees=()):
     """Specs (see `rebuild`) of the frame values in roots; tensors become graph outputs."""
     from ember._subclasses.fake_tensor import FakeTensor
 
     from .calls import BoundMethod, ContainerMethod, GradCtx, _GradExit
     from .interp import NULL as SYM_NULL
-    from .interp import Iter
+    from .interp import Cell, Iter, LocalFunction
 
     def spec(v):
         if v is SYM_NULL:
@@ -250,6 +250,13 @@ def state_spec(tr, roots, outs: list, index: dict):
             return ("k", exit_grad(val.prev))
         if isinstance(val, GradCtx):
             return ("grad", val.mode)
+        if isinstance(val, LocalFunction) and v in callees:
+            # a comprehension or lambda the breaking instruction calls: a real function over
+            # fresh cells holding the current values (it runs to completion in that call)
+            return ("lf", val.code, val.globals, val.__name__,
+                    [spec(x) for x in val.defaults], [spec(c.v) if isinstance(c, Cell) and
+                                                      c.v is not None else ("empty",)
+                                                      for c in val.cells])
         if type(val).__module__ == "ember._dynamo.interp":  # LocalFunction, Cell
             raise NotResumable(type(val).__name__)
         if v.src is not None and not isinstance(val, (int, float, str, bool, type(None))):
@@ -278,6 +285,13 @@ def rebuild(spec, outs, A, K, env, memo):
     if kind == "grad":
         import ember
         return ember.enable_grad() if spec[1] else ember.no_grad()
+    if kind == "empty":
+        return types.CellType()
+    if kind == "lf":
+        cells = tuple(types.CellType() if c[0] == "empty" else
+                      types.CellType(rebuild(c, outs, A, K, env, memo)) for c in spec[5])
+        defaults = tuple(rebuild(s, outs, A, K, env, memo) for s in spec[4]) or None
+        return types.FunctionType(spec[1], spec[2], spec[3], defaults, cells or None)
     key = spec[-1]
     if key in memo:
         return memo[key]
