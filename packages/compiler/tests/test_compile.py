@@ -606,3 +606,18 @@ def test_break_inside_a_comprehension_resumes():
     close(c(xs, 2.0), f(xs, 2.0))
     e = entries(c)[0]
     assert e.eager_reason is None and e.spec[0] == "resume"
+
+
+def test_break_after_an_inplace_write_in_a_callee():
+    def inner(t):
+        t.add_(1)                        # a write, then a break: the write happens once
+        print("inner")
+        return t
+
+    def f(x):
+        y = x * 1
+        z = inner(y)
+        return z + 1, y
+    c = ember.compile(f, backend="eager")
+    r, e = c(X), f(X)
+    close(r, e)

@@ -222,12 +222,17 @@ class Frame:
             return None
         g = tr.graph
         extra = g._len - len(tr.inputs) - n_ops
-        for n in list(reversed(g.nodes)):
-            if extra <= 0:
+        drop = []
+        for n in reversed(g.nodes):
+            if len(drop) >= extra:
                 break
             if n.op != "placeholder":
-                g.erase_node(n)
-                extra -= 1
+                drop.append(n)
+        if any("inplace" in getattr(n.target, "tags", ()) or getattr(n.target, "mutated_idx",
+                                                                     None) for n in drop):
+            return None  # the partial call wrote a tensor (maybe its shape): not undone
+        for n in drop:
+            g.erase_node(n)
         from .resume import own_cells
         local = dict(local)
         cellvals = []
