@@ -621,3 +621,13 @@ def test_break_after_an_inplace_write_in_a_callee():
     c = ember.compile(f, backend="eager")
     r, e = c(X), f(X)
     close(r, e)
+
+
+def test_global_state_calls_run_in_python():
+    def f(x):
+        ember.manual_seed(123)
+        return x + ember.rand(3, 4)
+    c = ember.compile(f, backend="eager")
+    close(c(X), f(X))
+    close(c(X), f(X))
+    assert "manual_seed" in dynamo.explain(f)(X).break_reasons[0].reason

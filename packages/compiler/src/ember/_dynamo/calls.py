@@ -16,6 +16,11 @@ from .tracer import PURE, TENSOR_BREAK, V, attr_src, set_grad_enabled
 
 __all__ = ["call_value", "BoundMethod", "ContainerMethod", "GradCtx"]
 
+# ember functions that change Python-side global state: run in Python, never at capture time
+_STATEFUL = {"manual_seed", "seed", "set_rng_state", "set_default_dtype", "set_default_device",
+             "set_printoptions", "use_deterministic_algorithms", "set_num_threads",
+             "set_float32_matmul_precision", "set_default_tensor_type", "set_flush_denormal",
+             "set_num_interop_threads", "set_anomaly_enabled", "fork_rng"}
 _MUTATING = {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort",
              "update", "setdefault", "popitem", "__setitem__", "__delitem__"}
 _CONTAINER_READ = {"index", "count", "copy", "keys", "values", "items", "get", "__len__",
@@ -99,6 +104,9 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
     if isinstance(getattr(fn, "__self__", None), FakeTensor) and \
             getattr(fn, "__name__", "") in TENSOR_BREAK:
         raise GraphBreak(f"Tensor.{fn.__name__}() (data-dependent or a side effect)")
+    if getattr(fn, "__name__", "") in _STATEFUL and not isinstance(
+            getattr(fn, "__self__", None), FakeTensor):
+        raise GraphBreak(f"{fn.__name__}() changes global state (run in Python)")
     if _is_library(fn, tr):
         return tr.call_library(fn, args, kwargs, getattr(fn, "__qualname__", repr(fn)))
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
