@@ -631,3 +631,17 @@ def test_global_state_calls_run_in_python():
     close(c(X), f(X))
     close(c(X), f(X))
     assert "manual_seed" in dynamo.explain(f)(X).break_reasons[0].reason
+
+
+def test_set_grad_enabled_block_and_call():
+    w = ember.randn(4, 4, requires_grad=True)
+
+    def f(x, w):
+        with ember.set_grad_enabled(False):
+            a = x @ w
+        b = x @ w
+        return a, b
+    c = ember.compile(f, backend="eager", fullgraph=True)
+    a, b = c(X, w)
+    assert not a.requires_grad and b.requires_grad and ember.is_grad_enabled()
+    close((a, b), f(X, w))

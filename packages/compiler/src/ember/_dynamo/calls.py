@@ -44,11 +44,12 @@ class ContainerMethod:
 class GradCtx:
     """`ember.no_grad()` / `enable_grad()` / `set_grad_enabled(b)` inside the trace."""
 
-    def __init__(self, mode: bool):
+    def __init__(self, mode: bool, prev=None):
         self.mode = mode
+        self.prev = prev  # set_grad_enabled(b) switched already: the mode to restore
 
     def enter(self, tr):
-        prev = tr.grad_enabled
+        prev = tr.grad_enabled if self.prev is None else self.prev
         _set_grad(tr, self.mode)
         return _GradExit(prev), V(None)
 
@@ -132,10 +133,9 @@ def _grad_ctx(cls, tr, args):
         return V(GradCtx(False))
     if issubclass(cls, ember.enable_grad):
         return V(GradCtx(True))
-    mode = tr.unwrap(args[0]) if args else True
-    ctx = GradCtx(bool(mode))
-    _set_grad(tr, bool(mode))  # set_grad_enabled(b) acts when called, as a function too
-    ctx.mode = bool(mode)
+    mode = bool(tr.unwrap(args[0]) if args else True)
+    ctx = GradCtx(mode, prev=tr.grad_enabled)
+    _set_grad(tr, mode)  # set_grad_enabled(b) acts when called, as a function too
     return V(ctx)
 
 
