@@ -25,6 +25,7 @@ _ALLOW_IN_GRAPH: set = set()
 _STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
 _stance = ["default"]
 _compiling = [0]
+_noted: set = set()
 _DEBUG = bool(os.environ.get("EMBER_DYNAMO_DEBUG"))
 _all_compiled = weakref.WeakSet()   # what reset() clears
 
@@ -431,6 +432,10 @@ def optimize(model, *, backend="inductor", mode=None, dynamic=None, fullgraph=Fa
     if not callable(model):
         raise RuntimeError("torch.compile: model must be a callable (function or nn.Module)")
     be = lookup_backend(backend, mode=mode, options=options)
+    if dynamic and "dynamic" not in _noted:
+        _noted.add("dynamic")
+        log.warning("ember.compile(dynamic=True): symbolic sizes are not supported yet; "
+                    "graphs are specialized to the sizes they see (one entry per size)")
     if isinstance(model, __getattr__("OptimizedModule")):
         model = model._orig_mod
     if isinstance(model, Module):
