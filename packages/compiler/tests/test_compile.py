@@ -645,3 +645,38 @@ def test_set_grad_enabled_block_and_call():
     a, b = c(X, w)
     assert not a.requires_grad and b.requires_grad and ember.is_grad_enabled()
     close((a, b), f(X, w))
+
+
+def test_library_calls_never_see_mutable_python_objects():
+    m = nn.Linear(4, 4)
+    opt = ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+    def f(x):
+        loss = m(x).pow(2).sum()
+        return loss, type(m).__name__
+
+    def g(x):
+        for p in m.parameters():
+            p.grad = None
+        loss = m(x).pow(2).sum()
+        loss.backward()
+        opt.step()                       # library code mutating the optimizer's state
+        return loss
+    close(ember.compile(f, backend="eager", fullgraph=True)(X), f(X))
+    m2 = nn.Linear(4, 4)
+    m2.load_state_dict(m.state_dict())
+    c = ember.compile(g, backend="eager")
+    for _ in range(2):
+        c(X)
+    opt2 = ember.optim.SGD(m2.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        m2.zero_grad()
+        m2(X).pow(2).sum().backward()
+        opt2.step()
+    close(m.weight, m2.weight)
+    assert all(isinstance(v, ember.Tensor) and not type(v).__name__.startswith("Fake")
+               for s in opt.state.values() for v in s.values())
+
+    def h(x):
+        return ember.nn.utils.clip_grad_norm_(iter([x]), 1.0)  # an iterator: not a value
+    assert "could change it" in dynamo.explain(h)(X).break_reasons[0].reason

@@ -12,7 +12,7 @@ import types
 from ember._subclasses.fake_tensor import FakeTensor
 
 from .exc import GraphBreak
-from .tracer import PURE, TENSOR_BREAK, V, attr_src, set_grad_enabled
+from .tracer import PURE, TENSOR_BREAK, V, _plain, attr_src, set_grad_enabled
 
 __all__ = ["call_value", "BoundMethod", "ContainerMethod", "GradCtx"]
 
@@ -109,7 +109,8 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
             getattr(fn, "__self__", None), FakeTensor):
         raise GraphBreak(f"{fn.__name__}() changes global state (run in Python)")
     if _is_library(fn, tr):
-        return tr.call_library(fn, args, kwargs, getattr(fn, "__qualname__", repr(fn)))
+        return tr.call_library(fn, args, kwargs, getattr(fn, "__qualname__", repr(fn)),
+                               trusted=_hashable(fn) and fn in PURE)
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     raise GraphBreak(f"call to {name} is not supported (not inlinable, not an ember op)")
 
@@ -252,8 +253,11 @@ def _call_library_module(tr, modv, args, kwargs) -> V:
         if t is None:
             continue
         tr.wrap(t, _path_src(src, name))
+    for x in (*args, *kwargs.values()):
+        if not _plain(tr.unwrap(x)):
+            raise GraphBreak(f"{type(mod).__name__} called with a {type(tr.unwrap(x)).__name__}")
     return tr.call_library(type(mod).forward, [V(mod)] + args, kwargs,
-                           f"{type(mod).__name__}.forward")
+                           f"{type(mod).__name__}.forward", trusted=True)
 
 
 def _path_src(src, dotted):

@@ -274,9 +274,14 @@ class Tracer:
         return ct(items)
 
     # ---- running library code on fake tensors ----------------------------------------------
-    def call_library(self, fn, args, kwargs, what: str) -> V:
+    def call_library(self, fn, args, kwargs, what: str, trusted: bool = False) -> V:
         a = [self.unwrap(x) for x in args]
         kw = {k: self.unwrap(x) for k, x in kwargs.items()}
+        if not trusted:
+            for x in (*a, *kw.values()):
+                if not _plain(x):
+                    raise GraphBreak(f"{what} called with a {type(x).__name__} (library code "
+                                     "could change it at capture time)")
         saved = state.grad_enabled
         state.grad_enabled = self.grad_enabled
         try:
@@ -292,6 +297,23 @@ class Tracer:
             state.grad_enabled = saved
         self.ops += 1
         return self.to_v(r)
+
+
+_PLAIN = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis), slice, range)
+_EMBER_VALUES = ("dtype", "device", "Size", "memory_format", "layout")
+
+
+def _plain(x) -> bool:
+    """A value library code can only read: numbers, strings, tensors of the trace, ember's
+    dtype/device/Size, and tuples/lists/dicts of those."""
+    if isinstance(x, _PLAIN) or isinstance(x, FakeTensor):
+        return True
+    t = type(x)
+    if t in (tuple, list) or (isinstance(x, tuple) and t.__module__.startswith("ember")):
+        return all(_plain(e) for e in x)
+    if t is dict:
+        return all(_plain(e) for e in x.values())
+    return t.__module__.startswith("ember") and t.__name__ in _EMBER_VALUES
 
 
 class _Modes:
