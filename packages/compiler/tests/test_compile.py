@@ -320,6 +320,14 @@ def test_global_state_guards_autocast_and_deterministic():
     finally:
         ember.use_deterministic_algorithms(old)
     assert len(entries(c)) == 3
+    f = ember.compile(lambda x: x + ember.ones(4), backend="eager")
+    f(X)
+    ember.set_default_dtype(ember.float64)
+    try:
+        close(f(X), X + ember.ones(4))  # a float64 constant: the trace's dtypes differ
+    finally:
+        ember.set_default_dtype(ember.float32)
+    assert len(entries(f)) == 2
 
 
 @dataclasses.dataclass

@@ -125,6 +125,9 @@ class Tracer:
                        f"autocast state {dict(state.autocast)}")
         det = ember.are_deterministic_algorithms_enabled()
         self.add_guard(f"___det() == {det!r}", f"deterministic algorithms {det}")
+        self.env["___ddt"] = ember.get_default_dtype
+        self.env["___ddt0"] = ember.get_default_dtype()
+        self.add_guard("___ddt() is ___ddt0", f"default dtype {ember.get_default_dtype()}")
         self.ops = 0
         self.mutations = 0   # writes to the frame's containers and cells (resume checks them)
         self.top = None      # (code, depth) of the frame a break can resume in
