@@ -4,9 +4,8 @@ NAME = "compiler"
 
 
 def _compile(model, **kwargs):
-    raise NotImplementedError(
-        "ember.compile: ember-compiler is installed but its compiler is not written yet"
-    )
+    from ember._dynamo import optimize
+    return optimize(model, **kwargs)
 
 
 def register(registry) -> None:
