@@ -1,15 +1,24 @@
 """ember.compiler: `ember.compile`'s public controls (torch.compiler's names): stances,
 `disable`, `is_compiling`, `reset`, `allow_in_graph`. The capture lives in ember._dynamo.
 
-Ships in ember-compiler, which registers itself with core through `_component.register`.
+Ships in ember-compiler, which registers itself with core through `_component.register`
+(importing this package is cheap: ember._dynamo loads on first use of a name).
 """
 from __future__ import annotations
-
-from ember._dynamo import allow_in_graph, disable, is_compiling, reset, set_stance
 
 __all__ = ["set_stance", "disable", "is_compiling", "reset", "allow_in_graph",
            "is_dynamo_compiling"]
 
 
 def is_dynamo_compiling() -> bool:
+    from ember._dynamo import is_compiling
     return is_compiling()
+
+
+def __getattr__(name: str):
+    if name in ("set_stance", "disable", "is_compiling", "reset", "allow_in_graph"):
+        import ember._dynamo as dynamo
+        value = getattr(dynamo, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ember.compiler' has no attribute '{name}'")
