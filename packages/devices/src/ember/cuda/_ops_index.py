@@ -1,9 +1,8 @@
 """GPU kernels: indexing, gather/scatter, masks, search and counting ops.
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
-(NotImplemented declines a call).
-HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it).
+(NotImplemented declines a call). HOST lists the ops of this family that still run their CPU
+kernel on host copies, with the reason (test_cuda_opdb.py holds the backend to it).
 
 Every op here is one strided Triton kernel (_kernels_index: gather_nd / scatter_nd over up to 6
 collapsed dims) plus, where indices come from the user, one bounds check: the indices' min and

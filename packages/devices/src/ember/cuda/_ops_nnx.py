@@ -1,10 +1,9 @@
 """GPU kernels: pooling, resampling, normalization, convolution variants and other nn ops.
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
-(NotImplemented declines a call).
-HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it). A kernel for an op
-with a decomposition in core runs instead of the composition.
+(NotImplemented declines a call). HOST lists the ops of this family that still run their CPU
+kernel on host copies, with the reason (test_cuda_opdb.py holds the backend to it). A kernel
+for an op with a decomposition in core runs instead of the composition.
 
 The kernels (_kernels_nnx) take contiguous inputs: batch norm is one program per channel (two
 passes for the statistics, one for the output), or, for few channels of many values, P programs
