@@ -14,10 +14,10 @@ from ember._device import DeviceBackend
 from ember._device import device as Device
 from ember._tensor import Storage, Tensor, c_strides
 
-from . import _runtime as rt
-from ._allocator import CachingAllocator
 from ._pointwise import Operand, PointwiseCache, Unsupported, run_op
 from ._tritonops import InterpreterLimit
+from .runtime import driver as rt
+from .runtime.allocator import CachingAllocator
 
 _allocators: dict = {}
 
@@ -71,13 +71,13 @@ def _index(dev) -> int:
 
 
 def _stream(index=None) -> int:
-    from ._streams import current_stream_handle
+    from .runtime.streams import current_stream_handle
     return current_stream_handle(index)
 
 
 def _bind_stream():
     global _stream
-    from ._streams import current_stream_handle
+    from .runtime.streams import current_stream_handle
     _stream = current_stream_handle
 
 
@@ -277,7 +277,7 @@ class CudaBackend(DeviceBackend):
     @property
     def pw(self) -> PointwiseCache:
         if self._pw is None:
-            from ._launch import FastLauncher
+            from .runtime.launcher import FastLauncher
             self._pw = PointwiseCache(FastLauncher())
         return self._pw
 

@@ -15,10 +15,10 @@ from ember._ops.reduction import _sum_dtype, reduce_dims, reduced_shape
 from ember._random import Generator
 from ember._tensor import Tensor
 
-from . import _runtime as rt
 from ._blas import matmul
-from ._launch import FastLauncher
 from ._pointwise import Operand, Unsupported
+from .runtime import driver as rt
+from .runtime.launcher import FastLauncher
 
 _BE = get_backend("cuda")
 

@@ -464,7 +464,7 @@ def _constant_pad(be, op, x, pad, value=0):
 @cuda_kernel("cdist")
 def _cdist(be, op, x1, x2, p=2.0, compute_mode=None):
     from ._blas import matmul
-    from ._runtime import FAKE
+    from .runtime.driver import FAKE
     m = op.meta(x1, x2, p, compute_mode)  # PyTorch's checks, the output shape
     if x1.dtype not in _FLOAT or x2.dtype is not x1.dtype:
         return NotImplemented
