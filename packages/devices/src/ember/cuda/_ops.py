@@ -43,6 +43,7 @@ def _slot(backend, op, f):
             _ACC.update(_acc())
         return f(backend, op, *args)
     kernel.__qualname__ = f"cuda[{op.qualname}]"
+    kernel.__module__ = f.__module__  # the family module that registered it
     return kernel
 
 
