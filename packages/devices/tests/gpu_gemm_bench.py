@@ -4,8 +4,8 @@ import time
 
 import ember
 from ember.cuda import _blas
-from ember.cuda import _runtime as rt
-from ember.cuda._streams import current_stream_handle
+from ember.cuda.runtime import driver as rt
+from ember.cuda.runtime.streams import current_stream_handle
 
 
 def per_call(f, n=300):

@@ -4,7 +4,7 @@ test_cuda_interp.py."""
 import pytest
 
 import ember
-from ember.cuda._allocator import CachingAllocator, OutOfMemoryError, round_size
+from ember.cuda.runtime.allocator import CachingAllocator, OutOfMemoryError, round_size
 
 
 # ---- allocator ------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def test_oom_frees_cache_then_raises_with_sizes():
 
 # ---- no GPU -----------------------------------------------------------------------------------
 def test_no_gpu_behaviour():
-    from ember.cuda import _runtime
+    from ember.cuda.runtime import driver as _runtime
     if _runtime.FAKE or ember.cuda.is_available():
         pytest.skip("a (fake) GPU is present")
     assert ember.cuda.device_count() == 0 and ember.cuda.is_available() is False
@@ -142,7 +142,7 @@ def test_no_gpu_behaviour():
 
 def test_memoized_launch_updates_last():
     # the backend's per-op plans copy the launcher's latest launch: a memo hit must update it
-    from ember.cuda._launch import FastLauncher
+    from ember.cuda.runtime.launcher import FastLauncher
 
     class Recorder:
         args = None

@@ -106,8 +106,14 @@ def call(op, args: tuple, out=None):
                     return r
         if acc is not None:  # a device's kernel (cuda: the cached Triton launch) when nothing
             k = op.kernels.get(acc)  # records: no mode, no autocast, no out=, no grad
-            if k is not None and not (state.grad_enabled and _any_requires_grad(op, args)):
-                return k(*args)
+            if k is not None:
+                if not state.grad_enabled:
+                    return k(*args)
+                for i in op.tensor_idx:
+                    if getattr(args[i], "_requires_grad", False):
+                        break
+                else:
+                    return k(*args)
     if op.supports != "bifc" and op.pointwise is None:  # float-only kernels (nn ops)
         _check_supports(op, args)
     st = state
@@ -130,13 +136,6 @@ def call(op, args: tuple, out=None):
                 if getattr(a, "_requires_grad", False):
                     return autograd_hook(op, args, out)
     return execute(op, args, out)
-
-
-def _any_requires_grad(op, args) -> bool:
-    for i in op.tensor_idx:
-        if getattr(args[i], "_requires_grad", False):
-            return True
-    return False
 
 
 def _check_supports(op, args):

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from .._dispatch import TensorMeta, torch_name
+from .._dispatch import DynamicOutputShape, TensorMeta, torch_name
 from .._size import normalize_dim
 from .._tensor import Tensor
 from . import movement as M
@@ -287,7 +287,7 @@ def _repeat_interleave(x, repeats, dim, output_size):
 
 def _ri_meta(x, repeats, dim, output_size):
     if not isinstance(repeats, int):
-        raise NotImplementedError("repeat_interleave on meta needs integer repeats")
+        raise DynamicOutputShape("repeat_interleave on meta needs integer repeats")
     shape = (x.numel(),) if dim is None else x.shape
     d = 0 if dim is None else normalize_dim(dim, x.ndim)
     return TensorMeta(tuple(shape[:d]) + (shape[d] * repeats,) + tuple(shape[d + 1:]), x.dtype)

@@ -3,6 +3,8 @@ one-argument where, and the minimal complex accessors (real, imag, conj, angle).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype as D
@@ -101,7 +103,31 @@ defop("masked_fill(Tensor self, Tensor mask, Tensor value) -> Tensor", promote="
       pointwise=lambda o, x, mask, value: o.where(mask, value, x), vjp=_masked_fill_vjp)
 
 
-# ---- nan_to_num: needs the result dtype's largest finite values, so a kernel -------------------
+# ---- nan_to_num: the CPU's numpy kernel; devices run the decomposition: the dtype's largest
+# finite values stand in for missing arguments, then one pointwise pass ----------------------------
+_INF = float("inf")
+
+_nan_to_num_values = defop(
+    "_nan_to_num_values(Tensor self, float nan, float posinf, float neginf) -> Tensor",
+    function=False, method=False, inplace=False,
+    pointwise=lambda o, x, nan, posinf, neginf: o.where(
+        o.isnan(x), nan, o.where(o.eq(x, _INF), posinf, o.where(o.eq(x, -_INF), neginf, x))),
+    vjp=lambda g, out, x, nan, posinf, neginf: (g * x.isfinite(),))
+
+
+def _nan_to_num_decomp(x, nan, posinf, neginf):
+    if x.dtype.is_complex:  # each part on its own, as numpy's and PyTorch's
+        re = _nan_to_num_decomp(x.real, nan, posinf, neginf)
+        im = _nan_to_num_decomp(x.imag, nan, posinf, neginf)
+        return (re + im * 1j).to(x.dtype)
+    if not x.dtype.is_floating_point:
+        return x.clone()
+    fi = D.finfo(x.dtype)
+    return _nan_to_num_values(x, 0.0 if nan is None else float(nan),
+                              fi.max if posinf is None else float(posinf),
+                              fi.min if neginf is None else float(neginf))
+
+
 def _nan_to_num(x, nan, posinf, neginf):
     if x.dtype.kind not in "fcV" and x.dtype not in (D.bfloat16.np, D.float16.np):
         return x.copy()
@@ -115,7 +141,7 @@ def _nan_to_num(x, nan, posinf, neginf):
 
 
 defop("nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor",
-      kernels={"cpu": _nan_to_num}, inplace=True,
+      kernels={"cpu": _nan_to_num}, decomp=_nan_to_num_decomp, inplace=True,
       meta=lambda x, nan, posinf, neginf: TensorMeta(x.shape, x.dtype),
       vjp=lambda g, out, x, nan, posinf, neginf: (g * x.isfinite(),))
 
@@ -173,6 +199,21 @@ def _angle_dtype(dt):
     return dt if dt.is_floating_point else D.get_default_dtype()
 
 
+_angle_real = defop(
+    "_angle_real(Tensor self) -> Tensor", function=False, method=False, inplace=False,
+    promote="int_to_float", supports="bif",
+    pointwise=lambda o, x: o.where(o.isnan(x), x, o.where(o.lt(x, 0), math.pi, 0.0)),
+    vjp=lambda g, out, x: (g * 0,))
+
+
+def _angle_decomp(x):
+    """What devices run (the CPU has its numpy kernel): the phase of the parts for complex x,
+    else pi for negatives, 0 otherwise, NaN kept (one pointwise pass)."""
+    if x.dtype.is_complex:
+        return _F["atan2"](x.imag, x.real)
+    return _angle_real(x)
+
+
 def _angle(x):
     dt = _angle_dtype(D._BY_NP[x.dtype])
     if x.dtype.kind == "c":
@@ -182,7 +223,7 @@ def _angle(x):
     return r.astype(dt.np)
 
 
-defop("angle(Tensor self) -> Tensor", kernels={"cpu": _angle},
+defop("angle(Tensor self) -> Tensor", kernels={"cpu": _angle}, decomp=_angle_decomp,
       meta=lambda x: TensorMeta(x.shape, _angle_dtype(x.dtype)),
       vjp=complex_vjp(lambda g, out, x: (_F["zeros_like"](g),) if not x.dtype.is_complex else (
           _F["where"](x == 0, 0, g * x / (x.abs() * x.abs()) * 1j),)))

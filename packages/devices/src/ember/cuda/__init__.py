@@ -16,11 +16,11 @@ from __future__ import annotations
 from ember._device import register_device
 
 from . import _random
-from . import _runtime as _rt
-from ._allocator import OutOfMemoryError
 from ._backend import CudaBackend
 from ._backend import allocator as _allocator
-from ._streams import (
+from .runtime import driver as _rt
+from .runtime.allocator import OutOfMemoryError
+from .runtime.streams import (
     Event,
     Stream,
     StreamContext,

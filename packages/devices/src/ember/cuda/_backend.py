@@ -7,17 +7,20 @@ hand-written kernels for the rest. The ops listed in HOST run their CPU kernel o
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ember import _dtype as D
 from ember._device import DeviceBackend
 from ember._device import device as Device
+from ember._dispatch import pointwise_prepare
 from ember._tensor import Storage, Tensor, c_strides
 
-from . import _runtime as rt
-from ._allocator import CachingAllocator
 from ._pointwise import Operand, PointwiseCache, Unsupported, run_op
 from ._tritonops import InterpreterLimit
+from .runtime import driver as rt
+from .runtime.allocator import CachingAllocator
 
 _allocators: dict = {}
 
@@ -71,13 +74,13 @@ def _index(dev) -> int:
 
 
 def _stream(index=None) -> int:
-    from ._streams import current_stream_handle
+    from .runtime.streams import current_stream_handle
     return current_stream_handle(index)
 
 
 def _bind_stream():
     global _stream
-    from ._streams import current_stream_handle
+    from .runtime.streams import current_stream_handle
     _stream = current_stream_handle
 
 
@@ -283,7 +286,7 @@ class CudaBackend(DeviceBackend):
     @property
     def pw(self) -> PointwiseCache:
         if self._pw is None:
-            from ._launch import FastLauncher
+            from .runtime.launcher import FastLauncher
             self._pw = PointwiseCache(FastLauncher())
         return self._pw
 
@@ -343,16 +346,17 @@ class CudaBackend(DeviceBackend):
         """The cuda slot of a pointwise op: a call seen before (same dtypes, shapes, strides,
         scalar types) launches its cached plan; a new one is checked and promoted by core
         (pointwise_prepare), traced, launched, and its plan cached."""
-        from ember._dispatch import pointwise_prepare
+        return functools.partial(self._pointwise_call, op)
 
-        def kernel(*args):
-            r = self._cached_launch(op, args)
-            if r is not None:
-                return r
-            rdt, cdt = pointwise_prepare(op, args)
-            return self.pointwise(op, args, rdt, cdt)
-        kernel.__qualname__ = f"cuda_pointwise[{op.qualname}]"
-        return kernel
+    def _pointwise_call(self, op, *args):
+        sig = self._signature(op, args) if self._pw is not None else None
+        plan = self._plan(sig) if sig is not None else None
+        if plan is not None:  # the eager hot path: one allocation and one launch
+            if op.check is not None:  # PyTorch's argument errors (negative int powers, ...)
+                op.check(plan[13], *args)
+            return self._launch_plan(plan, args)
+        rdt, cdt = pointwise_prepare(op, args)
+        return self.pointwise(op, args, rdt, cdt)
 
     def inplace_kernel(self, op):
         """The cuda slot of an in-place pointwise op (x.add_(y)): the plan of its functional op

@@ -16,8 +16,8 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 
 from . import _blaslt
-from . import _runtime as rt
-from ._streams import current_stream_handle
+from .runtime import driver as rt
+from .runtime.streams import current_stream_handle
 
 _handles: dict = {}
 _R = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14}   # cudaDataType

@@ -15,10 +15,10 @@ from ember._ops.reduction import _sum_dtype, reduce_dims, reduced_shape
 from ember._random import Generator
 from ember._tensor import Tensor
 
-from . import _runtime as rt
 from ._blas import matmul
-from ._launch import FastLauncher
 from ._pointwise import Operand, Unsupported
+from .runtime import driver as rt
+from .runtime.launcher import FastLauncher
 
 _BE = get_backend("cuda")
 
@@ -46,6 +46,7 @@ def _slot(backend, op, f):
         except Unsupported:  # a dtype the Triton kernels lack (complex, fp8): the host rule
             return NotImplemented
     kernel.__qualname__ = f"cuda[{op.qualname}]"
+    kernel.__module__ = f.__module__  # the family module that registered it
     return kernel
 
 

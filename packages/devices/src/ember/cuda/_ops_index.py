@@ -1,9 +1,8 @@
 """GPU kernels: indexing, gather/scatter, masks, search and counting ops.
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
-(NotImplemented declines a call).
-HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it).
+(NotImplemented declines a call). HOST lists the ops of this family that still run their CPU
+kernel on host copies, with the reason (test_cuda_opdb.py holds the backend to it).
 
 Every op here is one strided Triton kernel (_kernels_index: gather_nd / scatter_nd over up to 6
 collapsed dims) plus, where indices come from the user, one bounds check: the indices' min and
@@ -24,9 +23,9 @@ from ember._dispatch import DynamicOutputShape
 from ember._size import broadcast_shapes, normalize_dim
 from ember._tensor import Tensor
 
-from . import _runtime as rt
 from ._ops import _cont, _launch, _lazy, be_dtypes, cuda_kernel
 from ._pointwise import Unsupported
+from .runtime import driver as rt
 
 _BLOCK = 1024
 _PROGS = 528   # grid-strided kernels: about four programs per SM of an H100/H200
@@ -161,7 +160,7 @@ def _mm_buffer(be, k, dev):
     """2k int64 on the device: (int64 max, int64 min) k times, for min/max atomics."""
     mm = be._new((2 * k,), D.int64, dev)
     init = np.array([_I64.max, _I64.min] * k, np.int64)
-    from ._streams import current_stream_handle
+    from .runtime.streams import current_stream_handle
     # pageable host memory: the driver has staged it when the call returns
     rt.memcpy_htod(mm.data_ptr(), init.ctypes.data, init.nbytes, current_stream_handle(dev.index))
     return mm

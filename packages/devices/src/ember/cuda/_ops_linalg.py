@@ -2,9 +2,8 @@
 cuBLAS (`_solver`: the glue, and the fake device's numpy stand-ins).
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
-(NotImplemented declines a call).
-HOST lists the linear-algebra ops that still run their CPU kernel on
-host copies, with the reason.
+(NotImplemented declines a call). HOST lists the linear-algebra ops that still run their CPU
+kernel on host copies, with the reason.
 
 cuSOLVER is column-major: a contiguous row-major copy of A is, to cuSOLVER, A^T. Each kernel
 either factors A^T and solves the transposed problem (solve, inv, cholesky) or copies A^T

@@ -1,17 +1,16 @@
 """GPU kernels: creation, movement, complex views, special functions and linear algebra.
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
-(NotImplemented declines a call).
-HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it).
+(NotImplemented declines a call). HOST lists the ops of this family that still run their CPU
+kernel on host copies, with the reason (test_cuda_opdb.py holds the backend to it).
 
 Most movement ops here are strided copies through the backend's copy kernel (`_copy_into`, one
 pointwise launch, or a device memcpy when both sides are contiguous) between views of the input
 and of a fresh output: cat (one copy per input into its slice of the output), flip (a view with
 negated strides), roll (one copy per rolled block), repeat (one copy from a zero-stride view into
 the output seen as (r0, s0, r1, s1, ...)), diag/diag_embed/eye (a fill and a copy into the
-output's diagonal view). Pointwise-like ops without a formula in core (nan_to_num, angle,
-linalg_cross) reuse the pointwise code generator with a formula given here.
+output's diagonal view). linalg_cross reuses the pointwise code generator for its two products
+(nan_to_num and angle have no kernel here: core's decompositions run their pointwise formulas).
 """
 from __future__ import annotations
 
@@ -272,56 +271,7 @@ def _space(log):
     return f
 
 
-# ---- pointwise-like ops with their formula here -------------------------------------------------
-class _NanToNum:
-    qualname = "nan_to_num"
-    pw_idx = (0,)
-
-    @staticmethod
-    def pointwise(o, x, nan, posinf, neginf):
-        inf = float("inf")
-        r = o.where(o.eq(x, -inf), neginf, x)
-        r = o.where(o.eq(x, inf), posinf, r)
-        return o.where(o.isnan(x), nan, r)
-
-
-@cuda_kernel("nan_to_num")
-def _nan_to_num(be, op, x, nan=None, posinf=None, neginf=None):
-    if x.dtype not in _ok_dtypes():
-        return NotImplemented
-    if not x.dtype.is_floating_point:
-        return be._copy_new(x, x.dtype)
-    fi = D.finfo(x.dtype)
-    vals = (0.0 if nan is None else float(nan), fi.max if posinf is None else float(posinf),
-            fi.min if neginf is None else float(neginf))
-    out = be._new(tuple(x.shape), x.dtype, x.device)
-    if out.numel():
-        cdt = D.float32 if x.dtype in (D.float16, D.bfloat16) else x.dtype
-        _pw(be, _NanToNum, (x, *vals), {0}, out, x.dtype, cdt)
-    return out
-
-
-class _Angle:
-    qualname = "angle"
-    pw_idx = (0,)
-
-    @staticmethod
-    def pointwise(o, x):
-        return o.where(o.isnan(x), x, o.where(o.lt(x, 0), math.pi, 0.0))
-
-
-@cuda_kernel("angle")
-def _angle(be, op, x):
-    if x.dtype not in _ok_dtypes():
-        return NotImplemented  # complex: atan2 of the parts
-    m = op.meta(x)
-    out = be._new(tuple(x.shape), m.dtype, x.device)
-    if out.numel():
-        cdt = m.dtype if m.dtype in (D.float32, D.float64) else D.float32
-        _pw(be, _Angle, (x,), {0}, out, m.dtype, cdt)
-    return out
-
-
+# ---- conj_physical of a real tensor: a copy -------------------------------------------------
 @cuda_kernel("conj_physical")
 def _conj_physical(be, op, x):
     if x.dtype not in _ok_dtypes():

@@ -1,10 +1,9 @@
 """GPU kernels: pooling, resampling, normalization, convolution variants and other nn ops.
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
-(NotImplemented declines a call).
-HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it). A kernel for an op
-with a decomposition in core runs instead of the composition.
+(NotImplemented declines a call). HOST lists the ops of this family that still run their CPU
+kernel on host copies, with the reason (test_cuda_opdb.py holds the backend to it). A kernel
+for an op with a decomposition in core runs instead of the composition.
 
 The kernels (_kernels_nnx) take contiguous inputs: batch norm is one program per channel (two
 passes for the statistics, one for the output), or, for few channels of many values, P programs
@@ -467,7 +466,7 @@ def _constant_pad(be, op, x, pad, value=0):
 @cuda_kernel("cdist")
 def _cdist(be, op, x1, x2, p=2.0, compute_mode=None):
     from ._blas import matmul
-    from ._runtime import FAKE
+    from .runtime.driver import FAKE
     m = op.meta(x1, x2, p, compute_mode)  # PyTorch's checks, the output shape
     if x1.dtype not in _FLOAT or x2.dtype is not x1.dtype:
         return NotImplemented

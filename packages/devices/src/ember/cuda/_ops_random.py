@@ -11,9 +11,8 @@ Argument errors are core's own checks, so they match the CPU. Values differ from
 stream; the distributions are the same.
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
-(NotImplemented declines a call).
-HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it)."""
+(NotImplemented declines a call). HOST lists the ops of this family that still run their CPU
+kernel on host copies, with the reason (test_cuda_opdb.py holds the backend to it)."""
 from __future__ import annotations
 
 import math

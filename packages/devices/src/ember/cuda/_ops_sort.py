@@ -1,9 +1,8 @@
 """GPU kernels: sorting, selection, scans and the reductions beyond sum/mean/amax/amin/argmax.
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
-(NotImplemented declines a call).
-HOST lists the ops of this family that still run their CPU kernel on
-host copies, with the reason (test_cuda_opdb.py holds the backend to it).
+(NotImplemented declines a call). HOST lists the ops of this family that still run their CPU
+kernel on host copies, with the reason (test_cuda_opdb.py holds the backend to it).
 
 Layout: the reduced (or sorted) dims are moved last and made contiguous by _ops._rows, so every
 kernel in _kernels_sort sees (R, C) rows, one program a row (looping over blocks for long rows).

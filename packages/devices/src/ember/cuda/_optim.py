@@ -9,7 +9,7 @@ from __future__ import annotations
 from ember import _dtype as D
 from ember._tensor import Tensor
 
-from . import _runtime as rt
+from .runtime import driver as rt
 
 _OK = (D.float32, D.float16, D.bfloat16)
 _BLOCK = 1024

@@ -21,7 +21,7 @@ import numpy as np
 from ember import _random as core
 from ember._device import device as Device
 
-from . import _runtime as rt
+from .runtime import driver as rt
 
 _STATE = struct.Struct("<QQ")  # seed, offset: 16 bytes, the size of PyTorch's CUDA state
 _MASK64 = (1 << 64) - 1

@@ -17,8 +17,8 @@ import numpy as np
 
 from ember import _dtype as D
 
-from . import _runtime as rt
-from ._streams import current_stream_handle
+from .runtime import driver as rt
+from .runtime.streams import current_stream_handle
 
 LOWER, UPPER = 0, 1          # cublasFillMode_t
 OP_N, OP_T = 0, 1            # cublasOperation_t

@@ -8,9 +8,9 @@ pointers, the part that really launches (a few us).
 """
 from __future__ import annotations
 
-from . import _runtime as rt
-from ._pointwise import Operand
-from ._streams import current_stream_handle
+from .._pointwise import Operand
+from . import driver as rt
+from .streams import current_stream_handle
 
 _driver = None
 
@@ -23,7 +23,7 @@ def install_driver():
     import triton
     from triton.backends.nvidia import driver as nvd
 
-    from . import _streams
+    from . import streams as _streams
 
     class EmberCudaDriver(nvd.CudaDriver):
         def __init__(self):  # GPUDriver.__init__ imports torch: set its hooks ourselves

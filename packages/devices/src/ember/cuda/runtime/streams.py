@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from . import _runtime as rt
+from . import driver as rt
 
 _tls = threading.local()
 
