@@ -86,7 +86,17 @@ def mpi_env(env: dict | None = None) -> dict:
     env.setdefault("MPI4PY_LIBMPI", _libmpi_in(home) or "libmpi.so.40")
     env["OPAL_PREFIX"] = home
     env.setdefault("PRTE_MCA_quiet", "1")
+    _ensure_home(env)
     return env
+
+
+def _ensure_home(env) -> None:
+    """Open MPI's start-up reads the user's home directory and fails without one (Bazel's test
+    sandbox, service accounts): point HOME at the temp directory where none is usable."""
+    home = env.get("HOME")
+    if not home or not os.path.isdir(home):
+        import tempfile
+        env["HOME"] = env.get("TEST_TMPDIR") or tempfile.gettempdir()
 
 
 def launched_by_mpiexec() -> bool:
@@ -107,6 +117,7 @@ def MPI():
         if home is not None:
             os.environ.setdefault("MPI4PY_LIBMPI", _libmpi_in(home) or "libmpi.so.40")
             os.environ.setdefault("OPAL_PREFIX", home)
+        _ensure_home(os.environ)
         try:
             import mpi4py
         except ImportError as e:
