@@ -1,5 +1,6 @@
-"""Time to export the workloads' small GPT (static, and with a dynamic batch dim) (the CPU config of workloads.py: 4 layers, n_embd 128,
-block 128, batch 16) with ember.export and with torch.export (PyTorch 2.13), in one run, each in
+"""Time to export the workloads' small GPT (the CPU config of workloads.py: 4 layers, n_embd 128,
+block 128, batch 16; static, and with a dynamic batch dim) with ember.export and with
+torch.export (PyTorch 2.13), in one run, each in
 its own subprocess, and the save+load round trip of the archive. Prints one JSON line per
 implementation and the ratios (ember / torch; < 1 is ember faster).
 

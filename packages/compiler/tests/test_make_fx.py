@@ -13,9 +13,12 @@ import ember
 import ember.nn as nn
 import ember.nn.functional as F
 from ember._decomp import get_decompositions
-from ember._subclasses.fake_tensor import (DataDependentOutputException,
-                                           DynamicOutputShapeException, FakeTensor,
-                                           FakeTensorMode)
+from ember._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+)
 from ember.fx.experimental.proxy_tensor import functionalize, make_fx
 
 

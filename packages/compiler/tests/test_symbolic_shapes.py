@@ -8,11 +8,9 @@ from test_op_table import DATA_DEPENDENT
 import ember
 import ember.nn as nn
 from ember._ops import OPS
-from ember._subclasses.fake_tensor import (DataDependentOutputException,
-                                           DynamicOutputShapeException)
+from ember._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from ember.fx.experimental.proxy_tensor import make_fx, sym_size
-from ember.fx.experimental.symbolic_shapes import (GuardOnDataDependentSymNode, ShapeEnv,
-                                                   SymInt)
+from ember.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv, SymInt
 
 
 def test_shape_env_specializes_zero_one_and_duck_shapes():

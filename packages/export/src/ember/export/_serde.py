@@ -13,9 +13,8 @@ import numpy as np
 
 import ember
 from ember._ops import OPS
-from ember.utils import _pytree as pytree
-
 from ember.fx.experimental.proxy_tensor import sym_size
+from ember.utils import _pytree as pytree
 
 from ._symexpr import Expr, SymExprError, parse_srepr
 from .graph_signature import (

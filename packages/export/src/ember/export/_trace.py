@@ -201,8 +201,8 @@ def export(mod, args: tuple, kwargs: dict | None = None, *, dynamic_shapes=None,
     >>> ep.module()(ember.ones(3, 4)).shape
     ember.Size([3, 2])
     """
-    from ember.fx.experimental.proxy_tensor import make_fx
     from ember._subclasses.fake_tensor import FakeTensorMode
+    from ember.fx.experimental.proxy_tensor import make_fx
     from ember.fx.experimental.symbolic_shapes import ShapeEnv
 
     from .exported_program import (
