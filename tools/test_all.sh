@@ -46,7 +46,7 @@ log "bazel test //... --nocache_test_results"
 bazel test $BAZEL_FLAGS --nocache_test_results //...
 bazel_rc=$?
 TESTLOGS=$(bazel info $BAZEL_FLAGS bazel-testlogs)
-bazel query $BAZEL_FLAGS 'tests(//...)' --output=xml >"$OUT/test-targets.xml" 2>/dev/null
+bazel query 'tests(//...)' --output=xml >"$OUT/test-targets.xml" 2>"$OUT/test-targets.err"
 
 log "wheels: rebuilt after clean, same sha256?"
 repro_rc=$repro_before

@@ -61,3 +61,18 @@ def test_closing_line_counts_a_red_step_without_failures(tmp_path, capsys, monke
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def test_a_failed_query_still_gives_the_report_and_the_closing_line(tmp_path, capsys,
+                                                                     monkeypatch):
+    bad = tmp_path / "q.xml"
+    bad.write_text("")                                   # bazel query printed nothing
+    assert summarize.target_timeouts(str(bad)) == {}
+    _write(str(tmp_path / "logs" / "p" / "t_test" / "test.xml"), t=2, f=0, s=0, secs=1.0)
+    monkeypatch.setattr(sys, "argv", ["summarize", "--timings", str(tmp_path / "logs"),
+                                      "--targets", str(bad),
+                                      "--step", f"a=0:{tmp_path / 'logs'}"])
+    assert summarize.main() == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("slowest test targets") and "//p:t_test" in out[1]
+    assert out[-1] == "2 passed, 0 failed"

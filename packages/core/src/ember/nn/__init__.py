@@ -1,7 +1,4 @@
 """`ember.nn`: modules, parameters, init and functional, with PyTorch's API."""
-from pkgutil import extend_path
-
-__path__ = extend_path(__path__, __name__)  # ember-distributed adds ember.nn.parallel
 from . import functional, init, utils
 from .modules import *  # noqa: F403
 from .modules import __all__ as _modules_all

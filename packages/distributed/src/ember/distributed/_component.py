@@ -3,6 +3,12 @@
 NAME = "distributed"
 
 
+def _ddp():
+    """DistributedDataParallel, imported on first use (core's ember.nn.parallel asks for it)."""
+    from ._ddp import DistributedDataParallel
+    return DistributedDataParallel
+
+
 def register(registry) -> None:
     registry.add(NAME, wheel="ember-distributed",
-                 modules=["ember.distributed", "ember.multiprocessing"])
+                 modules=["ember.distributed", "ember.multiprocessing"], ddp=_ddp)

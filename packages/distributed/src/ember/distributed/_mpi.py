@@ -92,11 +92,18 @@ def mpi_env(env: dict | None = None) -> dict:
 
 def _ensure_home(env) -> None:
     """Open MPI's start-up reads the user's home directory and fails without one (Bazel's test
-    sandbox, service accounts): point HOME at the temp directory where none is usable."""
+    sandbox, service accounts): point HOME at the temp directory where none is usable. PMIx
+    puts its rendezvous sockets under TMPDIR (else /tmp), and a Unix socket path has at most
+    107 bytes: TMPDIR becomes the first short writable one of TMPDIR, /tmp, /dev/shm, /var/tmp
+    (Bazel's sandbox has a deep TMPDIR and a read-only /tmp)."""
+    import tempfile
     home = env.get("HOME")
     if not home or not os.path.isdir(home):
-        import tempfile
         env["HOME"] = env.get("TEST_TMPDIR") or tempfile.gettempdir()
+    for tmp in (env.get("TMPDIR"), "/tmp", "/dev/shm", "/var/tmp"):
+        if tmp and len(tmp) <= 48 and os.path.isdir(tmp) and os.access(tmp, os.W_OK):
+            env["TMPDIR"] = tmp
+            break
 
 
 def launched_by_mpiexec() -> bool:

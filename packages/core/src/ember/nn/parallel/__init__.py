@@ -16,13 +16,11 @@ _STAND_IN = []
 
 
 def _ddp_class():
-    try:
-        import ember.distributed as dist
-    except ImportError:
-        dist = None
-    cls = getattr(dist, "DistributedDataParallel", None) if dist is not None else None
-    if cls is not None:
-        return cls
+    from ..._components import ensure_loaded, registry
+    ensure_loaded()
+    info = registry.get("distributed") or {}
+    if "ddp" in info:   # ember-distributed registers its class's loader
+        return info["ddp"]()
     if _STAND_IN:
         return _STAND_IN[0]
     from ..modules.module import Module

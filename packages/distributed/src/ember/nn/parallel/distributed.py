@@ -1,4 +1,0 @@
-"""`ember.nn.parallel.distributed` (torch's module path of DistributedDataParallel)."""
-from ember.distributed._ddp import DistributedDataParallel
-
-__all__ = ["DistributedDataParallel"]
