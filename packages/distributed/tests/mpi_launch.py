@@ -3,6 +3,7 @@ and parse the `CHECK <rank> <name> OK|FAIL ...` lines the workers print."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -35,3 +36,16 @@ def checks(proc) -> dict:
             _, rank, name, rest = (line.split(" ", 3) + [""])[:4]
             out[(int(rank), name)] = rest
     return out
+
+
+def check_names(worker: str) -> list[str]:
+    """The checks a worker script defines (`@check` functions), in order."""
+    with open(os.path.join(HERE, "workers", worker)) as f:
+        return re.findall(r"@check\ndef (\w+)", f.read())
+
+
+def assert_check(run, rank: int, name: str) -> None:
+    """Rank `rank` reported check `name` as OK (run: (finished process, checks(process)))."""
+    proc, got = run
+    assert (rank, name) in got, f"rank {rank} did not report {name}:\n" + proc.stderr[-3000:]
+    assert got[(rank, name)] == "OK", got[(rank, name)]

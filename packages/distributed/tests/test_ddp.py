@@ -1,13 +1,11 @@
 """DistributedDataParallel on 2 MPI ranks equals single-process training on the same data
 (workers/ddp_worker.py prints one CHECK line per rank and check)."""
-import os
-import re
 
 import pytest
-from mpi_launch import HERE, checks, mpirun
+from mpi_launch import assert_check, check_names, checks, mpirun
 
 WORKER = "ddp_worker.py"
-NAMES = re.findall(r"@check\ndef (\w+)", open(os.path.join(HERE, "workers", WORKER)).read())
+NAMES = check_names(WORKER)
 N = 2
 
 
@@ -25,9 +23,7 @@ def test_run_exits_cleanly(run):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("rank", range(N))
 def test_check(run, name, rank):
-    proc, got = run
-    assert (rank, name) in got, f"rank {rank} did not report {name}:\n" + proc.stderr[-3000:]
-    assert got[(rank, name)] == "OK", got[(rank, name)]
+    assert_check(run, rank, name)
 
 
 def test_checks_found():

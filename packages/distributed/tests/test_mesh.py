@@ -1,13 +1,11 @@
 """DeviceMesh (2x2 on 4 MPI ranks: groups per dim, slicing), functional collectives and DTensor
 (distribute, redistribute between placements, Partial), against numpy (workers/mesh_worker.py)."""
-import os
-import re
 
 import pytest
-from mpi_launch import HERE, checks, mpirun
+from mpi_launch import assert_check, check_names, checks, mpirun
 
 WORKER = "mesh_worker.py"
-NAMES = re.findall(r"@check\ndef (\w+)", open(os.path.join(HERE, "workers", WORKER)).read())
+NAMES = check_names(WORKER)
 N = 4
 
 
@@ -25,9 +23,7 @@ def test_run_exits_cleanly(run):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("rank", range(N))
 def test_check(run, name, rank):
-    proc, got = run
-    assert (rank, name) in got, f"rank {rank} did not report {name}:\n" + proc.stderr[-3000:]
-    assert got[(rank, name)] == "OK", got[(rank, name)]
+    assert_check(run, rank, name)
 
 
 def test_checks_found():

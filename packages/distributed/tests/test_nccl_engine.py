@@ -3,14 +3,13 @@
 bindings that carries out each NCCL call with MPI (workers/fake_nccl). The real library runs only
 on a GPU machine; this checks pointers, counts, types, roots and group calls, not NCCL itself."""
 import os
-import re
 import sys
 
 import pytest
-from mpi_launch import HERE, checks, mpirun
+from mpi_launch import HERE, assert_check, check_names, checks, mpirun
 
 WORKER = "nccl_worker.py"
-NAMES = re.findall(r"@check\ndef (\w+)", open(os.path.join(HERE, "workers", WORKER)).read())
+NAMES = check_names(WORKER)
 N = 2
 
 
@@ -30,9 +29,7 @@ def test_run_exits_cleanly(run):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("rank", range(N))
 def test_check(run, name, rank):
-    proc, got = run
-    assert (rank, name) in got, f"rank {rank} did not report {name}:\n" + proc.stderr[-3000:]
-    assert got[(rank, name)] == "OK", got[(rank, name)]
+    assert_check(run, rank, name)
 
 
 def test_engine_imports_lazily():
