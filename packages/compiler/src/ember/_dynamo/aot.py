@@ -39,18 +39,20 @@ def _clone_inputs(example_inputs):
 def aot_module(gm: GraphModule, example_inputs):
     """A callable running gm; differentiable through a compiled backward where inputs need
     grad (decided once: the entry's guards fix requires_grad and grad mode)."""
+    from .cudagraphs import wrap_compiled  # (mode="reduce-overhead": CUDA-graph runners)
     from .runner import fast_callable
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
-        return fast_callable(gm)
+        return wrap_compiled(fast_callable(gm), gm, "inference")
     import ember.random
     with ember.random.fork_rng():  # the trace's random draws are not the user's
         jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
     if jgm is None:
-        return fast_callable(gm)
+        return wrap_compiled(fast_callable(gm), gm, "inference")
     fwd, bwd, n_saved = partition(jgm, len(example_inputs), n_out)
-    return _make_runtime(fast_callable(fwd), fast_callable(bwd), n_out, n_saved, need, diff,
-                         (fwd, bwd))
+    return _make_runtime(wrap_compiled(fast_callable(fwd), fwd, "forward"),
+                         wrap_compiled(fast_callable(bwd), bwd, "backward"), n_out, n_saved,
+                         need, diff, (fwd, bwd))
 
 
 def _trace_joint(gm, primals, need):

@@ -30,7 +30,18 @@ def list_backends(exclude_tags=()) -> list:
 
 
 def lookup_backend(backend, mode=None, options=None):
-    """A backend callable from a name or a callable."""
+    """A backend callable from a name or a callable; under mode="reduce-overhead" (or
+    "max-autotune", or options={"triton.cudagraphs": True}) its callables replay as CUDA
+    graphs (cudagraphs.py)."""
+    from .modes import wants_cudagraphs
+    fn = _lookup(backend)
+    if wants_cudagraphs(mode, options):
+        from .cudagraphs import cudagraphify
+        return cudagraphify(fn)
+    return fn
+
+
+def _lookup(backend):
     if callable(backend):
         return backend
     if not isinstance(backend, str):

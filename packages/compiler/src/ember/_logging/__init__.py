@@ -6,12 +6,12 @@ __all__ = ["set_logs"]
 
 
 def set_logs(*, graph_breaks: bool = False, recompiles: bool = False, guards: bool = False,
-             graph_code: bool = False, **others) -> None:
+             graph_code: bool = False, cudagraphs: bool = False, **others) -> None:
     """Turn the named capture artifacts on (all others off)."""
     from ember._dynamo import _logs
     unknown = [k for k in others if k not in ("dynamo", "aot", "inductor")]
     if unknown:
         raise ValueError(f"Unrecognized log or artifact name passed to set_logs: {unknown[0]}")
     flags = dict(graph_breaks=graph_breaks, recompiles=recompiles, guards=guards,
-                 graph_code=graph_code)
+                 graph_code=graph_code, cudagraphs=cudagraphs)
     _logs.set_artifacts([k for k, v in flags.items() if v])
