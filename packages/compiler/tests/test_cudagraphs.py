@@ -3,37 +3,14 @@ CUDA-graph replays equal to eager (training and inference), stale outputs, fallb
 graphs as scripts run in this process on a GPU, else on the fake device in a subprocess
 (EMBER_CUDA_FAKE=1, Triton's interpreter): the same assertions on both."""
 import logging
-import os
-import subprocess
-import sys
 
 import pytest
+from cuda_helpers import run_script
 
 import ember
 import ember._dynamo as dynamo
 import ember._dynamo.cudagraphs as cg
 from ember._dynamo.modes import mode_options
-
-
-def _cuda():
-    try:
-        import ember.cuda
-    except ImportError:
-        return False
-    return ember.cuda.is_available()
-
-
-def run_script(script: str, name: str) -> None:
-    """In this process with a GPU; otherwise on the fake device in a subprocess."""
-    if _cuda():
-        exec(compile(script, name, "exec"), {"__name__": name})
-        return
-    pytest.importorskip("triton")
-    env = dict(os.environ, EMBER_CUDA_FAKE="1", TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, f"{name}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
 
 
 @pytest.fixture(autouse=True)

@@ -483,6 +483,11 @@ class CudaBackend(DeviceBackend):
     def _host_call(self, op, args, count=True):
         return self.host_call(op, args, count)
 
+    def launch_user_triton(self, kernel, grid, args, kwargs):
+        """`ember.library.wrap_triton(kernel)[grid](*args, **kwargs)` on cuda tensors."""
+        from ._user_triton import launch_user_triton
+        return launch_user_triton(kernel, grid, args, kwargs)
+
 
 _I31 = 2**31
 _TL_OK = {D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16, D.bfloat16, D.float32,
