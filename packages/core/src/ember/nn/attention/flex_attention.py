@@ -228,6 +228,19 @@ def _check(query, key, value, enable_gqa, block_mask):
                              f"these lengths.")
 
 
+def _fused(query, key, value, score_mod, block_mask, scale, return_lse):
+    """The device's fused kernel (forward only), or NotImplemented."""
+    from ember._device import get_backend
+    try:
+        fn = getattr(get_backend(query.device.type), "flex_attention", None)
+    except Exception:  # no such backend: the eager reference
+        return NotImplemented
+    if fn is None:
+        return NotImplemented
+    return fn(query, key, value, score_mod, None if block_mask is None else block_mask.mask_mod,
+              scale, return_lse)
+
+
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None,
                    enable_gqa=False, return_lse=False, kernel_options=None):
     """softmax(score_mod(q @ k^T * scale) masked by block_mask's mask_mod) @ v, per head.
@@ -239,6 +252,11 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     B, Hq, L, E = query.shape
     S = key.size(2)
     scale = 1.0 / math.sqrt(E) if scale is None else scale
+    if query.device.type != "cpu" and not (ember.is_grad_enabled() and any(
+            t.requires_grad for t in (query, key, value))):
+        fused = _fused(query, key, value, score_mod, block_mask, scale, return_lse)
+        if fused is not NotImplemented:
+            return fused
     if Hq != key.size(1):  # grouped-query attention: each kv head serves Hq // Hkv heads
         g = Hq // key.size(1)
         key = key.repeat_interleave(g, dim=1)
