@@ -483,11 +483,11 @@ class CudaBackend(DeviceBackend):
     def _host_call(self, op, args, count=True):
         return self.host_call(op, args, count)
 
-    def flex_attention(self, query, key, value, score_mod, mask_mod, scale, return_lse):
+    def flex_attention(self, query, key, value, score_mod, block_mask, scale, return_lse):
         """FlexAttention's fused forward (core's flex_attention asks); NotImplemented: run the
         eager reference."""
         from ._flex import flex_forward
-        return flex_forward(self, query, key, value, score_mod, mask_mod, scale, return_lse)
+        return flex_forward(self, query, key, value, score_mod, block_mask, scale, return_lse)
 
     def launch_user_triton(self, kernel, grid, args, kwargs):
         """`ember.library.wrap_triton(kernel)[grid](*args, **kwargs)` on cuda tensors."""

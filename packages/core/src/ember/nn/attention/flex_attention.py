@@ -237,8 +237,7 @@ def _fused(query, key, value, score_mod, block_mask, scale, return_lse):
         return NotImplemented
     if fn is None:
         return NotImplemented
-    return fn(query, key, value, score_mod, None if block_mask is None else block_mask.mask_mod,
-              scale, return_lse)
+    return fn(query, key, value, score_mod, block_mask, scale, return_lse)
 
 
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None,
