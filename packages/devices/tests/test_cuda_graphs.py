@@ -117,6 +117,15 @@ x.mul_(-1)
 g.replay()
 np.testing.assert_allclose(y.cpu().numpy(), f(x).cpu().numpy(), rtol=1e-4, atol=1e-4)
 assert not ember.cuda.is_current_stream_capturing()
+# random ops replay the capture's draws (said by a warning, not silently)
+import warnings
+ember.rand(4, device="cuda")
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    g2 = ember.cuda.CUDAGraph()
+    with ember.cuda.graph(g2):
+        r = ember.rand(4, device="cuda") * 1
+assert any("random op was captured" in str(w.message) for w in seen), [str(w) for w in seen]
 """
 
 
