@@ -84,6 +84,11 @@ import ember
 import ember._dynamo.cudagraphs as cg
 import numpy as np
 
+# (on a GPU this runs in the test process: start from clean counters)
+cg.counters.update(recorded=0, replayed=0)
+cg.skips.clear()
+cg._state["pending_backward"] = 0
+
 ember.manual_seed(0)
 def make():
     return ember.nn.Sequential(ember.nn.Linear(16, 32), ember.nn.ReLU(),
@@ -132,6 +137,11 @@ INFER = r"""
 import ember
 import ember._dynamo.cudagraphs as cg
 import numpy as np
+
+# (on a GPU this runs in the test process: start from clean counters)
+cg.counters.update(recorded=0, replayed=0)
+cg.skips.clear()
+cg._state["pending_backward"] = 0
 
 w = ember.randn(32, 16, device="cuda")
 def f(x):
