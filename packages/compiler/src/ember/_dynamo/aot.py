@@ -36,21 +36,30 @@ def _clone_inputs(example_inputs):
     return out
 
 
-def aot_module(gm: GraphModule, example_inputs):
-    """A callable running gm; differentiable through a compiled backward where inputs need
-    grad (decided once: the entry's guards fix requires_grad and grad mode)."""
+def _plain(gm, example_inputs=None):
     from .runner import fast_callable
+    return fast_callable(gm)
+
+
+def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=None):
+    """A callable running gm; differentiable through a compiled backward where inputs need
+    grad (decided once: the entry's guards fix requires_grad and grad mode).
+    fw_compiler / bw_compiler: `(GraphModule, example_inputs or None) -> callable` for the
+    forward and backward graphs (default: run them as they are); the backward's example
+    inputs are not known here (None)."""
+    fw_compiler = fw_compiler or _plain
+    bw_compiler = bw_compiler or _plain
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
-        return fast_callable(gm)
+        return fw_compiler(gm, example_inputs)
     import ember.random
     with ember.random.fork_rng():  # the trace's random draws are not the user's
         jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
     if jgm is None:
-        return fast_callable(gm)
+        return fw_compiler(gm, example_inputs)
     fwd, bwd, n_saved = partition(jgm, len(example_inputs), n_out)
-    return _make_runtime(fast_callable(fwd), fast_callable(bwd), n_out, n_saved, need, diff,
-                         (fwd, bwd))
+    return _make_runtime(fw_compiler(fwd, example_inputs), bw_compiler(bwd, None), n_out,
+                         n_saved, need, diff, (fwd, bwd))
 
 
 def _trace_joint(gm, primals, need):
