@@ -45,6 +45,9 @@ class CompiledFxGraph:
             if art is None:
                 g = GraphLowering(self.gm, args).run()
                 art = build(g)
+                if art is None:  # kernels deferred: run as captured this time
+                    from ember._dynamo.runner import fast_callable
+                    return _once(fast_callable(self.gm), self, _key(args))
                 codecache.save(self.gm, args, art)
             compiled = codecache.load(art, self.gm)
         except Fallback as e:
@@ -60,6 +63,14 @@ class CompiledFxGraph:
         from ember._dynamo import _logs
         _logs.emit("output_code", compiled.code())
         return compiled
+
+
+def _once(f, cg, key):
+    """Run f for this call only: the next call compiles again."""
+    def run(*a):
+        cg.variants.pop(key, None)
+        return f(*a)
+    return run
 
 
 def compile_graph(gm, example_inputs=None):

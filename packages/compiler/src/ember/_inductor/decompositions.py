@@ -275,3 +275,13 @@ def _full(g, op, args, margs, meta):
 @register_lowering("scalar_tensor")
 def _scalar_tensor(g, op, args, margs, meta):
     return _constant(g, meta, args[0]) if isinstance(args[0], (bool, int, float)) else None
+
+
+@register_lowering("layer_norm")
+def _layer_norm_composite(g, op, args, margs, meta):
+    x, normalized_shape, weight, bias, eps = args[:5]
+    from ember._ops import OPS
+    metas = (meta, meta, meta)
+    r = _layer_norm(g, OPS["native_layer_norm"], (x, normalized_shape, weight, bias, eps),
+                    None, metas)
+    return None if r is None else r[0]

@@ -6,6 +6,7 @@ extern ops in order. `EMBER_LOGS=output_code` prints the wrapper and the kernels
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 
 import numpy as np
@@ -83,34 +84,81 @@ def build(g):
     for s in steps:
         if isinstance(s, Kernel):
             while True:
-                src, args, mem = cpp.generate(s, stored, s.name, g.sv)
+                src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv)
                 if mem <= stored:
                     break
                 stored |= mem
-            kernels[s.name] = (src, args)
-    sources = [kernels[k][0] for k in kernels]
-    if sources and not _cpujit.available():
-        from .lowering import Fallback
-        raise Fallback("no C++ compiler (or EMBER_CPU_JIT=0)")
-    lib = _cpujit._build(sources) if sources else None
-    if sources and lib is None:
-        raise RuntimeError("ember inductor: the C++ kernels did not compile")
-    fns = {}
-    for name in kernels:
-        f = getattr(lib, name)
-        f.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
-                      ctypes.c_int]
-        f.restype = None
-        fns[name] = f
+            # named by its text: equal kernels of any graph share one compiled function
+            s.name = "kernel_" + hashlib.sha256(src.encode()).hexdigest()[:16]
+            kernels[s.name] = (src.replace("KERNEL_NAME", s.name), args)
+    fns = load_kernels([kernels[k][0] for k in kernels])
+    if fns is None:
+        return None
     wsrc, env = _wrapper(g, steps, stored, kernels, fns)
     code = compile(wsrc, "<ember inductor wrapper>", "exec")
     exec(code, env)  # noqa: S102 - our own generated source
     n_ext = sum(isinstance(s, ExternBuffer) for s in steps)
-    return CompiledGraph(wsrc, "".join(sources), env["call"], len(kernels), n_ext)
+    return CompiledGraph(wsrc, "".join(k[0] for k in kernels.values()), env["call"],
+                         len(kernels), n_ext)
+
+
+_KERNELS: dict = {}     # kernel name -> ctypes function, for this process
+_pending: list = []     # sources waiting for a batched compile (see `deferred`)
+_deferring = [0]
+
+
+def load_kernels(sources):
+    """{name: function} for kernel sources (compiling the ones this process lacks in one
+    compiler run); None while `deferred` collects them."""
+    missing = [s for s in sources if _kname(s) not in _KERNELS]
+    if missing:
+        if _deferring[0]:
+            _pending.extend(s for s in missing if s not in _pending)
+            return None
+        _compile(missing)
+    return {_kname(s): _KERNELS[_kname(s)] for s in sources}
+
+
+def _kname(src: str) -> str:
+    i = src.index('extern "C" void ') + len('extern "C" void ')
+    return src[i:src.index("(", i)]
+
+
+def _compile(sources):
+    from .lowering import Fallback
+    if not _cpujit.available():
+        raise Fallback("no C++ compiler (or EMBER_CPU_JIT=0)")
+    lib = _cpujit._build(sorted(sources))
+    if lib is None:
+        raise RuntimeError("ember inductor: the C++ kernels did not compile")
+    for s in sources:
+        f = getattr(lib, _kname(s))
+        f.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
+                      ctypes.c_int]
+        f.restype = None
+        _KERNELS[_kname(s)] = f
+
+
+class deferred:  # noqa: N801 - a context manager, used as `with deferred():`
+    """Collect the kernels graphs need instead of compiling each graph's (the graphs run as
+    captured meanwhile); compile them all in one compiler run on exit. For warming up many
+    graphs (tests, a model's first step)."""
+
+    def __enter__(self):
+        _deferring[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        _deferring[0] -= 1
+        if not _deferring[0] and _pending:
+            srcs = list(_pending)
+            _pending.clear()
+            _compile(srcs)
+        return False
 
 
 # ---- the wrapper ---------------------------------------------------------------------------
-def _wrapper(g, steps, stored, kernels, fns):
+def _wrapper(g, steps, stored, kernels, fns):  # noqa: C901
     sv = g.sv
     hint = sv.hint
     ks = (ctypes.c_int64 * max(1, len(sv.values)))(*[sv.values[s] for s in sv.ordered()])

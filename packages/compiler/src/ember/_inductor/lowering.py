@@ -111,8 +111,9 @@ class GraphLowering:
         def store_index(vars_):
             return sympy.expand(sum((vars_[j] * cst[i] for j, i in enumerate(keep)),
                                     sympy.Integer(0)))
+        org = list(getattr(tb, "origins", ()))
         buf = ComputedBuffer(self.new_name(), shape, tb.dtype, [shape[i] for i in keep], fn,
-                             store_index, origins=origins)
+                             store_index, origins=org or origins)
         self.buffers.append(buf)
         return TBox.of(buf)
 
@@ -143,7 +144,9 @@ class GraphLowering:
                 self.env[n] = obj
         elif n.op == "call_function":
             self.meta[n] = self._run_meta(n)
+            first = len(self.buffers)
             self.env[n] = self.lower_call(n)
+            self._origins(n, first)
             if isinstance(self.env[n], TBox) and self.env[n].lazy and len(n.users) > 1:
                 self.env[n] = self.realize(self.env[n], [n.name])
         elif n.op == "output":
@@ -153,6 +156,23 @@ class GraphLowering:
                             for o in outs]
         else:
             raise Fallback(f"{n.op} nodes")
+
+    def _origins(self, n, first):
+        """Name the ops each new buffer and lazy value computes (kernel comments)."""
+        org = []
+        for a in n.all_input_nodes:
+            for tb in _leaves(self.env.get(a)):
+                if tb.lazy:
+                    org += [o for o in getattr(tb, "origins", ()) if o not in org]
+        name = getattr(n.target, "name", getattr(n.target, "__name__", str(n.target)))
+        if name not in org:
+            org.append(name)
+        for b in self.buffers[first:]:
+            if not isinstance(b, ExternBuffer):
+                b.origins = list(org)
+        for tb in _leaves(self.env[n]):
+            if tb.lazy:
+                tb.origins = org
 
     def _input(self, name, t, index):
         if t.device.type != "cpu":
@@ -356,6 +376,14 @@ def _map(a, fn):
     if isinstance(a, dict):
         return {k: _map(v, fn) for k, v in a.items()}
     return a
+
+
+def _leaves(v):
+    if isinstance(v, TBox):
+        yield v
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            yield from _leaves(x)
 
 
 def _tree(a, fn):
