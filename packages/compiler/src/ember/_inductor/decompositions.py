@@ -65,6 +65,13 @@ def reduction(g, x: TBox, dims, keepdim, rtype, out_dtype, value=None, post=None
     def store_index(vars_):
         return sympy.expand(sum((vars_[j] * cst[p] for j, p in enumerate(out_pos)),
                                 sympy.Integer(0)))
+    if not red:  # only size-1 dims reduced: one term per output element, no loop
+        def one(h, idx):
+            vs = [idx[p] for p in out_pos]
+            rvars = ()
+            acc_v = fn(h, vs, rvars)
+            return cast(h, post(h, acc_v) if post is not None else acc_v, out_dtype)
+        return TBox(out_shape, out_dtype, one), None
     buf = ComputedBuffer(g.new_name(), out_shape, out_dtype, [shape[i] for i in kept], fn,
                          store_index, rranges=[shape[i] for i in red], rtype=rtype,
                          acc_dtype=acc, post=post, origins=origins)
@@ -129,6 +136,8 @@ def _prod(g, op, args, margs, meta):
 def _var_parts(g, x, dim, correction, keepdim, origins=()):
     """(mean TBox, variance-sum buffer TBox) of x over dim, in one reduction group."""
     n = _numel(x.shape, dim)
+    if all(x.shape[i] == 1 for i in _dims(dim, len(x.shape))):
+        return None, None
     mean, mbuf = reduction(g, x, dim, True, "sum", D.float64 if x.dtype is D.float64 else
                            D.float32, post=lambda h, acc: h.truediv(acc, h.index_expr(n)))
 
@@ -159,6 +168,8 @@ def _var(g, op, args, margs, meta):
             correction:
         return None  # eager's nan / warning path
     _, var = _var_parts(g, x, dim, correction, keepdim)
+    if var is None:
+        return None
     if op.name == "std":
         return TBox(var.shape, meta.dtype,
                     lambda h, idx: cast(h, h.sqrt(var.load(h, idx)), meta.dtype))
@@ -206,6 +217,8 @@ def _layer_norm(g, op, args, margs, meta):
     cd = kdtype(x.dtype)
     xc = TBox(x.shape, cd, lambda h, idx: cast(h, x.load(h, idx), cd))
     mean, var = _var_parts(g, xc, dims, 0, True)
+    if var is None:
+        return None
     sd = var.dtype
 
     def rstd_at(h, idx):
