@@ -91,15 +91,50 @@ def build(g):
             # named by its text: equal kernels of any graph share one compiled function
             s.name = "kernel_" + hashlib.sha256(src.encode()).hexdigest()[:16]
             kernels[s.name] = (src.replace("KERNEL_NAME", s.name), args)
-    fns = load_kernels([kernels[k][0] for k in kernels])
-    if fns is None:
-        return None
-    wsrc, env = _wrapper(g, steps, stored, kernels, fns)
-    code = compile(wsrc, "<ember inductor wrapper>", "exec")
-    exec(code, env)  # noqa: S102 - our own generated source
-    n_ext = sum(isinstance(s, ExternBuffer) for s in steps)
-    return CompiledGraph(wsrc, "".join(k[0] for k in kernels.values()), env["call"],
-                         len(kernels), n_ext)
+    art = Artifact()
+    art.sources = [kernels[k][0] for k in kernels]
+    art.ks = [g.sv.values[s] for s in g.sv.ordered()]
+    art.dtypes = sorted({str(b.dtype) for b in g.buffers if isinstance(b, ComputedBuffer)})
+    art.wrapper = _wrapper(g, steps, stored, kernels, art)
+    art.n_kernels = len(kernels)
+    art.n_extern = sum(isinstance(s, ExternBuffer) for s in steps)
+    if load_kernels(art.sources) is None:
+        return None  # deferred: compiled later with other graphs' kernels
+    return art
+
+
+class Artifact:
+    """Everything needed to run a compiled graph again, in this process or another (the
+    FX-graph cache pickles it): the wrapper's source, the kernels' sources, the size values,
+    the extern ops, constants (by attribute name) and literals the wrapper names."""
+
+    def __init__(self):
+        self.wrapper, self.sources, self.ks, self.dtypes = "", [], [], []
+        self.externs: dict = {}
+        self.consts: dict = {}
+        self.literals: dict = {}
+        self.n_kernels = self.n_extern = 0
+
+
+def load(art: Artifact, gm) -> CompiledGraph:
+    """The callable of an artifact (its kernels compiled or loaded from the disk cache)."""
+    import ember
+    fns = load_kernels(art.sources)
+    env = {"_np": np, "_Tensor": Tensor, "_ptrs": _ptrs, "_ext": _extern_call,
+           "_as": _as_tensor, "_relayout": _relayout, "_out": _out,
+           "_KS": (ctypes.c_int64 * max(1, len(art.ks)))(*art.ks),
+           "_D": {name: getattr(ember, name.split(".")[-1]).np for name in art.dtypes}}
+    env.update(fns)
+    env.update(art.externs)
+    env.update(art.literals)
+    for name, target in art.consts.items():
+        obj = gm
+        for part in target.split("."):
+            obj = getattr(obj, part)
+        env[name] = obj
+    exec(compile(art.wrapper, "<ember inductor wrapper>", "exec"), env)  # noqa: S102
+    return CompiledGraph(art.wrapper, "".join(art.sources), env["call"], art.n_kernels,
+                         art.n_extern)
 
 
 _KERNELS: dict = {}     # kernel name -> ctypes function, for this process
@@ -158,18 +193,14 @@ class deferred:  # noqa: N801 - a context manager, used as `with deferred():`
 
 
 # ---- the wrapper ---------------------------------------------------------------------------
-def _wrapper(g, steps, stored, kernels, fns):  # noqa: C901
+def _wrapper(g, steps, stored, kernels, art):  # noqa: C901
     sv = g.sv
     hint = sv.hint
-    ks = (ctypes.c_int64 * max(1, len(sv.values)))(*[sv.values[s] for s in sv.ordered()])
-    env = {"_np": np, "_KS": ks, "_Tensor": Tensor, "_ptrs": _ptrs, "_ext": _extern_call,
-           "_as": _as_tensor, "_relayout": _relayout, "_out": _out,
-           "_D": {str(b.dtype): b.dtype.np for b in g.buffers if isinstance(b, ComputedBuffer)}}
     lines = ["def call(args):"]
     names = [f"in{i}" for i in range(len(g.inputs))]
     lines.append(f"    {', '.join(names) + ',' if names else '_'} = args")
-    for buf, t in g.constants:
-        env[buf.name] = t
+    for buf, target in g.constants:
+        art.consts[buf.name] = target
     last_use = _last_uses(g, steps, stored)
     pool: dict = {}
     extern_read: set = set()
@@ -192,13 +223,12 @@ def _wrapper(g, steps, stored, kernels, fns):  # noqa: C901
                     else:
                         lines.append(f"    {b.name} = _np.empty({n}, _D[{str(b.dtype)!r}])")
                     where[b.name] = b.name
-            env[s.name] = fns[s.name]
             work = sv.numel(s.R) * max(1, sv.numel(s.K))
             nt = max(1, min(_flags._threads or _NCPU, work // _GRAIN))
             ptrs = ", ".join(_ptr_expr(where, b) for b in args)
             lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nt})")
         else:
-            env[s.name + "_op"] = s.target
+            art.externs[s.name + "_op"] = s.target
             a = _arg_src((s.args, s.kwargs), where, sv, extern_read)
             lines.append(f"    {s.name} = _ext({s.name}_op, {a})")
             for k, o in enumerate(s.outputs):
@@ -221,10 +251,11 @@ def _wrapper(g, steps, stored, kernels, fns):  # noqa: C901
             outs.append(f"_out({where[o.buf.name]}, {kind!r}, {shape}, {stride}, "
                         f"{hint(o.offset)})")
         else:
-            env[f"_c{len(env)}"] = o
-            outs.append(f"_c{len(env) - 1}")
+            name = f"_c{len(art.literals)}"
+            art.literals[name] = o
+            outs.append(name)
     lines.append(f"    return ({''.join(x + ', ' for x in outs)})")
-    return "\n".join(lines) + "\n", env
+    return "\n".join(lines) + "\n"
 
 
 def _is_computed(g, name):

@@ -138,7 +138,7 @@ class GraphLowering:
             self.meta[n] = self._input_meta(obj)
             if isinstance(obj, Tensor):
                 tb = self._input(f"const{len(self.constants)}", obj, None)
-                self.constants.append((tb.buf, obj))
+                self.constants.append((tb.buf, n.target))
                 self.env[n] = tb
             else:
                 self.env[n] = obj
