@@ -146,8 +146,15 @@ class CppKernel:
             if v.dtype is not kdtype(b.dtype) or v.weak:
                 v = self.h.cast(v, kdtype(b.dtype))
             self.store(b, k.store_index(b), v, post)
-        loops = _nest(k.rs, k.K, inner, simd=not reds)
+        simple = all(b.rtype in ("sum", "prod") for b in reds)
+        clause = _reduction_clause(reds) if simple else None
+        loops = _nest(k.rs, k.K, inner, simd=simple, clause=clause)
+        if not k.R and reds and len(k.K) == 1 and simple:
+            # one value: OpenMP's own reduction, split across threads and vector lanes
+            return pre + [f"#pragma omp parallel for simd {clause} num_threads(nt) "
+                          f"if(nt > 1)"] + _nest(k.rs, k.K, inner) + post
         if not k.R and reds and len(k.K) >= 1:
+            loops = _nest(k.rs, k.K, inner)
             return _parallel_reduction(pre, loops, post, reds)
         if not k.R:
             return pre + _parallel_nest(k.rs, k.K, inner, parallel_dims=1) + post
@@ -183,13 +190,23 @@ class CppKernel:
         return "\n".join(head + decl + ["  " + x for x in nest] + ["}"]) + "\n"
 
 
-def _nest(vs, ranges, body, simd=False) -> list:
+def _reduction_clause(reds) -> str:
+    """OpenMP reduction clauses for sum / prod accumulators ("" when none)."""
+    parts = []
+    for sym, kind in (("+", "sum"), ("*", "prod")):
+        names = [f"acc_{b.name}" for b in reds if b.rtype == kind]
+        if names:
+            parts.append(f"reduction({sym}:{','.join(names)})")
+    return " ".join(parts)
+
+
+def _nest(vs, ranges, body, simd=False, clause=None) -> list:
     if not vs:
         return ["{"] + ["  " + b for b in body] + ["}"]
     out = []
     for d, (v, r) in enumerate(zip(vs, ranges)):
         if simd and d == len(vs) - 1:
-            out.append("  " * d + "#pragma omp simd")
+            out.append("  " * d + "#pragma omp simd" + (f" {clause}" if clause else ""))
         out.append("  " * d + f"for (int64_t {v} = 0; {v} < {cexpr(r)}; ++{v}) {{")
     out += ["  " * len(vs) + b for b in body]
     out += ["  " * (len(vs) - 1 - d) + "}" for d in range(len(vs))]

@@ -21,7 +21,7 @@ from .scheduler import Kernel, reads_of, schedule
 
 __all__ = ["CompiledGraph", "build"]
 
-_GRAIN = 1 << 15   # elements per thread at least
+_GRAIN = 1 << 18   # elements per thread at least (waking a thread costs more below it)
 _NCPU = os.cpu_count() or 1
 
 
