@@ -81,26 +81,43 @@ def build(g):
     steps = schedule(g.buffers, lambda: next(counter))
     stored = _stored(g, steps)
     kernels = {}
+    cuda = g.device == "cuda"
     for s in steps:
         if isinstance(s, Kernel):
             while True:
-                src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv)
+                if cuda:
+                    src, args, syms, mem = _triton_generate(s, stored, g.sv)
+                else:
+                    src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv)
+                    syms = None
                 if mem <= stored:
                     break
                 stored |= mem
             # named by its text: equal kernels of any graph share one compiled function
             s.name = "kernel_" + hashlib.sha256(src.encode()).hexdigest()[:16]
-            kernels[s.name] = (src.replace("KERNEL_NAME", s.name), args)
+            kernels[s.name] = (src.replace("KERNEL_NAME", s.name), args, syms)
     art = Artifact()
+    art.device = g.device
     art.sources = [kernels[k][0] for k in kernels]
     art.ks = [g.sv.values[s] for s in g.sv.ordered()]
     art.dtypes = sorted({str(b.dtype) for b in g.buffers if isinstance(b, ComputedBuffer)})
     art.wrapper = _wrapper(g, steps, stored, kernels, art)
     art.n_kernels = len(kernels)
     art.n_extern = sum(isinstance(s, ExternBuffer) for s in steps)
-    if load_kernels(art.sources) is None:
+    if not cuda and load_kernels(art.sources) is None:
         return None  # deferred: compiled later with other graphs' kernels
     return art
+
+
+def _triton_generate(s, stored, sv):
+    from . import triton as tgen
+    from .lowering import Fallback
+    try:
+        return tgen.generate(s, stored, "KERNEL_NAME", sv)
+    except Fallback:
+        raise
+    except Exception as e:  # noqa: BLE001 - a primitive Triton (or its interpreter) lacks
+        raise Fallback(f"no Triton code for a kernel ({type(e).__name__}: {e})") from e
 
 
 class Artifact:
@@ -114,16 +131,19 @@ class Artifact:
         self.consts: dict = {}
         self.literals: dict = {}
         self.n_kernels = self.n_extern = 0
+        self.device = "cpu"
 
 
 def load(art: Artifact, gm) -> CompiledGraph:
     """The callable of an artifact (its kernels compiled or loaded from the disk cache)."""
     import ember
-    fns = load_kernels(art.sources)
-    env = {"_np": np, "_Tensor": Tensor, "_ptrs": _ptrs, "_ext": _extern_call,
-           "_as": _as_tensor, "_relayout": _relayout, "_out": _out,
+    fns = load_kernels(art.sources) if art.device == "cpu" else _triton_kernels(art.sources)
+    env = {"_launch": _launch_triton, "_empty": _empty_device, "_np": np, "_Tensor": Tensor,
+           "_ptrs": _ptrs, "_ext": _extern_call, "_as": _as_tensor, "_relayout": _relayout,
+           "_out": _out,
            "_KS": (ctypes.c_int64 * max(1, len(art.ks)))(*art.ks),
-           "_D": {name: getattr(ember, name.split(".")[-1]).np for name in art.dtypes}}
+           "_D": {name: getattr(ember, name.split(".")[-1]).np for name in art.dtypes},
+           "_E": {name: getattr(ember, name.split(".")[-1]) for name in art.dtypes}}
     env.update(fns)
     env.update(art.externs)
     env.update(art.literals)
@@ -135,6 +155,29 @@ def load(art: Artifact, gm) -> CompiledGraph:
     exec(compile(art.wrapper, "<ember inductor wrapper>", "exec"), env)  # noqa: S102
     return CompiledGraph(art.wrapper, "".join(art.sources), env["call"], art.n_kernels,
                          art.n_extern)
+
+
+def _triton_kernels(sources) -> dict:
+    from ember.cuda._pointwise import load_kernel
+    out = {}
+    for s in sources:
+        name = s.split("def ", 1)[1].split("(", 1)[0]
+        out[name] = load_kernel(s, name)
+    return out
+
+
+def _empty_device(n, dtype, device):
+    import ember
+    return ember.empty(n, dtype=dtype, device=device)
+
+
+def _launch_triton(fn, grid, bufs, ints, xblock, rblock):
+    """Launch a generated Triton kernel through the device's launcher."""
+    from ember._device import get_backend
+    from ember.cuda._pointwise import Operand
+    launch = get_backend("cuda").pw.launch
+    ops = [Operand(t, t.data_ptr(), (t.numel(),), (1,), t.dtype) for t in bufs]
+    launch(fn, grid, ops + list(ints), ("inductor", fn), {"XBLOCK": xblock, "RBLOCK": rblock})
 
 
 _KERNELS: dict = {}     # kernel name -> ctypes function, for this process
@@ -205,6 +248,8 @@ def _wrapper(g, steps, stored, kernels, art):  # noqa: C901
     pool: dict = {}
     extern_read: set = set()
     where = {}  # buffer name -> python expression of its tensor / array
+    if g.device != "cpu":
+        where["@cuda"] = True
     for b in g.inputs:
         if isinstance(b, TBox):
             where[b.buf.name] = f"in{b.buf.index}"
@@ -212,7 +257,7 @@ def _wrapper(g, steps, stored, kernels, art):  # noqa: C901
         where[buf.name] = buf.name
     for i, s in enumerate(steps):
         if isinstance(s, Kernel):
-            src, args = kernels[s.name]
+            src, args, syms = kernels[s.name]
             for b in s.nodes:
                 if b.name in stored:
                     n = max(1, sv.numel(b.shape))
@@ -220,13 +265,24 @@ def _wrapper(g, steps, stored, kernels, art):  # noqa: C901
                     if pool.get(key):
                         old = pool[key].pop()
                         lines.append(f"    {b.name} = {old}  # reuses {old}'s memory")
-                    else:
+                    elif g.device == "cpu":
                         lines.append(f"    {b.name} = _np.empty({n}, _D[{str(b.dtype)!r}])")
+                    else:
+                        lines.append(f"    {b.name} = _empty({n}, _E[{str(b.dtype)!r}], "
+                                     f"{g.device!r})")
                     where[b.name] = b.name
-            work = sv.numel(s.R) * max(1, sv.numel(s.K))
-            nt = max(1, min(_flags._threads or _NCPU, work // _GRAIN))
             ptrs = ", ".join(_ptr_expr(where, b) for b in args)
-            lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nt})")
+            if syms is not None:  # Triton: a grid over the outer ranges
+                from .triton import RBLOCK, XBLOCK
+                xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
+                ints = [sv.values[y] for y in syms] + [xn, rn]
+                grid = (-(-xn // XBLOCK),) if not s.K else (xn,)
+                lines.append(f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, "
+                             f"{XBLOCK if not s.K else 1}, {RBLOCK})")
+            else:
+                work = sv.numel(s.R) * max(1, sv.numel(s.K))
+                nt = max(1, min(_flags._threads or _NCPU, work // _GRAIN))
+                lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nt})")
         else:
             art.externs[s.name + "_op"] = s.target
             a = _arg_src((s.args, s.kwargs), where, sv, extern_read)
@@ -247,7 +303,7 @@ def _wrapper(g, steps, stored, kernels, art):  # noqa: C901
         if isinstance(o, TBox):
             shape = tuple(hint(x) for x in o.shape)
             stride = tuple(hint(x) for x in o.stride)
-            kind = "a" if isinstance(o.buf, ComputedBuffer) else "t"
+            kind = "a" if isinstance(o.buf, ComputedBuffer) and g.device == "cpu" else "t"
             outs.append(f"_out({where[o.buf.name]}, {kind!r}, {shape}, {stride}, "
                         f"{hint(o.offset)})")
         else:
@@ -300,7 +356,8 @@ def _arg_src(a, where, sv, extern_read) -> str:
         extern_read.add(a.buf.name)
         shape = tuple(hint(x) for x in a.shape)
         stride = tuple(hint(x) for x in a.stride)
-        kind = "a" if isinstance(a.buf, ComputedBuffer) else "t"
+        kind = "a" if isinstance(a.buf, ComputedBuffer) and isinstance(
+            where.get(a.buf.name + ".np"), type(None)) and not where.get("@cuda") else "t"
         return f"_as({where[a.buf.name]}, {kind!r}, {shape}, {stride}, {hint(a.offset)})"
     if isinstance(a, tuple) and not hasattr(a, "_fields"):
         return "(" + "".join(_arg_src(x, where, sv, extern_read) + ", " for x in a) + ")"

@@ -47,7 +47,7 @@ def cast(h, v, d):
     """v as dtype d inside a kernel (no code when it already is)."""
     v = h.v(v)
     d = kdtype(d)
-    if v.dtype is d and not v.weak:
+    if v.dtype is d and not getattr(v, "weak", None):
         return v
     return h.cast(v, d)
 
@@ -82,6 +82,7 @@ class GraphLowering:
         self.meta: dict = {}
         self.outputs: list = []         # TBox or a Python value, per graph output
         self.names = 0
+        self.device = "cpu"            # where the graph's tensors live: "cpu" or "cuda"
 
     # ---- helpers ---------------------------------------------------------------------------
     def new_name(self, prefix="buf") -> str:
@@ -175,8 +176,10 @@ class GraphLowering:
                 tb.origins = org
 
     def _input(self, name, t, index):
-        if t.device.type != "cpu":
-            raise Fallback(f"a {t.device.type} tensor (the C++ backend runs CPU tensors)")
+        dev = t.device.type
+        if dev not in ("cpu", "cuda") or (self.inputs + self.constants and dev != self.device):
+            raise Fallback(f"tensors on {dev} (and {self.device})")
+        self.device = dev
         if t.dtype not in _DTYPES:
             raise Fallback(f"dtype {t.dtype}")
         buf = InputBuffer(name, self.sv.shape(t.shape), t.dtype, index)
@@ -248,8 +251,8 @@ class GraphLowering:
                     v = bcast_load(h, x, idx)
                     a[i] = cast(h, v, cdt) if i in pw else v
             for i in op.pw_idx:
-                x = a[i]
-                if x is not None and not isinstance(x, (TBox, Var)):
+                x = args[i]
+                if x is not None and not isinstance(x, TBox):
                     a[i] = cdt.np.type(x)
             return cast(h, op.pointwise(h, *a), rdt)
         if not self.probe(loader, shape):
