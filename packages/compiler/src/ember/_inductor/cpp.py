@@ -125,14 +125,24 @@ class CppKernel:
         k = self.kernel
         pre, inner, post = [], [], []
         reds = [b for b in bufs if b.is_reduction]
+        simple = all(_vectorizable(b) for b in reds)
         for b in reds:
             pre.append(f"{CT[b.acc_dtype]} acc_{b.name} = {_init(b.rtype, b.acc_dtype)};")
+            if simple and _nan_flag(b):
+                pre.append(f"int nan_{b.name} = 0;")
         self.scopes.append({})
         self.emit_into(inner)
         for b in bufs:
             if b.is_reduction:
                 v = self.h.v(b.fn(self.h, k.xs, k.rs))
                 a = f"acc_{b.name}"
+                if simple and b.rtype in ("max", "min"):
+                    # a plain max the vectorizer knows, NaNs tracked on the side
+                    cmp = ">" if b.rtype == "max" else "<"
+                    inner.append(f"{a} = ({v.code} {cmp} {a}) ? {v.code} : {a};")
+                    if _nan_flag(b):
+                        inner.append(f"nan_{b.name} |= ({v.code} != {v.code});")
+                    continue
                 inner.append(f"{a} = {combine(b.rtype, a, v.code, b.acc_dtype)};")
             else:
                 v = self.h.v(b.fn(self.h, k.xs + k.rs, ()))
@@ -140,13 +150,15 @@ class CppKernel:
         self.scopes.pop()
         self.emit_into(post)
         for b in reds:
+            if simple and _nan_flag(b):
+                post.append(f"if (nan_{b.name}) acc_{b.name} = "
+                            f"std::numeric_limits<{CT[b.acc_dtype]}>::quiet_NaN();")
             acc = Var(f"acc_{b.name}", b.acc_dtype)
             v = self.h.v(b.post(self.h, acc)) if b.post is not None else acc
             v = self.h.v(v)
             if v.dtype is not kdtype(b.dtype) or v.weak:
                 v = self.h.cast(v, kdtype(b.dtype))
             self.store(b, k.store_index(b), v, post)
-        simple = all(b.rtype in ("sum", "prod") for b in reds)
         clause = _reduction_clause(reds) if simple else None
         loops = _nest(k.rs, k.K, inner, simd=simple, clause=clause)
         if not k.R and reds and len(k.K) == 1 and simple:
@@ -190,13 +202,25 @@ class CppKernel:
         return "\n".join(head + decl + ["  " + x for x in nest] + ["}"]) + "\n"
 
 
+def _vectorizable(b) -> bool:
+    """Whether a reduction can use an OpenMP reduction clause (vector lanes, threads)."""
+    return b.rtype in ("sum", "prod") or (b.rtype in ("max", "min") and b.acc_dtype is not D.bool)
+
+
+def _nan_flag(b) -> bool:
+    return b.rtype in ("max", "min") and b.acc_dtype._cat == 2
+
+
 def _reduction_clause(reds) -> str:
-    """OpenMP reduction clauses for sum / prod accumulators ("" when none)."""
+    """OpenMP reduction clauses for the accumulators ("" when none)."""
     parts = []
-    for sym, kind in (("+", "sum"), ("*", "prod")):
+    for sym, kind in (("+", "sum"), ("*", "prod"), ("max", "max"), ("min", "min")):
         names = [f"acc_{b.name}" for b in reds if b.rtype == kind]
         if names:
             parts.append(f"reduction({sym}:{','.join(names)})")
+    flags = [f"nan_{b.name}" for b in reds if _nan_flag(b)]
+    if flags:
+        parts.append(f"reduction(|:{','.join(flags)})")
     return " ".join(parts)
 
 
