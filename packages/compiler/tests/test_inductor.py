@@ -297,3 +297,23 @@ def _quiet(test, *a):
         test(*a)
     except AssertionError:  # kernel counts: the deferred graphs have none yet
         pass
+
+
+def test_freed_buffers_are_reused():
+    def f(x):
+        p = x + 1                       # read twice, transposed: its own kernel
+        q = p.t() * p.t().sigmoid()     # the same again
+        return q.t() * q.t().tanh()     # the output takes p's memory (free by then)
+    x = ember.randn(8, 8)
+    out, rec = _run(f, x)
+    np.testing.assert_allclose(out.numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert rec.counts() == [(3, 0)]
+    assert "reuses" in rec.graphs[0].last.wrapper_src
+
+
+def test_integer_division_by_zero_raises_as_eager():
+    f = ember.compile(lambda a, b: (a * 2) // b + 1, backend="inductor")
+    a, b = ember.tensor([4, 5, 6]), ember.tensor([2, 1, 3])
+    np.testing.assert_array_equal(f(a, b).numpy(), ((a * 2) // b + 1).numpy())
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        f(a, ember.tensor([2, 0, 3]))

@@ -50,6 +50,9 @@ class CompiledFxGraph:
                     return _once(fast_callable(self.gm), self, _key(args))
                 codecache.save(self.gm, args, art)
             compiled = codecache.load(art, self.gm)
+            if compiled is None:  # kernels deferred (see graph.deferred)
+                from ember._dynamo.runner import fast_callable
+                return _once(fast_callable(self.gm), self, _key(args))
         except Fallback as e:
             reason = str(e)
             if reason not in _noted:

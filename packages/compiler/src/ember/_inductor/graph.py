@@ -134,10 +134,12 @@ class Artifact:
         self.device = "cpu"
 
 
-def load(art: Artifact, gm) -> CompiledGraph:
+def load(art: Artifact, gm) -> CompiledGraph | None:
     """The callable of an artifact (its kernels compiled or loaded from the disk cache)."""
     import ember
     fns = load_kernels(art.sources) if art.device == "cpu" else _triton_kernels(art.sources)
+    if fns is None:
+        return None  # deferred: the kernels are compiled later, with other graphs'
     env = {"_launch": _launch_triton, "_empty": _empty_device, "_np": np, "_Tensor": Tensor,
            "_ptrs": _ptrs, "_ext": _extern_call, "_as": _as_tensor, "_relayout": _relayout,
            "_out": _out,

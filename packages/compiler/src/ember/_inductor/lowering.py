@@ -28,6 +28,7 @@ LOWERINGS: dict = {}   # op qualname -> fn(g, node, args, kwargs, meta) -> TBox 
 _RESHAPES = frozenset({"view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze",
                        "unsqueeze", "squeeze.dims", "squeeze.dim"})
 _DTYPES = frozenset(CT) | {D.bfloat16, D.float16}
+_INLINE_LIMIT = 48  # a lazy value whose element costs more lines is computed once, into memory
 
 
 class Fallback(Exception):
@@ -148,8 +149,10 @@ class GraphLowering:
             first = len(self.buffers)
             self.env[n] = self.lower_call(n)
             self._origins(n, first)
-            if isinstance(self.env[n], TBox) and self.env[n].lazy and len(n.users) > 1:
-                self.env[n] = self.realize(self.env[n], [n.name])
+            tb = self.env[n]
+            if isinstance(tb, TBox) and tb.lazy and (len(n.users) > 1 or
+                                                    self.cost(tb) > _INLINE_LIMIT):
+                self.env[n] = self.realize(tb, [n.name])
         elif n.op == "output":
             outs = n.args[0]
             outs = outs if isinstance(outs, (tuple, list)) else (outs,)
@@ -259,14 +262,26 @@ class GraphLowering:
             return None
         return TBox(shape, rdt, loader)
 
+    def cost(self, tb) -> int:
+        """Lines of code one element of a lazy value inlines (its whole producer chain)."""
+        vars_ = loop_vars("p", len(tb.shape))
+        h = Probe(dict(zip(vars_, tb.shape)))
+        try:
+            tb.load(h, vars_)
+        except Exception:  # noqa: BLE001
+            return 0
+        return h.n
+
     def probe(self, loader, shape) -> bool:
         """Whether C++ can be emitted for the loader (else the op runs as an extern call)."""
         vars_ = loop_vars("p", len(shape))
+        h = Probe(dict(zip(vars_, shape)))
         try:
-            loader(Probe(dict(zip(vars_, shape))), vars_)
+            loader(h, vars_)
         except Exception:  # noqa: BLE001 - NeedsConstant, Unsupported, numpy-only formulas
             return False
-        return True
+        # integer division: eager raises on a zero divisor, so it runs as an extern call
+        return not h.divides
 
     # ---- views -----------------------------------------------------------------------------
     def lower_view(self, op, args, margs, meta):
