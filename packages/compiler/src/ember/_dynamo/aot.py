@@ -36,23 +36,32 @@ def _clone_inputs(example_inputs):
     return out
 
 
-def aot_module(gm: GraphModule, example_inputs):
-    """A callable running gm; differentiable through a compiled backward where inputs need
-    grad (decided once: the entry's guards fix requires_grad and grad mode)."""
-    from .cudagraphs import wrap_compiled  # (mode="reduce-overhead": CUDA-graph runners)
+def _plain(gm, example_inputs=None):
     from .runner import fast_callable
+    return fast_callable(gm)
+
+
+def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=None):
+    """A callable running gm; differentiable through a compiled backward where inputs need
+    grad (decided once: the entry's guards fix requires_grad and grad mode).
+    fw_compiler / bw_compiler: `(GraphModule, example_inputs or None) -> callable` for the
+    forward and backward graphs (default: run them as they are); the backward's example
+    inputs are not known here (None)."""
+    from .cudagraphs import wrap_compiled  # (mode="reduce-overhead": CUDA-graph runners)
+    fw_compiler = fw_compiler or _plain
+    bw_compiler = bw_compiler or _plain
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
-        return wrap_compiled(fast_callable(gm), gm, "inference")
+        return wrap_compiled(fw_compiler(gm, example_inputs), gm, "inference")
     import ember.random
     with ember.random.fork_rng():  # the trace's random draws are not the user's
         jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
     if jgm is None:
-        return wrap_compiled(fast_callable(gm), gm, "inference")
+        return wrap_compiled(fw_compiler(gm, example_inputs), gm, "inference")
     fwd, bwd, n_saved = partition(jgm, len(example_inputs), n_out)
-    return _make_runtime(wrap_compiled(fast_callable(fwd), fwd, "forward"),
-                         wrap_compiled(fast_callable(bwd), bwd, "backward"), n_out, n_saved,
-                         need, diff, (fwd, bwd))
+    return _make_runtime(wrap_compiled(fw_compiler(fwd, example_inputs), fwd, "forward"),
+                         wrap_compiled(bw_compiler(bwd, None), bwd, "backward"), n_out,
+                         n_saved, need, diff, (fwd, bwd))
 
 
 def _trace_joint(gm, primals, need):

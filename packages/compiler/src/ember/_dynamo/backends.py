@@ -1,7 +1,7 @@
 """Compile backends: `(GraphModule, example_inputs) -> callable`, registered by name
 (torch._dynamo's custom-backend protocol). "eager" runs the graph as it is, "aot_eager" runs
 it through AOT autograd (a compiled forward and backward as one autograd node), "inductor"
-runs "aot_eager" until ember's code-generating backend lands (and says so once)."""
+generates fused C++ kernels for the forward and backward graphs (`ember._inductor`)."""
 from __future__ import annotations
 
 import logging
@@ -67,8 +67,5 @@ def aot_eager(gm, example_inputs):
 
 @register_backend(name="inductor")
 def inductor(gm, example_inputs):
-    if "inductor" not in _noted:
-        _noted.add("inductor")
-        log.warning("ember.compile: the 'inductor' backend (code generation) is not available "
-                    "yet; running backend='aot_eager' instead")
-    return aot_eager(gm, example_inputs)
+    from ember._inductor import compile_fx
+    return compile_fx(gm, example_inputs)
