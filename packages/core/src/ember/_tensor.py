@@ -114,7 +114,7 @@ class Tensor:
         if dtype is None:
             dtype = D._BY_NP.get(arr.dtype) or D.from_numpy_dtype(arr.dtype)
         elif arr.dtype != dtype.np:
-            arr = arr.astype(dtype.np)
+            arr = D.np_cast(arr, dtype)
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
         # the storage's buffer is the array itself (any C-contiguous array exports raw bytes)
