@@ -470,6 +470,10 @@ class Tensor:
         from .sparse import to_sparse
         return to_sparse(self, sparse_dim)
 
+    def to_dense(self, dtype=None, *, masked_grad=None):
+        """A dense tensor is its own dense form (sparse tensors override this)."""
+        return self if dtype is None else self.to(dtype)
+
     def to_sparse_csr(self, dense_dim=None):
         """The sparse CSR form of this 2-D dense tensor (ember.sparse)."""
         from .sparse import to_sparse_csr
