@@ -6,12 +6,11 @@ import math
 import sys
 
 import numpy as np
+import onnx  # (pinned in requirements.lock; export BUILD test_pypi)
+import onnxruntime as ort
 import pytest
 
 import ember
-
-onnx = pytest.importorskip("onnx")  # (pinned in requirements.lock: present under Bazel)
-ort = pytest.importorskip("onnxruntime")
 
 nn = ember.nn
 F = nn.functional
