@@ -34,8 +34,7 @@ def _wrap(orig, with_dim: bool):
             d = _component_dim(input, dim)
             return input._map(lambda t: orig(t, d, *args, **kwargs))
         return input._map(lambda t: orig(t, *args, **kwargs))
-    fn._nested_wrapped = True
-    return fn
+    return _own(fn)
 
 
 def _sdpa(orig):
@@ -57,6 +56,13 @@ def _sdpa(orig):
         outs = [orig(q, k, v, None, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
                 for q, k, v in zip(query._ts, key._ts, value._ts)]
         return NestedTensor(outs, query.layout)
+    return _own(fn)
+
+
+def _own(fn):
+    """The wrapper is F.<name> now: pickled by that name (not as the op it wraps)."""
+    fn.__module__ = "ember.nn.functional"
+    fn.__qualname__ = fn.__name__
     fn._nested_wrapped = True
     return fn
 
