@@ -10,6 +10,8 @@ scheduled into fused kernels, generated as C++ with OpenMP for CPU tensors and c
 from __future__ import annotations
 
 from . import decompositions  # noqa: F401 - registers the reduction and composite lowerings
+from .aoti import AOTICompiledModel, aoti_compile_and_package, aoti_load_package
 from .compile_fx import CompiledFxGraph, compile_fx, compile_graph
 
-__all__ = ["compile_fx", "compile_graph", "CompiledFxGraph"]
+__all__ = ["compile_fx", "compile_graph", "CompiledFxGraph", "aoti_compile_and_package",
+           "aoti_load_package", "AOTICompiledModel"]
