@@ -140,7 +140,8 @@ def aoti_compile_and_package(exported_program, package_path=None, inductor_confi
             "outputs": _flat_spec(sig.out_spec if sig else None),
             "num_outputs": len(g.outputs), "constants": cmeta,
             "entry_points": ["ember_aoti_create", "ember_aoti_run", "ember_aoti_destroy",
-                             "ember_aoti_metadata"],
+                             "ember_aoti_metadata", "ember_aoti_num_inputs",
+                             "ember_aoti_num_outputs"],
             "inductor_configs": {str(k): str(v) for k, v in (inductor_configs or {}).items()}}
     src = aoti_codegen.generate(g, len(consts), users, cmeta, meta)
     if package_path is None:

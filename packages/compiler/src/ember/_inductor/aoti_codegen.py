@@ -9,6 +9,7 @@ The library's entries (all a C program needs; the package's model.cpp is readabl
                                EmberTensor* outputs, int64_t num_outputs);
     void ember_aoti_destroy(void* model);
     const char* ember_aoti_metadata(void);   // the package's metadata.json
+    int64_t ember_aoti_num_inputs(void), ember_aoti_num_outputs(void);
 
 Inputs are borrowed; outputs are new references (release them). Intermediates are tensors from
 `empty_strided`; extern ops (matmul, convolution, batch norm, ...) run through `call_op`.
@@ -17,6 +18,7 @@ CPU only: sizes are the exported ones (no dynamic dims in the package).
 from __future__ import annotations
 
 import json
+import re
 
 import sympy
 
@@ -145,6 +147,10 @@ class _Wrapper:
 
     def slot(self, typ: str, v) -> str:  # noqa: C901 - one case per schema type
         """A C++ expression of the EmberSlot holding v, as the boxed stack reads type typ."""
+        fixed = re.search(r"\[(\d+)\]", typ)
+        typ = re.sub(r"\[\d+\]", "[]", typ)
+        if typ.rstrip("?").endswith("[]") and isinstance(v, (int, float, sympy.Basic)):
+            v = [v] * (int(fixed.group(1)) if fixed else 1)  # int[2] given as one int
         base, opt = typ.rstrip("?"), typ.endswith("?")
         if v is None:
             if opt or base.startswith("Tensor"):
@@ -217,6 +223,9 @@ class _Wrapper:
             if not rets[k].startswith("Tensor") or rets[k].endswith("[]"):
                 raise NotImplementedError(f"aoti: {key} returns {rets[k]}")
             o = s.outputs[k]
+            if o.name not in self.used:  # unread (batch norm's saved statistics in eval)
+                self.emit(f"S.own((EmberTensor)ember_slot_to_ptr({st}[{k}]));")
+                continue
             shape, stride = _ints(self.sv, r[0]), _ints(self.sv, r[1])
             self.emit(f"EmberTensor t_{o.name} = S.own((EmberTensor)ember_slot_to_ptr({st}[{k}]));")
             self.emit(f"EMBER_AOTI_TRY(relayout(S, {len(r[0])}, (const int64_t[]){shape}, "
@@ -236,6 +245,7 @@ class _Wrapper:
 
     def run(self, steps, stored, kernels) -> str:
         self.stored = stored
+        self.used = stored | {b.name for _, args in kernels.values() for b in args}
         self.inputs()
         for s in steps:
             if isinstance(s, Kernel):

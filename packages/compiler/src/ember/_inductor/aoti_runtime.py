@@ -166,6 +166,8 @@ ENTRIES = r"""
 extern "C" {
 
 __attribute__((visibility("default"))) const char* ember_aoti_metadata(void) { return METADATA; }
+__attribute__((visibility("default"))) int64_t ember_aoti_num_inputs(void) { return N_IN; }
+__attribute__((visibility("default"))) int64_t ember_aoti_num_outputs(void) { return N_OUT; }
 
 __attribute__((visibility("default")))
 EmberStatus ember_aoti_create(const EmberAbiTable* table, const char* weights_path, void** model,
