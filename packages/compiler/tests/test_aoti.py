@@ -238,3 +238,23 @@ def test_refuses_what_a_package_cannot_hold():
     ep = export(Counter(), (ember.ones(2),))
     with pytest.raises(NotImplementedError, match="mutates"):
         ind.aoti_compile_and_package(ep)
+
+
+def test_two_inputs_two_outputs_and_a_saved_program(tmp_path):
+    class Two(ember.nn.Module):
+        def forward(self, a, b):
+            s = (a * b).sum(-1)
+            return s, a.relu() + b
+
+    a, b = ember.randn(3, 4), ember.randn(3, 4)
+    ep = export(Two(), (a, b))
+    buf = tmp_path / "two.pt2e"
+    ember.export.save(ep, str(buf))
+    ep = ember.export.load(str(buf))  # no example inputs: shapes come from the placeholders
+    model = ind.aoti_load_package(ind.aoti_compile_and_package(
+        ep, package_path=str(tmp_path / "two.pt2")))
+    s, r = model(a, b)
+    np.testing.assert_allclose(s.numpy(), (a * b).sum(-1).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(r.numpy(), (a.relu() + b).numpy())
+    with pytest.raises(RuntimeError, match=r"input 1 \('b'\): expected shape \[3, 4\]"):
+        model(a, ember.randn(4, 3))

@@ -66,17 +66,25 @@ def _lifted(ep):
     return consts, users
 
 
-def _example_inputs(ep, n_user):
-    flat = []
-    if ep.example_inputs is not None:
-        from ember.utils import _pytree
-        flat = [x for x in _pytree.tree_flatten(ep.example_inputs)[0]]
-    if len(flat) != n_user or not all(isinstance(x, ember.Tensor) for x in flat):
-        raise NotImplementedError("aoti: the exported program has no tensor example inputs")
-    for x in flat:
-        if not all(isinstance(s, int) for s in x.shape):
-            raise NotImplementedError("aoti: dynamic shapes are not supported in a package")
-    return [x.detach() for x in flat]
+def _example_inputs(ep, users):
+    """Tensors of the user inputs' exported shapes and dtypes (their values are not used)."""
+    specs = {n.name: n.meta.get("tensor_meta", n.meta.get("val")) for n in ep.graph.nodes
+             if n.op == "placeholder"}
+    out = []
+    for name in users:
+        spec = specs.get(name)
+        if spec is None or not hasattr(spec, "dtype"):
+            raise NotImplementedError(f"aoti: user input {name} is not a tensor")
+        if not all(isinstance(s, int) for s in spec.shape):
+            raise NotImplementedError(f"aoti: input {name} has a dynamic shape "
+                                      f"{list(spec.shape)}: packages hold static sizes")
+        stride = tuple(spec.stride()) if callable(getattr(spec, "stride", None)) else None
+        t = ember.zeros(tuple(spec.shape), dtype=spec.dtype)
+        if stride is not None and stride != tuple(t.stride()) and t.numel():
+            extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, stride))
+            t = ember.zeros(extent, dtype=spec.dtype).as_strided(t.shape, stride)
+        out.append(t)
+    return out
 
 
 def _weights(consts):
@@ -121,7 +129,7 @@ def aoti_compile_and_package(exported_program, package_path=None, inductor_confi
     from . import aoti_codegen
     ep = exported_program.run_decompositions()
     consts, users = _lifted(ep)
-    examples = _example_inputs(ep, len(users))
+    examples = _example_inputs(ep, users)
     sig = ep.module_call_graph[0].signature if ep.module_call_graph else None
     names = list(getattr(sig, "forward_arg_names", None) or [])
     if len(names) == len(users):  # the forward's own argument names, for error messages
