@@ -258,3 +258,18 @@ def test_two_inputs_two_outputs_and_a_saved_program(tmp_path):
     np.testing.assert_allclose(r.numpy(), (a.relu() + b).numpy())
     with pytest.raises(RuntimeError, match=r"input 1 \('b'\): expected shape \[3, 4\]"):
         model(a, ember.randn(4, 3))
+
+
+def test_tensors_the_graph_holds_go_into_the_weights(tmp_path):
+    class Scale(ember.nn.Module):
+        def forward(self, x):
+            return x * ember.tensor([1.0, 2.0, 3.0]) + 1
+
+    x = ember.randn(2, 3)
+    ep = export(Scale(), (x,))
+    path = ind.aoti_compile_and_package(ep, package_path=str(tmp_path / "scale.pt2"))
+    with zipfile.ZipFile(path) as z:
+        meta = json.loads(z.read("model/metadata.json"))
+    assert [c["shape"] for c in meta["constants"]] == [[3]]
+    np.testing.assert_allclose(ind.aoti_load_package(path)(x).numpy(),
+                               x.numpy() * np.array([1, 2, 3], np.float32) + 1)

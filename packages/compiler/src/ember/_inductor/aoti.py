@@ -140,6 +140,13 @@ def aoti_compile_and_package(exported_program, package_path=None, inductor_confi
         raise NotImplementedError(f"aoti: the program cannot be compiled: {e}") from e
     if g.device != "cpu":
         raise NotImplementedError("aoti: only CPU programs are packaged (no CUDA AOTI yet)")
+    for buf, target in g.constants:  # tensors the graph itself holds (get_attr nodes)
+        t = ep.graph_module
+        for part in target.split("."):
+            t = getattr(t, part)
+        if not t.is_contiguous():
+            raise NotImplementedError(f"aoti: graph constant {target} is not contiguous")
+        consts.append((buf.name, t.detach()))
     blob, cmeta = _weights(consts)
     meta = {"format": "ember-aoti", "format_version": 1, "device": "cpu",
             "abi": [1, 1], "ember_version": getattr(ember, "__version__", ""),
@@ -151,7 +158,7 @@ def aoti_compile_and_package(exported_program, package_path=None, inductor_confi
                              "ember_aoti_metadata", "ember_aoti_num_inputs",
                              "ember_aoti_num_outputs"],
             "inductor_configs": {str(k): str(v) for k, v in (inductor_configs or {}).items()}}
-    src = aoti_codegen.generate(g, len(consts), users, cmeta, meta)
+    src = aoti_codegen.generate(g, len(consts) - len(g.constants), users, cmeta, meta)
     if package_path is None:
         package_path = tempfile.mkstemp(suffix=".pt2")[1]
     package_path = os.fspath(package_path)

@@ -114,6 +114,12 @@ class _Wrapper:
             self.emit(f"void* p_{b.name} = nullptr;")
             self.emit(f"EMBER_AOTI_TRY(ember_tensor_data_ptr({name}, &p_{b.name}));")
             self.tensor[b.name] = name
+        for j, (b, _) in enumerate(self.g.constants):  # tensors the graph holds (get_attr)
+            name = f"in_{b.name}"
+            self.emit(f"EmberTensor {name} = m->consts[{self.n_const + j}];")
+            self.emit(f"void* p_{b.name} = nullptr;")
+            self.emit(f"EMBER_AOTI_TRY(ember_tensor_data_ptr({name}, &p_{b.name}));")
+            self.tensor[b.name] = name
 
     # ---- kernels ----------------------------------------------------------------------------
     def kernel(self, s, args):
@@ -266,7 +272,8 @@ def _cdouble(f: float) -> str:
 
 def generate(g, n_const: int, user_names, consts_meta, metadata: dict) -> str:
     """The whole C++ source of a package's library for a lowered graph (GraphLowering) whose
-    first n_const inputs are the constants (read from the weights file)."""
+    first n_const inputs are the lifted parameters and buffers; consts_meta describes them
+    and then the graph's own constants (g.constants), all read from the weights file."""
     for b in g.buffers:
         if isinstance(b, ComputedBuffer):
             _dt(b.dtype)
@@ -283,7 +290,7 @@ def generate(g, n_const: int, user_names, consts_meta, metadata: dict) -> str:
     return (PRELUDE + "\n".join(src for src, _ in kernels.values()) + "\n"
             + aoti_runtime.RUNTIME
             + f"\nstatic int64_t KS[] = {{{', '.join(map(str, ks))}}};\n"
-            + f"static const int64_t N_CONST = {n_const}, N_IN = {len(user_names)}, "
+            + f"static const int64_t N_CONST = {len(consts_meta)}, N_IN = {len(user_names)}, "
             + f"N_OUT = {n_out};\n"
             + "static const ConstSpec CONSTS[] = {\n" + "\n".join(const_lines)
             + ("\n  {0, 0, 0, {0}, \"float32\"}," if not const_lines else "") + "\n};\n"
