@@ -26,7 +26,7 @@ from ember._ops._cppops import PRELUDE
 from ember._ops._registry import OPS
 
 from . import cpp
-from .graph import _GRAIN, _NCPU, _stored
+from .graph import _GRAIN, _last_uses, _stored, _tboxes
 from .ir import ComputedBuffer, ExternBuffer, TBox
 from .scheduler import Kernel, schedule
 
@@ -127,15 +127,29 @@ class _Wrapper:
         for b in s.nodes:
             if b.name in self.stored and b.name not in self.tensor:
                 n = max(1, _int(sv, sv.numel(b.shape)))
-                self.emit(f"EmberTensor t_{b.name} = nullptr;")
-                self.emit(f"void* p_{b.name} = nullptr;")
-                self.emit(f"EMBER_AOTI_TRY(alloc(S, {n}, {_dt(b.dtype)}, &t_{b.name}, "
-                          f"&p_{b.name}));")
+                if self.pool.get((b.dtype, n)):  # a dead buffer of this size and dtype
+                    old = self.pool[(b.dtype, n)].pop()
+                    self.emit(f"EmberTensor t_{b.name} = t_{old}; void* p_{b.name} = p_{old};"
+                              f"  // reuses {old}'s memory")
+                else:
+                    self.emit(f"EmberTensor t_{b.name} = nullptr;")
+                    self.emit(f"void* p_{b.name} = nullptr;")
+                    self.emit(f"EMBER_AOTI_TRY(alloc(S, {n}, {_dt(b.dtype)}, &t_{b.name}, "
+                              f"&p_{b.name}));")
                 self.tensor[b.name] = f"t_{b.name}"
         work = _int(sv, sv.numel(s.R)) * max(1, _int(sv, sv.numel(s.K)))
-        nt = max(1, min(_NCPU, work // _GRAIN))
         ptrs = ", ".join(f"(char*)p_{b.name}" for b in args) or "nullptr"
-        self.emit(f"{{ char* a[] = {{{ptrs}}}; {s.name}(a, KS, {nt}); }}")
+        # threads: this machine's, when the work is worth waking them (as graph.py decides)
+        self.emit(f"{{ char* a[] = {{{ptrs}}}; {s.name}(a, KS, threads({work // _GRAIN})); }}")
+
+    def free(self, names):
+        """Computed buffers dead after this step join the pool (never ones an extern read:
+        its result may alias them)."""
+        for name in names:
+            b = self.computed.get(name)
+            if b is not None and name in self.tensor and name not in self.extern_read:
+                n = max(1, _int(self.sv, self.sv.numel(b.shape)))
+                self.pool.setdefault((b.dtype, n), []).append(name)
 
     # ---- extern calls -----------------------------------------------------------------------
     def view(self, tb: TBox) -> str:
@@ -252,12 +266,18 @@ class _Wrapper:
     def run(self, steps, stored, kernels) -> str:
         self.stored = stored
         self.used = stored | {b.name for _, args in kernels.values() for b in args}
+        self.pool: dict = {}
+        self.computed = {b.name: b for b in self.g.buffers if isinstance(b, ComputedBuffer)}
+        self.extern_read = {tb.buf.name for s in steps if isinstance(s, ExternBuffer)
+                            for tb in _tboxes((s.args, s.kwargs))}
+        last_use = _last_uses(self.g, steps, stored)
         self.inputs()
-        for s in steps:
+        for i, s in enumerate(steps):
             if isinstance(s, Kernel):
                 self.kernel(s, kernels[s.name][1])
             else:
                 self.extern(s)
+            self.free(last_use.get(i, ()))
         self.outputs()
         return "\n".join(self.lines)
 

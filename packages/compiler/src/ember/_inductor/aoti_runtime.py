@@ -150,6 +150,12 @@ EmberStatus relayout(Scope& S, int64_t ndim, const int64_t* shape, const int64_t
   return EMBER_OK;
 }
 
+// OpenMP threads for a kernel: up to this machine's, one per grain of work (at least one).
+int threads(int64_t grains) {
+  int64_t n = omp_get_max_threads();
+  return (int)(grains < 1 ? 1 : (grains < n ? grains : n));
+}
+
 struct ConstSpec {
   int64_t offset, nbytes, ndim, shape[8];
   const char* dtype;
