@@ -160,7 +160,8 @@ def aoti_compile_and_package(exported_program, package_path=None, inductor_confi
             "inductor_configs": {str(k): str(v) for k, v in (inductor_configs or {}).items()}}
     src = aoti_codegen.generate(g, len(consts) - len(g.constants), users, cmeta, meta)
     if package_path is None:
-        package_path = tempfile.mkstemp(suffix=".pt2")[1]
+        fd, package_path = tempfile.mkstemp(suffix=".pt2")
+        os.close(fd)
     package_path = os.fspath(package_path)
     if not package_path.endswith(".pt2"):
         raise RuntimeError(f"Expect package path to end with .pt2, got {package_path}")
