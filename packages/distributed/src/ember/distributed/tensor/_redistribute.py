@@ -68,8 +68,9 @@ def _chunk(t, dim, parts, index):
 def _gather(t, dim, group):
     """Concatenate the group's pieces of t along dim (pieces may differ in size there)."""
     n = C._resolve(group).size()
-    size = ember.tensor([t.shape[dim]], dtype=ember.int64)
-    sizes = [ember.zeros(1, dtype=ember.int64) for _ in range(n)]
+    # (on t's device: an NCCL-only group has no engine for CPU tensors)
+    size = ember.tensor([t.shape[dim]], dtype=ember.int64).to(t.device)
+    sizes = [ember.zeros(1, dtype=ember.int64, device=t.device) for _ in range(n)]
     C.all_gather(sizes, size, group=group)
     moved = t.movedim(dim, 0).contiguous()
     outs = [ember.empty((int(s.item()), *moved.shape[1:]), dtype=t.dtype, device=t.device)
