@@ -12,6 +12,7 @@ from ember.distributed.tensor import (
     Partial,
     Replicate,
     Shard,
+    distribute_module,
     distribute_tensor,
     init_device_mesh,
 )
@@ -219,6 +220,45 @@ def inplace_and_parameters():
     opt.step()
     close(opt_p.detach(), A - 1.5)
     assert g.shape == (5, 2)
+
+
+@check(R)
+def against_torch():
+    import torch
+    ta = torch.tensor(A.numpy(), requires_grad=True)
+    tb = torch.tensor(B.numpy(), requires_grad=True)
+    torch.nn.functional.layer_norm(torch.relu(ta @ tb), (3,)).square().sum().backward()
+    x, w = dt(A, Shard(0)).requires_grad_(), dt(B, Shard(1)).requires_grad_()
+    ember.nn.functional.layer_norm(ember.relu(x @ w), (3,)).square().sum().backward()
+    np.testing.assert_allclose(x.grad.full_tensor().numpy(), ta.grad.numpy(), rtol=1e-4,
+                               atol=1e-5)
+    np.testing.assert_allclose(w.grad.full_tensor().numpy(), tb.grad.numpy(), rtol=1e-4,
+                               atol=1e-5)
+
+
+@check(R)
+def distribute_module_with_partition():
+    import copy
+    nn = ember.nn
+    ember.manual_seed(4)
+    m = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2))
+    ref = copy.deepcopy(m)
+
+    def part(name, mod, mesh):
+        if name == "0":
+            mod.register_parameter("weight", nn.Parameter(
+                distribute_tensor(mod.weight.detach(), mesh, [Shard(0)])))
+
+    dm = distribute_module(
+        m, mesh, part,
+        input_fn=lambda mod, inputs, mesh: tuple(dt(i, Replicate()) for i in inputs),
+        output_fn=lambda mod, out, mesh: out.full_tensor())
+    assert dm[0].weight.placements == (Shard(0),)
+    assert dm[2].weight.placements == (Replicate(),) and isinstance(dm[0].bias, DTensor)
+    x = ember.randn(3, 4)
+    y = dm(x)
+    assert not isinstance(y, DTensor)
+    np.testing.assert_allclose(y.detach().numpy(), ref(x).detach().numpy(), rtol=1e-5)
 
 
 finish(R)

@@ -12,7 +12,10 @@ that no inner unit holds.
   shard's gradient; with set_requires_gradient_sync(False) it accumulates the whole gradient
   locally instead and adds it into the next synced reduce-scatter.
 
-Not done: HSDP (2-D meshes), prefetching/overlap (collectives run in order, synchronously),
+On a 2-D mesh (HSDP) parameters are (Replicate(), Shard(0)): gathered within a row of the mesh,
+gradients reduce-scattered there and averaged over the replicas (all-reduce over dim 0).
+
+Not done: prefetching/overlap (collectives run in order, synchronously),
 CPU offload, gradient bucketing across parameters.
 """
 from __future__ import annotations
@@ -69,20 +72,25 @@ class _Param:
         return out[:self.shape[0]]
 
     def reduce_scatter(self, g):
-        """The shard of the rank-averaged whole gradient g."""
+        """The shard of the rank-averaged whole gradient g (HSDP: then averaged over the
+        replicas too)."""
         n = self.unit.group.size()
         if len(self.shape) == 0:
-            g = g.clone()
-            C.all_reduce(g, ReduceOp.SUM, group=self.unit.group)
-            return g / n
-        c, _ = self._rows()
-        pad = n * c - g.shape[0]
-        if pad:
-            g = ember.cat([g, g.new_zeros((pad, *g.shape[1:]))], 0)
-        out = ember.empty((c, *g.shape[1:]), dtype=g.dtype, device=g.device)
-        C.reduce_scatter_tensor(out, g.contiguous(), ReduceOp.SUM, group=self.unit.group)
-        mine = shard_sizes(self.shape[0], n)[self.unit.group.rank()]
-        return out[:mine] / n
+            out = g.clone()
+            C.all_reduce(out, ReduceOp.SUM, group=self.unit.group)
+        else:
+            c, _ = self._rows()
+            pad = n * c - g.shape[0]
+            if pad:
+                g = ember.cat([g, g.new_zeros((pad, *g.shape[1:]))], 0)
+            out = ember.empty((c, *g.shape[1:]), dtype=g.dtype, device=g.device)
+            C.reduce_scatter_tensor(out, g.contiguous(), ReduceOp.SUM, group=self.unit.group)
+            out = out[:shard_sizes(self.shape[0], n)[self.unit.group.rank()]].contiguous()
+        rep = self.unit.replicate_group
+        if rep is not None and rep.size() > 1:
+            C.all_reduce(out, ReduceOp.SUM, group=rep)
+            n *= rep.size()
+        return out / n
 
 
 def _gather_fn():
@@ -125,7 +133,9 @@ def _all_gather(fp):
 class _Unit:
     def __init__(self, module, mesh, reshard, mp):
         self.module, self.mesh, self.reshard_after_forward, self.mp = module, mesh, reshard, mp
-        self.group = mesh.get_group(0)
+        # 1-D mesh: shard over it; 2-D (HSDP): replicate over dim 0, shard over dim 1
+        self.group = mesh.get_group(mesh.ndim - 1)
+        self.replicate_group = mesh.get_group(0) if mesh.ndim == 2 else None
         self.sync = True
         self.params: list[_Param] = []
         self.hooks = None
@@ -227,8 +237,8 @@ def _post_forward(unit):
 def fully_shard(module, *, mesh=None, reshard_after_forward: bool = True, shard_placement_fn=None,
                 mp_policy: MixedPrecisionPolicy | None = None, offload_policy=None,
                 ignored_params=None):
-    """Shard `module`'s parameters (those no inner fully_shard took) over `mesh` (1-D; default
-    all ranks) and gather them around its forward. Returns the module, now also an
+    """Shard `module`'s parameters (those no inner fully_shard took) over `mesh` (1-D, or 2-D
+    for HSDP; default all ranks) and gather them around its forward. Returns the module, now also an
     FSDPModule. `fully_shard(layer)` for each layer, then `fully_shard(model)`, as in torch."""
     from .. import _group
     from .._device_mesh import init_device_mesh
@@ -236,8 +246,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward: bool = True, shard_
         raise NotImplementedError("fully_shard: a list of modules as one unit is not supported")
     if mesh is None:
         mesh = init_device_mesh("cpu", (_group.get_world_size(),))
-    if mesh.ndim != 1:
-        raise NotImplementedError("fully_shard: HSDP (a 2-D mesh) is not supported yet")
+    if mesh.ndim not in (1, 2):
+        raise ValueError(f"fully_shard: a 1-D mesh (FSDP) or 2-D mesh (HSDP: replicate, shard), "
+                         f"got {mesh.ndim}-D")
     if shard_placement_fn is not None or offload_policy is not None:
         raise NotImplementedError("fully_shard: shard_placement_fn / offload_policy are not "
                                   "supported")
@@ -254,8 +265,8 @@ def fully_shard(module, *, mesh=None, reshard_after_forward: bool = True, shard_
                 raise NotImplementedError("fully_shard: shared (tied) parameters are not "
                                           "supported")
             seen.add(id(p))
-            d = distribute_tensor(p.detach(), mesh, [Shard(0) if p.dim() else Replicate()],
-                                  src_data_rank=None)
+            ps = [Replicate()] * (mesh.ndim - 1) + [Shard(0) if p.dim() else Replicate()]
+            d = distribute_tensor(p.detach(), mesh, ps, src_data_rank=None)
             sharded = ember.nn.Parameter(d, p.requires_grad)
             owner._parameters[name] = sharded
             unit.params.append(_Param(unit, owner, name, sharded))
