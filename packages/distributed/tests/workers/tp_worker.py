@@ -13,6 +13,7 @@ from ember.distributed.tensor import DTensor, Replicate, Shard, init_device_mesh
 from ember.distributed.tensor.parallel import (
     ColwiseParallel,
     PrepareModuleInput,
+    PrepareModuleOutput,
     RowwiseParallel,
     SequenceParallel,
     parallelize_module,
@@ -150,6 +151,41 @@ def prepare_module_input_and_embedding():
         assert "Embedding" in str(e)
     else:
         raise AssertionError("RowwiseParallel on Embedding ran")
+
+
+@check(R)
+def training_with_adamw():
+    ember.manual_seed(5)
+    ref = MLP()
+    tp = parallelize_module(copy.deepcopy(ref), mesh, {"fc1": ColwiseParallel(),
+                                                       "fc2": RowwiseParallel()})
+    o_ref = ember.optim.AdamW(ref.parameters(), lr=0.01)
+    o = ember.optim.AdamW(tp.parameters(), lr=0.01)
+    for step in range(3):
+        x = ember.randn(4, 8, generator=ember.Generator().manual_seed(step))
+        for model, opt in ((ref, o_ref), (tp, o)):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+    for (name, p), q in zip(tp.named_parameters(), ref.parameters()):
+        full = p.full_tensor() if isinstance(p, DTensor) else p
+        np.testing.assert_allclose(full.detach().numpy(), q.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5, err_msg=name)
+
+
+@check(R)
+def prepare_module_output():
+    class Twice(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    m = parallelize_module(Twice(), mesh, PrepareModuleOutput(
+        output_layouts=Shard(0), desired_output_layouts=Replicate(), use_local_output=True))
+    local = ember.full((2, 3), float(R))
+    y = m(local)  # each rank's rows, gathered: every rank holds all 2N rows
+    assert not isinstance(y, DTensor) and tuple(y.shape) == (2 * N, 3)
+    want = np.repeat(np.arange(N, dtype=np.float32) * 2, 2)[:, None] * np.ones((1, 3))
+    np.testing.assert_array_equal(y.numpy(), want)
 
 
 finish(R)
