@@ -114,12 +114,35 @@ def _plan(cur, tgt) -> list[int]:
     return sorted(todo)
 
 
+def _reduce_scatter(t, p, dim, mesh, m):
+    """Partial(sum|avg) -> Shard(dim) on mesh dim m in one reduce-scatter (rows padded to equal
+    pieces; torch.chunk's sizes after trimming)."""
+    n, me = mesh.size(m), mesh.get_local_rank(m)
+    moved = t.movedim(dim, 0)
+    rows = moved.shape[0]
+    c = -(-rows // n) if rows else 0
+    if n * c != rows:
+        moved = ember.cat([moved, moved.new_zeros((n * c - rows, *moved.shape[1:]))], 0)
+    out = ember.empty((c, *moved.shape[1:]), dtype=t.dtype, device=t.device)
+    C.reduce_scatter_tensor(out, moved.contiguous(), ReduceOp.SUM, group=mesh.get_group(m))
+    out = out[:shard_sizes(rows, n)[me]]
+    if p.reduce_op == "avg":
+        out = out / n
+    return out.movedim(0, dim).contiguous()
+
+
 def redistribute_local(t, mesh, cur, tgt):
     """The local piece of the same global tensor under placements tgt (t: the piece under cur).
     Runs without recording autograd (the DTensor-level op records it)."""
     if tuple(cur) == tuple(tgt):
         return t
     changed = _plan(cur, tgt)
+    if len(changed) == 1:
+        m = changed[0]
+        p, q = cur[m], tgt[m]
+        if isinstance(p, Partial) and p.reduce_op in ("sum", "avg") and isinstance(q, Shard):
+            with ember.no_grad():
+                return _reduce_scatter(t, p, q.dim, mesh, m)
     with ember.no_grad():
         for m in reversed(changed):
             t = _to_replicate(t, cur[m], mesh, m)
