@@ -189,17 +189,36 @@ def errors_name_the_op():
     else:
         raise AssertionError("no error for a mixed Tensor/DTensor add")
     try:
-        ember.nn.functional.dropout(d, 0.5, True)
+        d.cumprod(0)  # no sharding rule, no decomposition
     except NotImplementedError as e:
-        assert "dropout" in str(e) and "Shard" in str(e), e
+        assert "cumprod" in str(e) and "Shard" in str(e), e
     else:
-        raise AssertionError("dropout on a DTensor ran")
+        raise AssertionError("cumprod on a DTensor ran")
     try:
         d.numpy()
     except NotImplementedError:
         pass
     else:
         raise AssertionError("numpy() of a DTensor")
+
+
+@check(R)
+def random_ops_match_one_process():
+    ember.manual_seed(11)
+    want = ember.nn.functional.dropout(ember.ones(5, 4), 0.5, True)
+    ember.manual_seed(11)
+    got = ember.nn.functional.dropout(dt(ember.ones(5, 4), Shard(0)), 0.5, True)
+    assert got.placements == (Shard(0),)
+    close(got, want)
+    w = dt(ember.zeros(5, 3), Shard(1))
+    ember.manual_seed(12)
+    ember.nn.init.normal_(w)
+    ember.manual_seed(12)
+    close(w, ember.nn.init.normal_(ember.zeros(5, 3)))
+    w.zero_()
+    close(w, ember.zeros(5, 3))
+    w.fill_(2.0)
+    close(w, ember.full((5, 3), 2.0))
 
 
 @check(R)

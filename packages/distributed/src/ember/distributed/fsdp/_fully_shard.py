@@ -203,6 +203,15 @@ class FSDPModule:
             if isinstance(m, FSDPModule):
                 m._fsdp_unit.sync = bool(requires_gradient_sync)
 
+    def set_modules_to_forward_prefetch(self, modules) -> None:
+        """Accepted for torch's API; a no-op here: each unit gathers its parameters when its
+        forward starts (collectives run synchronously, so there is nothing to overlap)."""
+        self._fsdp_unit.prefetch_forward = list(modules)
+
+    def set_modules_to_backward_prefetch(self, modules) -> None:
+        """Accepted for torch's API; a no-op here (see set_modules_to_forward_prefetch)."""
+        self._fsdp_unit.prefetch_backward = list(modules)
+
     def set_reshard_after_forward(self, reshard_after_forward: bool, recurse=True):
         mods = self.modules() if recurse else [self]
         for m in mods:

@@ -183,6 +183,8 @@ def dispatch(op, args, out=None):
         raise NotImplementedError(f"{op.qualname}: out= is not supported with DTensor")
     if op.inplace_of is not None or op.name == "copy_":
         return _inplace(op, args)
+    if "random" in op.tags or op.name in _FILLS:
+        return _whole(op, args)
     dts = [_get(args, p) for p in _flat_positions(op, args)]
     mesh = next(d.device_mesh for d in dts if _is_dt(d))
     for d in dts:
@@ -243,6 +245,46 @@ def _inplace(op, args):
     with ember.no_grad():
         self._local_tensor.copy_(local.to(self.dtype))
     return self
+
+
+_FILLS = ("zero_", "fill_")
+
+
+def _whole(op, args):
+    """Random ops and fills: computed on the whole tensor (DTensor inputs gathered), then each
+    rank keeps its piece. Random values therefore equal a single process's with the same seed,
+    provided every rank's generator is in the same state (as PyTorch requires: same seed)."""
+    from ._dtensor import DTensor
+    from ._redistribute import from_full
+    pos = _flat_positions(op, args)
+    dts = [_get(args, p) for p in pos if _is_dt(_get(args, p))]
+    first = dts[0]
+    mesh = first.device_mesh
+    full = list(args)
+    for p in pos:
+        a = _get(args, p)
+        if _is_dt(a):
+            _set(full, p, redistribute_local(a._local_tensor, mesh, a.placements,
+                                             (Replicate(),) * mesh.ndim))
+    if op.mutated_idx:  # uniform_, normal_, fill_, zero_: write the whole value's piece
+        self = args[op.mutated_idx[0]]
+        if not _is_dt(self):
+            raise RuntimeError(f"{op.qualname}: an in-place op on a plain tensor with a DTensor "
+                               "argument (convert the tensor to a DTensor first)")
+        whole = ember.empty(tuple(self._shape), dtype=self.dtype, device=self.device)
+        full[op.mutated_idx[0]] = whole
+        with ember.no_grad():
+            core.call(op, tuple(full))
+            self._local_tensor.copy_(from_full(whole, mesh, self.placements))
+        return self
+    with ember.no_grad():
+        r = core.call(op, tuple(full))
+    ps = tuple(Replicate() if isinstance(p, Partial) else p for p in first.placements)
+    if isinstance(r, Tensor) and tuple(r.shape) == tuple(first._shape):
+        return DTensor._wrap(from_full(r, mesh, ps), mesh, ps, tuple(r.shape))
+    if isinstance(r, Tensor):
+        return DTensor._wrap(r, mesh, (Replicate(),) * mesh.ndim, tuple(r.shape))
+    raise NotImplementedError(f"DTensor: {op.qualname} with several outputs is not supported")
 
 
 def is_partial_sum(p) -> bool:

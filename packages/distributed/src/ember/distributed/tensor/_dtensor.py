@@ -92,11 +92,17 @@ class DTensor(Tensor):
     @data.setter
     def data(self, other):
         if not isinstance(other, DTensor):
-            raise TypeError("DTensor.data must be set to a DTensor")
+            # a whole tensor (Module.to_empty, _apply): this rank keeps its piece of it
+            if tuple(other.shape) != tuple(self._shape):
+                raise RuntimeError(f"DTensor.data: a plain tensor of shape {list(other.shape)} "
+                                   f"for a DTensor of shape {list(self._shape)}")
+            other = DTensor._wrap(from_full(other.detach(), self.device_mesh, self.placements),
+                                  self.device_mesh, self.placements, self._shape)
         self._local_tensor = other._local_tensor
         self._st = other._local_tensor._storage
         self.placements, self.device_mesh = other.placements, other.device_mesh
         self._shape, self._stride = other._shape, other._stride
+        self.dtype, self.device = other._local_tensor.dtype, other._local_tensor.device
 
     @property
     def _np(self):
