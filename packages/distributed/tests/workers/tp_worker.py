@@ -174,6 +174,30 @@ def training_with_adamw():
 
 
 @check(R)
+def clip_grad_norm_and_foreach_adamw():
+    ember.manual_seed(6)
+    ref = MLP()
+    tp = parallelize_module(copy.deepcopy(ref), mesh, {"fc1": ColwiseParallel(),
+                                                       "fc2": RowwiseParallel()})
+    o_ref = ember.optim.AdamW(ref.parameters(), lr=0.01, foreach=True)
+    o = ember.optim.AdamW(tp.parameters(), lr=0.01, foreach=True)
+    x = ember.randn(4, 8)
+    for model, opt in ((ref, o_ref), (tp, o)):
+        (model(x) * 50).square().sum().backward()
+        total = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if model is ref:
+            want = total
+        opt.step()
+    total = total.full_tensor() if isinstance(total, DTensor) else total
+    np.testing.assert_allclose(total.item(), want.item(), rtol=1e-4)
+    assert want.item() > 1.0  # the clipping acted
+    for p, q in zip(tp.parameters(), ref.parameters()):
+        full = p.full_tensor() if isinstance(p, DTensor) else p
+        np.testing.assert_allclose(full.detach().numpy(), q.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+
+
+@check(R)
 def prepare_module_output():
     class Twice(nn.Module):
         def forward(self, x):

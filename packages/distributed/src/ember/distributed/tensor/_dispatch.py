@@ -22,6 +22,7 @@ __all__ = ["dispatch", "register", "Ctx"]
 RULES: dict = {}        # op name -> rule(ctx, placements of the DTensor inputs on mesh dim m, m)
 LOCAL: dict = {}        # op name -> fn(ctx, local args, output placements per mesh dim) -> result
 ARGS: dict = {}         # op name -> fn(ctx, local args, inputs' placements, outputs') -> args
+DECOMPS: dict = {}      # op name -> fn(*args): the op in other ops, for DTensors only
 _IMPLICIT = [0]         # >0 while a decomposition runs: plain tensors it makes count as Replicate
 
 
@@ -192,6 +193,8 @@ def dispatch(op, args, out=None):
             raise RuntimeError(f"{op.qualname}: DTensor inputs on different meshes")
     key = op.qualname if op.qualname in RULES else op.name
     rule = RULES.get(key)
+    if rule is None and key in DECOMPS:
+        return DECOMPS[key](*args)
     if rule is None and op.pointwise is not None and "random" not in op.tags:
         rule = RULES["<pointwise>"]
     if rule is None:
@@ -219,14 +222,29 @@ def dispatch(op, args, out=None):
     return _wrap_out(ctx, r, outs)
 
 
+def _inplace_on_plain(op, args):
+    """g.mul_(coef) with a 0-d DTensor coef (clip_grad_norm_ on a mix of plain and DTensor
+    gradients): the DTensor's value (the same on every rank) is used."""
+    full = list(args)
+    for p in _flat_positions(op, args):
+        a = _get(args, p)
+        if _is_dt(a):
+            if a.dim() != 0:
+                raise RuntimeError(f"{op.qualname}: an in-place op on a plain tensor with a "
+                                   "DTensor argument (convert the tensor to a DTensor first)")
+            _set(full, p, redistribute_local(a._local_tensor, a.device_mesh, a.placements,
+                                             (Replicate(),) * a.device_mesh.ndim))
+    with ember.no_grad():
+        return core.call(op, tuple(full))
+
+
 def _inplace(op, args):
     """x.add_(y) on a DTensor: the functional op (or y itself for copy_), redistributed to x's
     placements, written into x's local piece."""
     from ._dtensor import DTensor
     self = args[0]
     if not _is_dt(self):
-        raise RuntimeError(f"{op.qualname}: an in-place op on a plain tensor with a DTensor "
-                           "argument (convert the tensor to a DTensor first)")
+        return _inplace_on_plain(op, args)
     if op.name == "copy_":
         src = args[1]
         if not _is_dt(src):

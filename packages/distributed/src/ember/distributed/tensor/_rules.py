@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ember
 
-from ._dispatch import is_partial_sum, register
+from ._dispatch import DECOMPS, is_partial_sum, register
 from ._placements import Partial, Replicate, Shard
 from ._redistribute import local_shape
 
@@ -123,6 +123,33 @@ def _mean_local(ctx, local, outs):
 
 
 register("mean", local=_mean_local)(reduction)
+
+
+def _norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    """norm on a DTensor in reductions and pointwise ops (a sharded reduced dim becomes a
+    Partial sum or max that the next op reduces)."""
+    if isinstance(p, str):
+        if p != "fro":
+            raise NotImplementedError(f"DTensor: norm with p={p!r} is not supported")
+        p = 2
+    p = 2 if p is None else float(p)
+    if dtype is not None:
+        x = x.to(dtype)
+    dims = list(range(x.dim())) if dim is None else ([dim] if isinstance(dim, int) else
+                                                      list(dim)) or list(range(x.dim()))
+    a = x.abs()
+    if p == float("inf"):
+        return a.amax(dims, keepdim=keepdim)
+    if p == float("-inf"):
+        return a.amin(dims, keepdim=keepdim)
+    if p == 0:
+        return (x != 0).sum(dims, keepdim=keepdim).to(x.dtype)
+    if p == 2:
+        return (x * x).sum(dims, keepdim=keepdim).sqrt()
+    return a.pow(p).sum(dims, keepdim=keepdim).pow(1.0 / p)
+
+
+DECOMPS["norm"] = _norm
 
 
 # ---- matmul ------------------------------------------------------------------------------------
