@@ -16,6 +16,7 @@ from ember.distributed.tensor.parallel import (
     PrepareModuleOutput,
     RowwiseParallel,
     SequenceParallel,
+    loss_parallel,
     parallelize_module,
 )
 
@@ -195,6 +196,33 @@ def clip_grad_norm_and_foreach_adamw():
         full = p.full_tensor() if isinstance(p, DTensor) else p
         np.testing.assert_allclose(full.detach().numpy(), q.detach().numpy(), rtol=1e-4,
                                    atol=1e-5)
+
+
+@check(R)
+def loss_parallel_keeps_logits_sharded():
+    from ember.distributed.tensor import _redistribute
+    ember.manual_seed(7)
+    head = nn.Linear(8, 12)
+    ref = copy.deepcopy(head)
+    x, labels = ember.randn(6, 8), ember.tensor([0, 11, 5, -100, 7, 3])
+    w = ember.rand(12) + 0.5
+    ref_loss = F.cross_entropy(ref(x), labels, weight=w)
+    ref_loss.backward()
+    tp = parallelize_module(head, mesh, ColwiseParallel(use_local_output=False))
+    logits = tp(x)
+    assert logits.placements == (Shard(1),)
+    gather = _redistribute._gather
+    _redistribute._gather = None  # any all-gather of the logits would fail here
+    try:
+        with loss_parallel():
+            loss = F.cross_entropy(logits, labels, weight=w)
+            loss.backward()
+    finally:
+        _redistribute._gather = gather
+    got = loss.full_tensor() if isinstance(loss, DTensor) else loss
+    np.testing.assert_allclose(got.item(), ref_loss.item(), rtol=1e-5)
+    np.testing.assert_allclose(tp.weight.grad.full_tensor().numpy(), ref.weight.grad.numpy(),
+                               rtol=1e-4, atol=1e-6)
 
 
 @check(R)

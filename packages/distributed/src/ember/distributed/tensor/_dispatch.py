@@ -22,7 +22,7 @@ __all__ = ["dispatch", "register", "Ctx"]
 RULES: dict = {}        # op name -> rule(ctx, placements of the DTensor inputs on mesh dim m, m)
 LOCAL: dict = {}        # op name -> fn(ctx, local args, output placements per mesh dim) -> result
 ARGS: dict = {}         # op name -> fn(ctx, local args, inputs' placements, outputs') -> args
-DECOMPS: dict = {}      # op name -> fn(*args): the op in other ops, for DTensors only
+DECOMPS: dict = {}      # op name -> fn(*args): the op in other ops on DTensors (or NotImplemented)
 _IMPLICIT = [0]         # >0 while a decomposition runs: plain tensors it makes count as Replicate
 
 
@@ -192,9 +192,15 @@ def dispatch(op, args, out=None):
         if _is_dt(d) and d.device_mesh is not mesh and d.device_mesh.shape != mesh.shape:
             raise RuntimeError(f"{op.qualname}: DTensor inputs on different meshes")
     key = op.qualname if op.qualname in RULES else op.name
+    if key in DECOMPS:  # (may decline: NotImplemented)
+        _IMPLICIT[0] += 1
+        try:
+            r = DECOMPS[key](*args)
+        finally:
+            _IMPLICIT[0] -= 1
+        if r is not NotImplemented:
+            return r
     rule = RULES.get(key)
-    if rule is None and key in DECOMPS:
-        return DECOMPS[key](*args)
     if rule is None and op.pointwise is not None and "random" not in op.tags:
         rule = RULES["<pointwise>"]
     if rule is None:

@@ -1,7 +1,8 @@
 """`ember.distributed.tensor.parallel`: tensor parallelism by module plans (torch's API):
 parallelize_module with ColwiseParallel, RowwiseParallel, SequenceParallel,
-PrepareModuleInput and PrepareModuleOutput."""
+PrepareModuleInput and PrepareModuleOutput; loss_parallel."""
 from ._api import parallelize_module
+from .loss import loss_parallel
 from .style import (
                     ColwiseParallel,
                     ParallelStyle,
@@ -12,4 +13,4 @@ from .style import (
 )
 
 __all__ = ["parallelize_module", "ParallelStyle", "ColwiseParallel", "RowwiseParallel",
-           "SequenceParallel", "PrepareModuleInput", "PrepareModuleOutput"]
+           "SequenceParallel", "PrepareModuleInput", "PrepareModuleOutput", "loss_parallel"]
