@@ -84,7 +84,8 @@ def record(op, args: tuple, out=None):
                 n = x.size
         if d is _F32 or d is _F64:
             result = _fast_core(op, args, arrs, n, d)
-        elif d is None and isinstance(a, Tensor) and a.device is not _CPU:
+        elif d is None and isinstance(a, Tensor) and a.device is not _CPU \
+                and not hasattr(a.__class__, "__ember_dispatch__"):  # (DTensor: its own rules)
             k = op.kernels.get(a.device.type)  # a device's kernel (cuda: its cached launch)
             if k is not None:
                 st = state

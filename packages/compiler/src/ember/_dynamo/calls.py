@@ -109,8 +109,11 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
             getattr(fn, "__self__", None), FakeTensor):
         raise GraphBreak(f"{fn.__name__}() changes global state (run in Python)")
     if _is_library(fn, tr):
+        # (functions marked `_ember_allow_in_graph` by their package, as ember.distributed's
+        # functional collectives, take any argument: they only read it at capture time)
         return tr.call_library(fn, args, kwargs, getattr(fn, "__qualname__", repr(fn)),
-                               trusted=_hashable(fn) and fn in PURE)
+                               trusted=_hashable(fn) and fn in PURE
+                               or getattr(fn, "_ember_allow_in_graph", False) is True)
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     raise GraphBreak(f"call to {name} is not supported (not inlinable, not an ember op)")
 
