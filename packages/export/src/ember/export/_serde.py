@@ -42,6 +42,7 @@ _IN_KINDS = {"user_input": InputKind.USER_INPUT, "parameter": InputKind.PARAMETE
 _OUT_KINDS = {"user_output": OutputKind.USER_OUTPUT, "loss_output": OutputKind.LOSS_OUTPUT,
               "buffer_mutation": OutputKind.BUFFER_MUTATION,
               "user_input_mutation": OutputKind.USER_INPUT_MUTATION,
+              "parameter_mutation": OutputKind.PARAMETER_MUTATION,
               "gradient_to_parameter": OutputKind.GRADIENT_TO_PARAMETER,
               "gradient_to_user_input": OutputKind.GRADIENT_TO_USER_INPUT}
 
@@ -583,6 +584,12 @@ def save(ep, f, *, extra_files=None, opset_version=None, pickle_protocol=None) -
             outs.append({"user_output": {"arg": a}})
         elif s.kind == OutputKind.BUFFER_MUTATION:
             outs.append({"buffer_mutation": {"arg": a["as_tensor"], "buffer_name": s.target}})
+        elif s.kind == OutputKind.USER_INPUT_MUTATION:
+            outs.append({"user_input_mutation": {"arg": a["as_tensor"],
+                                                 "user_input_name": s.target}})
+        elif s.kind == OutputKind.PARAMETER_MUTATION:
+            outs.append({"parameter_mutation": {"arg": a["as_tensor"],
+                                                "parameter_name": s.target}})
         else:
             raise SerializationError(f"cannot serialize an output of kind {s.kind.name}")
     mcg = []

@@ -310,31 +310,6 @@ def _renamed(traced, names: list[str]):
     return GraphModule(traced, g)
 
 
-def retrace_decomposed(ep, decomp_table):
-    """ExportedProgram.run_decompositions: re-trace the graph with ops decomposed."""
-    from ember._decomp import core_aten_decompositions
-    from ember.fx.experimental.proxy_tensor import make_fx
-
-    from .exported_program import ExportedProgram
-    table = core_aten_decompositions() if decomp_table is None else decomp_table
-    phs = [n for n in ep.graph.nodes if n.op == "placeholder"]
-    example = [_example_for(n) for n in phs]
-    with ember.no_grad():
-        traced = make_fx(ep.graph_module, decomposition_table=table)(*example)
-    gm = _renamed(traced, [n.name for n in phs])
-    with ember.no_grad():
-        _sym_prop_cls()(gm).propagate(*example)
-    return ExportedProgram(gm, gm.graph, ep.graph_signature, ep.state_dict,
-                           ep.range_constraints, ep.module_call_graph, ep.example_inputs,
-                           ep.constants)
-
-
-def _example_for(node):
-    m = node.meta.get("tensor_meta")
-    shape = [s if isinstance(s, int) else 2 for s in m.shape]
-    return ember.zeros(shape, dtype=m.dtype)
-
-
 def _sym_expr(sym):
     from ._symexpr import sym as make
     return make(str(sym))

@@ -149,6 +149,10 @@ class ProxyTorchDispatchMode(DispatchMode):
         a, kw = split_op_args(op, args)
         self._bind_unbacked(r)
         node = self.graph.call_function(op, self._arg(a), self._arg(kw))
+        if op.name == "copy_" and isinstance(args[1], Tensor):  # (read by functionalization)
+            src, dst = args[1], args[0]
+            node.meta["copy_same_meta"] = src.dtype == dst.dtype and len(src.shape) == len(
+                dst.shape) and all(_same_size(p, q) for p, q in zip(src.shape, dst.shape))
         if isinstance(r, Tensor):
             self.track(r, node)
         elif isinstance(r, (tuple, list)):
@@ -157,6 +161,11 @@ class ProxyTorchDispatchMode(DispatchMode):
                 if isinstance(x, Tensor):
                     self.track(x, self.graph.call_function(operator.getitem, (node, i)))
         return r
+
+
+def _same_size(p, q) -> bool:
+    """Whether two sizes are the same for every input (equal ints or equal expressions)."""
+    return getattr(p, "expr", p) == getattr(q, "expr", q)
 
 
 def _view_key(t: Tensor) -> tuple:
