@@ -61,7 +61,8 @@ class ProxyTorchDispatchMode(DispatchMode):
         self.tracked[id(t)] = (t, node)
         self.by_view[_view_key(t)] = node
 
-    def node_of(self, t: Tensor):
+    def lookup(self, t: Tensor):
+        """The node of a tensor this trace has seen, else None."""
         hit = self.tracked.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
@@ -69,6 +70,11 @@ class ProxyTorchDispatchMode(DispatchMode):
         node = self.by_view.get(_view_key(t))
         if node is not None:
             self.tracked[id(t)] = (t, node)
+        return node
+
+    def node_of(self, t: Tensor):
+        node = self.lookup(t)
+        if node is not None:
             return node
         prefix = "_param_constant" if isinstance(t, Parameter) else "_tensor_constant"
         name = f"{prefix}{sum(k.startswith(prefix) for k in self.constants)}"
@@ -131,6 +137,11 @@ class ProxyTorchDispatchMode(DispatchMode):
             num, den = sympy.fraction(expr.args[0])
             node = self.graph.call_function(operator.floordiv, (self.sym_node(num, env),
                                                                 self.sym_node(den, env)))
+        elif isinstance(expr, sympy.Rel) and type(expr) in _RELATIONS:   # a SymBool
+            node = self.graph.call_function(_RELATIONS[type(expr)], (
+                self.sym_node(expr.lhs, env), self.sym_node(expr.rhs, env)))
+        elif isinstance(expr, sympy.Not):
+            node = self.graph.call_function(operator.not_, (self.sym_node(expr.args[0], env),))
         elif isinstance(expr, sympy.Mod):
             node = self.graph.call_function(operator.mod, tuple(self.sym_node(a, env)
                                                                 for a in expr.args))
@@ -161,6 +172,34 @@ class ProxyTorchDispatchMode(DispatchMode):
                 if isinstance(x, Tensor):
                     self.track(x, self.graph.call_function(operator.getitem, (node, i)))
         return r
+
+
+def _relations() -> dict:
+    import operator
+
+    import sympy
+    return {sympy.StrictGreaterThan: operator.gt, sympy.GreaterThan: operator.ge,
+            sympy.StrictLessThan: operator.lt, sympy.LessThan: operator.le,
+            sympy.Equality: operator.eq, sympy.Unequality: operator.ne}
+
+
+class _LazyRelations(dict):
+    """sympy's relation classes -> operator functions, built on first use (sympy loads only
+    for symbolic traces)."""
+
+    def __missing__(self, key):
+        self.update(_relations())
+        if key not in self:
+            raise KeyError(key)
+        return self[key]
+
+    def __contains__(self, key):
+        if not len(self):
+            self.update(_relations())
+        return dict.__contains__(self, key)
+
+
+_RELATIONS = _LazyRelations()
 
 
 def _same_size(p, q) -> bool:
