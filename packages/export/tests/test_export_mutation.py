@@ -161,3 +161,17 @@ def test_dynamic_batch_survives_run_decompositions():
         _close(mod.state_dict()["1.running_mean"], ref.state_dict()["1.running_mean"])
     with pytest.raises(AssertionError, match="<= 64"):
         mod(ember.randn(65, 3))
+
+
+def test_run_decompositions_computes_sizes_from_inputs():
+    """A graph whose ops take sizes (view(2*b, ...)) re-traced: the sizes stay expressions of
+    the input's symbolic size, so other batch sizes run (they were specialized before)."""
+    class Fold(ember.nn.Module):
+        def forward(self, x):
+            b, n = x.shape
+            return (x.view(b * 2, n // 2) * 3).sum(1)
+    ep = E.export(Fold(), (ember.randn(5, 4),), dynamic_shapes=({0: E.Dim("b")},))
+    mod = ep.run_decompositions().module()
+    for b in (3, 7):
+        x = ember.randn(b, 4)
+        _close(mod(x), Fold()(x))

@@ -53,14 +53,17 @@ def _fake_inputs(ep, phs):
     hints = dict(getattr(ep, "sym_hints", {}) or {})
     syms: dict = {}
     specs = [n.meta.get("tensor_meta") for n in phs]
-    for n, spec in zip(phs, specs):          # the roots: sizes that are one symbol
+    # the symbols' sources: make_fx's names of the placeholders (`arg2_1` -> source `arg2`)
+    from ember.fx.experimental.proxy_tensor import _placeholder_names
+    sources = [s[:-2] for s in _placeholder_names(ep.graph_module, len(phs))]
+    for spec, src in zip(specs, sources):   # the roots: sizes that are one symbol
         for d, s in enumerate(spec.shape if spec is not None else ()):
             if not isinstance(s, int) and s.op == "sym":
                 name = s.args[0]
                 if name not in syms:
                     syms[name] = env.create_symbol(_hint(name, hints, ranges, len(syms)),
                                                    None)
-                env.var_to_sources.setdefault(syms[name], []).append((n.name, d))
+                env.var_to_sources.setdefault(syms[name], []).append((src, d))
     fakes = []
     for n, spec in zip(phs, specs):
         if spec is None:

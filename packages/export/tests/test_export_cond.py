@@ -1,0 +1,82 @@
+"""ember.export of programs with ember.cond / map against torch.export (2.13): the graph holds
+one higher-order node per call with its subgraphs as attributes, a predicate on a dynamic dim
+stays symbolic, and `.module()` (also after run_decompositions) takes either branch."""
+import numpy as np
+import pytest
+
+import ember
+import ember.export as E
+
+torch = pytest.importorskip("torch")
+
+
+def _model(t):
+    class M(t.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = t.nn.Linear(3, 3)
+
+        def forward(self, x):
+            def big(x):
+                return self.lin(x).relu()
+
+            def small(x):
+                return x * 2 - 1
+            y = t.cond(x.shape[0] > 4, big, small, (x,))
+            return t.cond(y.sum() > 0, lambda y: y + 1, lambda y: y - 1, (y,))
+    t.manual_seed(0)
+    return M()
+
+
+def _pair():
+    tm, em = _model(torch), _model(ember)
+    with torch.no_grad():
+        for n, p in tm.state_dict().items():
+            em.state_dict()[n].copy_(ember.tensor(p.numpy()))
+    return tm, em
+
+
+def _hops(gm):
+    return [getattr(n.target, "__name__", str(n.target)) for n in gm.graph.nodes
+            if n.op == "call_function" and "higher_order" in repr(n.target)]
+
+
+def _attrs(gm):
+    return sorted(n.target for n in gm.graph.nodes if n.op == "get_attr")
+
+
+@pytest.mark.parametrize("decompose", [False, True])
+def test_export_cond_with_a_dynamic_dim(decompose):
+    tm, em = _pair()
+    tep = torch.export.export(tm, (torch.ones(5, 3),),
+                              dynamic_shapes=({0: torch.export.Dim("b")},))
+    ep = E.export(em, (ember.ones(5, 3),), dynamic_shapes=({0: E.Dim("b")},))
+    if decompose:
+        ep = ep.run_decompositions()
+    assert _hops(ep.graph_module) == ["cond", "cond"] and len(_hops(tep.graph_module)) == 2
+    assert _attrs(ep.graph_module) == _attrs(tep.graph_module)
+    assert [(s.kind.name, s.target) for s in ep.graph_signature.input_specs] == \
+        [(s.kind.name, s.target) for s in tep.graph_signature.input_specs]
+    assert " > 4" in ep.graph_module.code      # the predicate on the batch size, not a constant
+    mod, tmod = ep.module(), tep.module()
+    rng = np.random.default_rng(0)
+    for b in (3, 5, 8):
+        for sign in (1.0, -1.0):
+            x = (np.abs(rng.standard_normal((b, 3))) * sign).astype("float32")
+            want = tmod(torch.tensor(x)).detach().numpy()
+            np.testing.assert_allclose(mod(ember.tensor(x)).detach().numpy(), want,
+                                       rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(tm(torch.tensor(x)).detach().numpy(), want, rtol=1e-5)
+
+
+def test_export_map():
+    from ember._higher_order_ops.map import map as emap
+
+    class M(ember.nn.Module):
+        def forward(self, xs, y):
+            return emap(lambda x, y: x.sin() * y, xs, y)
+    xs, y = ember.randn(4, 3), ember.randn(3)
+    ep = E.export(M(), (xs, y))
+    assert _hops(ep.graph_module) == ["map_impl"] and _attrs(ep.graph_module) == ["body_graph_0"]
+    xs2 = ember.randn(4, 3)
+    np.testing.assert_allclose(ep.module()(xs2, y).numpy(), (xs2.sin() * y).numpy(), rtol=1e-6)
