@@ -225,12 +225,15 @@ def export(mod, args: tuple, kwargs: dict | None = None, *, dynamic_shapes=None,
     flat_user, in_spec = pytree.tree_flatten((args, kwargs))
     np_, nb = len(params), len(buffers)
     out_spec = [None]
+    calls: list = []      # the submodule calls, for unflatten
 
     def lifted(*flat):
+        from ._unflatten import record_module_calls
         p, b, user = flat[:np_], flat[np_:np_ + nb], flat[np_ + nb:]
         with _swapped(mod, list(params) + list(buffers), list(p) + list(b)):
             a, k = pytree.tree_unflatten(list(user), in_spec)
-            out = mod(*a, **k)
+            with record_module_calls(mod, calls):
+                out = mod(*a, **k)
         leaves, out_spec[0] = pytree.tree_flatten(out)
         return tuple(leaves)
 
@@ -247,6 +250,9 @@ def export(mod, args: tuple, kwargs: dict | None = None, *, dynamic_shapes=None,
     names = ["p_" + n.replace(".", "_") for n in params] + \
         ["b_" + n.replace(".", "_") for n in buffers] + user_names
     gm = _renamed(traced, names)
+    from ._unflatten import finish_calls
+    old_names = [n.name for n in traced.graph.nodes if n.op == "placeholder"]
+    module_calls = finish_calls(calls, dict(zip(old_names, names)))
     with ember.no_grad():
         _sym_prop_cls()(gm, fake_mode=fake).propagate(*fakes)
     ranges = {_sym_expr(s): ValueRange(dim.min if isinstance(dim, Dim) else 2,
@@ -269,6 +275,7 @@ def export(mod, args: tuple, kwargs: dict | None = None, *, dynamic_shapes=None,
     ep = ExportedProgram(gm, gm.graph, ExportGraphSignature(ins, outs), state, ranges, mcg,
                          example_inputs=(args, kwargs), constants=constants)
     ep.sym_hints = {str(sym): hint for sym, (_, hint) in made.items()}
+    ep._module_calls = module_calls
     return ep
 
 
