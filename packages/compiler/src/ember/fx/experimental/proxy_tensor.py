@@ -14,6 +14,7 @@ mul = ember.ops.aten.mul.default(x_1, 2);  x_1 = None
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
 
@@ -153,6 +154,11 @@ class ProxyTorchDispatchMode(DispatchMode):
 
     def __ember_dispatch__(self, op, args, out):
         decomp = self.decomposition_table.get(op)
+        if decomp is None and op.vjp is None and op.decomp is not None and \
+                op.inplace_of is None and _records_grad(op, args):
+            # autograd differentiates a composite through its decomposition, saving the
+            # decomposition's values for backward: those must be graph values too
+            decomp = op.decomp
         if decomp is not None:
             with self:  # the decomposition's own op calls are recorded
                 return decomp(*args)
@@ -172,6 +178,17 @@ class ProxyTorchDispatchMode(DispatchMode):
                 if isinstance(x, Tensor):
                     self.track(x, self.graph.call_function(operator.getitem, (node, i)))
         return r
+
+
+def _records_grad(op, args) -> bool:
+    """Whether autograd records this call (grad mode on and an input requires grad)."""
+    from ember._state import state
+    if not state.grad_enabled:
+        return False
+    for i in op.tensor_idx:
+        if getattr(args[i], "_requires_grad", False):
+            return True
+    return any(getattr(x, "_requires_grad", False) for i in op.list_idx for x in args[i])
 
 
 def _relations() -> dict:
@@ -223,6 +240,39 @@ def _placeholder_names(f: Callable, n: int) -> list:
     return [f"{nm}_1" for nm in names[:n]]
 
 
+def _leaf_names(names: list, args) -> tuple[list, list]:
+    """Placeholder names per input leaf (`x_1`; `xs_1, xs_2` for the leaves of a nested xs,
+    as torch's) and each one's key as a source of symbolic sizes (`x`, `xs_1`, ...)."""
+    from ember.utils import _pytree as pytree
+    out, keys = [], []
+    for name, a in zip(names, args):
+        leaves = pytree.tree_leaves(a)
+        if not isinstance(a, (tuple, list, dict)):
+            out.append(name)
+            keys.append(name[:-2])
+            continue
+        base = name[:-2]
+        for j in range(len(leaves)):
+            out.append(f"{base}_{j + 1}")
+            keys.append(f"{base}_{j + 1}")
+    return out, keys
+
+
+def _take_nested_inputs(gm, in_spec) -> None:
+    """gm(*args) with args nested as at trace time: flattened onto the placeholders."""
+    from ember.utils import _pytree as pytree
+    flat_forward = gm.forward
+
+    def forward(*args):
+        flat, spec = pytree.tree_flatten(list(args))
+        if str(spec) != str(in_spec):
+            raise ValueError(f"the traced function took inputs structured as {in_spec}, "
+                             f"got {spec}")
+        return flat_forward(*flat)
+    gm.forward = forward
+    gm._in_spec = in_spec
+
+
 def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: str = "real",
             _allow_non_fake_inputs: bool = True, **kwargs) -> Callable:
     """Return a function that traces f on its arguments into a GraphModule of table ops.
@@ -231,12 +281,16 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
     if tracing_mode not in ("real", "fake", "symbolic"):
         raise AssertionError(f"Unexpected tracing type: {tracing_mode}")
     def wrapped(*args):
+        from ember.utils import _pytree as pytree
         graph = Graph()
         mode = ProxyTorchDispatchMode(graph, decomposition_table)
         from ember._subclasses.fake_tensor import FakeTensor
-        names = _placeholder_names(f, len(args))
+        # nested inputs (tuples, lists, dicts of tensors): one placeholder per leaf
+        flat, in_spec = pytree.tree_flatten(list(args))
+        nested = any(not c.is_leaf() for c in in_spec.children_specs)
+        names, keys = _leaf_names(_placeholder_names(f, len(args)), args)
         # inputs already fake (export makes its own, symbolic only where asked): their mode
-        fake = next((a.fake_mode for a in args if isinstance(a, FakeTensor)), None)
+        fake = next((a.fake_mode for a in flat if isinstance(a, FakeTensor)), None)
         if fake is None and tracing_mode != "real":
             from ember._subclasses.fake_tensor import FakeTensorMode
             env = None
@@ -244,19 +298,16 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
                 from .symbolic_shapes import ShapeEnv  # (sympy loads only for symbolic traces)
                 env = ShapeEnv()
             fake = FakeTensorMode(allow_non_fake_inputs=_allow_non_fake_inputs, shape_env=env)
-            args = tuple(fake.from_tensor(a, source=n[:-2]) if isinstance(a, Tensor) else a
-                         for n, a in zip(names, args))
-        for name, a in zip(names, args):
+            flat = [fake.from_tensor(a, source=k) if isinstance(a, Tensor) else a
+                    for k, a in zip(keys, flat)]
+        for name, key, a in zip(names, keys, flat):
             ph = graph.placeholder(name)
-            mode.inputs[name[:-2]] = ph
+            mode.inputs[key] = ph
             if isinstance(a, Tensor):
                 mode.track(a, ph)
-        if fake is not None:
-            with fake, mode:
-                result = f(*args)
-        else:
-            with mode:
-                result = f(*args)
+        args = pytree.tree_unflatten(flat, in_spec)
+        with (fake if fake is not None else contextlib.nullcontext()), mode:
+            result = f(*args)
         graph.output(mode._arg(result))
         gm = GraphModule(dict(mode.constants), graph, "f" if not hasattr(f, "__name__")
                            or f.__name__ == "<lambda>" else f.__name__)
@@ -265,5 +316,7 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
             functionalize_graph(gm)
         if fake is not None and fake.shape_env is not None:
             gm.shape_env = fake.shape_env  # its guards: what the graph assumed of the sizes
+        if nested:
+            _take_nested_inputs(gm, in_spec)
         return gm
     return wrapped
