@@ -354,11 +354,22 @@ def _sym_prop_cls():
             r = super().run_node(n)
             if isinstance(r, SymInt):
                 n.meta["sym"] = _to_spec_expr(r)
+            elif type(r).__name__ == "SymBool":    # (a cond's predicate: the archive's text)
+                import sympy
+                n.meta["sym_bool"] = sympy.srepr(r.expr)
             m = n.meta.get("tensor_meta")
             if m is not None:
                 n.meta["tensor_meta"] = _to_spec(m) if hasattr(m, "dtype") else tuple(
                     _to_spec(x) if hasattr(x, "dtype") else x for x in m)
             return r
+
+        def call_function(self, target, args, kwargs):
+            if getattr(target, "__module__", "") == "ember.ops.higher_order" and \
+                    target.__name__ == "cond":   # the branches' nodes get metadata too
+                from ember.fx.interpreter import Interpreter
+                for sub in args[1:3]:
+                    Interpreter.run(type(self)(sub, fake_mode=self.fake_mode), *args[3])
+            return super().call_function(target, args, kwargs)
     return SymProp
 
 
