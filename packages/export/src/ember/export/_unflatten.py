@@ -16,8 +16,6 @@ import ember
 from ember.fx import GraphModule
 from ember.utils import _pytree as pytree
 
-from .graph_signature import InputKind, OutputKind
-
 __all__ = ["unflatten", "InterpreterModule", "UnflattenedModule"]
 
 
@@ -99,15 +97,14 @@ class UnflattenedModule(ember.nn.Module):
         if calls is None:
             raise NotImplementedError("unflatten needs a program from ember.export.export (its "
                                       "module calls); re-export this one")
-        if any(s.kind != OutputKind.USER_OUTPUT for s in ep.graph_signature.output_specs):
+        if any(s.kind.name != "USER_OUTPUT" for s in ep.graph_signature.output_specs):
             raise NotImplementedError("unflatten of a functionalized program (mutation "
                                       "outputs) is not supported; unflatten ep before "
                                       "run_decompositions()")
         self._ep = ep
         self._sig = ep.module_call_graph[0].signature
         state = {s.arg.name: s for s in ep.graph_signature.input_specs
-                 if s.kind in (InputKind.PARAMETER, InputKind.BUFFER,
-                               InputKind.CONSTANT_TENSOR)}
+                 if s.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")}
         for s in state.values():      # the state at its original names
             value = ep.state_dict.get(s.target, ep.constants.get(s.target))
             _place(self, s.target, value, s.kind, s.persistent)
@@ -134,10 +131,10 @@ def _place(root, fqn: str, value, kind, persistent) -> None:
         if p not in m._modules:
             m.add_module(p, ember.nn.Module())
         m = m._modules[p]
-    if kind == InputKind.PARAMETER:
+    if kind.name == "PARAMETER":
         p = value if isinstance(value, ember.nn.Parameter) else ember.nn.Parameter(value)
         m.register_parameter(leaf, p)
-    elif kind == InputKind.BUFFER:
+    elif kind.name == "BUFFER":
         m.register_buffer(leaf, value, persistent=persistent is not False)
     else:
         setattr(m, leaf, value)
