@@ -146,7 +146,13 @@ class FakeTensorMode(DispatchMode):
             # autograd records the call (its node's vjp runs later, traced like any op); the
             # engine computes the output through this mode (_fake_aware_execute)
             _install_fake_aware_execute()
-            return _dispatch.autograd_hook(op, args, out)
+            try:
+                return _dispatch.autograd_hook(op, args, out)
+            except DataDependentOutputException:
+                if op.vjp is not None or op.decomp is None:
+                    raise
+                # a composite whose decomposition checks values (binary_cross_entropy's
+                # range check): computed on meta below, not differentiable through the trace
         dev: list = []
         back: dict = {}  # id(meta view) -> the FakeTensor it stands for
 

@@ -154,14 +154,16 @@ class ProxyTorchDispatchMode(DispatchMode):
 
     def __ember_dispatch__(self, op, args, out):
         decomp = self.decomposition_table.get(op)
-        if decomp is None and op.vjp is None and op.decomp is not None and \
-                op.inplace_of is None and _records_grad(op, args):
-            # autograd differentiates a composite through its decomposition, saving the
-            # decomposition's values for backward: those must be graph values too
-            decomp = op.decomp
         if decomp is not None:
             with self:  # the decomposition's own op calls are recorded
                 return decomp(*args)
+        if op.vjp is None and op.decomp is not None and op.inplace_of is None and \
+                _records_grad(op, args):
+            # autograd differentiates a composite through its decomposition, saving the
+            # decomposition's values for backward: those must be graph values too
+            r = self._trace_composite(op, args)
+            if r is not _DATA_DEPENDENT:
+                return r
         r = call(op, args, out)
         a, kw = split_op_args(op, args)
         self._bind_unbacked(r)
@@ -222,6 +224,37 @@ _RELATIONS = _LazyRelations()
 def _same_size(p, q) -> bool:
     """Whether two sizes are the same for every input (equal ints or equal expressions)."""
     return getattr(p, "expr", p) == getattr(q, "expr", q)
+
+
+_DATA_DEPENDENT = object()
+
+
+def _trace_composite(self, op, args):
+    """op's decomposition, recorded; if it reads data (a value check on fake tensors) the
+    nodes it added are taken out again and _DATA_DEPENDENT is returned (the op is then
+    recorded whole, as without grad)."""
+    from ember._subclasses.fake_tensor import DataDependentOutputException
+    mark = self.graph._root._prev
+    try:
+        with self:
+            return op.decomp(*args)
+    except DataDependentOutputException:
+        gone = set()
+        node = self.graph._root._prev
+        while node is not mark:
+            prev = node._prev
+            node.args, node.kwargs = (), {}
+            gone.add(node)
+            node = prev
+        for n in [n for n in self.graph.nodes if n in gone][::-1]:
+            self.graph.erase_node(n)
+        self.sym_nodes = {k: v for k, v in self.sym_nodes.items() if v not in gone}
+        self.tracked = {k: v for k, v in self.tracked.items() if v[1] not in gone}
+        self.by_view = {k: v for k, v in self.by_view.items() if v not in gone}
+        return _DATA_DEPENDENT
+
+
+ProxyTorchDispatchMode._trace_composite = _trace_composite
 
 
 def _view_key(t: Tensor) -> tuple:
