@@ -36,6 +36,28 @@ def _pair():
     return tm, em
 
 
+_TORCH_EPS: dict = {}
+
+
+def _torch_ep(tm, dynamic: bool):
+    """torch's program of tm (exported once per test session: torch.cond runs through dynamo,
+    slow to warm up)."""
+    key = (id(tm), dynamic)
+    if key not in _TORCH_EPS:
+        kw = {"dynamic_shapes": ({0: torch.export.Dim("b")},)} if dynamic else {}
+        _TORCH_EPS[key] = (tm, torch.export.export(tm, (torch.ones(5, 3),), **kw))
+    return _TORCH_EPS[key][1]
+
+
+_PAIR: list = []
+
+
+def _shared_pair():
+    if not _PAIR:
+        _PAIR.append(_pair())
+    return _PAIR[0]
+
+
 def _hops(gm):
     return [getattr(n.target, "__name__", str(n.target)) for n in gm.graph.nodes
             if n.op == "call_function" and "higher_order" in repr(n.target)]
@@ -47,9 +69,8 @@ def _attrs(gm):
 
 @pytest.mark.parametrize("decompose", [False, True])
 def test_export_cond_with_a_dynamic_dim(decompose):
-    tm, em = _pair()
-    tep = torch.export.export(tm, (torch.ones(5, 3),),
-                              dynamic_shapes=({0: torch.export.Dim("b")},))
+    tm, em = _shared_pair()
+    tep = _torch_ep(tm, True)
     ep = E.export(em, (ember.ones(5, 3),), dynamic_shapes=({0: E.Dim("b")},))
     if decompose:
         ep = ep.run_decompositions()
@@ -86,12 +107,10 @@ def test_export_map():
 def test_cond_archives_round_trip_with_torch(dynamic, tmp_path):
     """cond nodes in PT2 archives as torch writes them (branches as `as_graph` arguments,
     a symbolic predicate as a SymBool): ember's read by torch.export.load, torch's by ember."""
-    tm, em = _pair()
-    kw_t = {"dynamic_shapes": ({0: torch.export.Dim("b")},)} if dynamic else {}
+    tm, em = _shared_pair()
     kw_e = {"dynamic_shapes": ({0: E.Dim("b")},)} if dynamic else {}
     E.save(E.export(em, (ember.ones(5, 3),), **kw_e), str(tmp_path / "e.pt2"))
-    torch.export.save(torch.export.export(tm, (torch.ones(5, 3),), **kw_t),
-                      str(tmp_path / "t.pt2"))
+    torch.export.save(_torch_ep(tm, dynamic), str(tmp_path / "t.pt2"))
     from_ember = torch.export.load(str(tmp_path / "e.pt2"))
     assert len(_hops(from_ember.graph_module)) == (2 if dynamic else 1)
     from_torch, back = E.load(str(tmp_path / "t.pt2")), E.load(str(tmp_path / "e.pt2"))
