@@ -103,6 +103,31 @@ def test_export_map():
     np.testing.assert_allclose(ep.module()(xs2, y).numpy(), (xs2.sin() * y).numpy(), rtol=1e-6)
 
 
+def test_map_archives_round_trip_with_torch(tmp_path):
+    from torch._higher_order_ops.map import map as tmap
+
+    from ember._higher_order_ops.map import map as emap
+
+    def make(t, m):
+        class M(t.nn.Module):
+            def forward(self, xs, y):
+                return m(lambda x, y: x.sin() * y, xs, y)
+        return M()
+    rng = np.random.default_rng(2)
+    xs, y = rng.standard_normal((4, 3)).astype("float32"), rng.standard_normal(3).astype("float32")
+    E.save(E.export(make(ember, emap), (ember.tensor(xs), ember.tensor(y))),
+           str(tmp_path / "e.pt2"))
+    torch.export.save(torch.export.export(make(torch, tmap), (torch.tensor(xs), torch.tensor(y))),
+                      str(tmp_path / "t.pt2"))
+    xs2 = rng.standard_normal((4, 3)).astype("float32")
+    want = np.sin(xs2) * y
+    got = [torch.export.load(str(tmp_path / "e.pt2")).module()(torch.tensor(xs2), torch.tensor(y)),
+           E.load(str(tmp_path / "t.pt2")).module()(ember.tensor(xs2), ember.tensor(y)),
+           E.load(str(tmp_path / "e.pt2")).module()(ember.tensor(xs2), ember.tensor(y))]
+    for g in got:
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_cond_archives_round_trip_with_torch(dynamic, tmp_path):
     """cond nodes in PT2 archives as torch writes them (branches as `as_graph` arguments,

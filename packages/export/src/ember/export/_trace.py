@@ -369,6 +369,12 @@ def _sym_prop_cls():
                 from ember.fx.interpreter import Interpreter
                 for sub in args[1:3]:
                     Interpreter.run(type(self)(sub, fake_mode=self.fake_mode), *args[3])
+            elif getattr(target, "__module__", "") == "ember.ops.higher_order" and \
+                    target.__name__ == "map_impl" and self.fake_mode is not None:
+                from ember._higher_order_ops.map import _slice_fakes
+                from ember.fx.interpreter import Interpreter
+                Interpreter.run(type(self)(args[0], fake_mode=self.fake_mode),
+                                *_slice_fakes(args[1]), *args[2])
             return super().call_function(target, args, kwargs)
     return SymProp
 
