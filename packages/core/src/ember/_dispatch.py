@@ -180,6 +180,16 @@ def _fast_core(op, args, a, n, d):
         r = NP_CHUNKED(op.pointwise, a) if n >= CHUNK_MIN else op.pointwise(NP, *a)
     except (ValueError, TypeError, OverflowError):
         return None  # the general path raises PyTorch's error
+    for i in op.tensor_idx:
+        if r is a[i]:  # a formula that hands back its input (never alias it)
+            r = r.copy()
+            break
+    return _fast_finish(r, rdt)
+
+
+def _fast_finish(r, rdt):
+    """A fast-path formula's result -> a fresh contiguous CPU tensor of dtype rdt, or None
+    (the general path decides). Also ember._C's hit path's, for results it does not wrap."""
     if r.__class__ is not np.ndarray:
         r = np.asarray(r)
     npd = rdt.np
@@ -550,3 +560,10 @@ class _NumpyOps:
 
 NP = _NumpyOps()
 contiguous_strides = contiguous_strides
+
+# What the generated op functions call: ember._C's native hit path in front of `call` when the
+# module is built (csrc/fastpath.cpp, ember/_native.py), else `call` itself.
+from . import _native  # noqa: E402 - needs this module's names
+
+call_entry = _native.entry_call(call)
+native_pointwise = _native.pointwise_entry()  # for autograd's recording: Tensor | None
