@@ -76,6 +76,9 @@ struct Globals {
   PyObject* np_bool = nullptr;
   PyObject* dispatch = nullptr;    // _dispatch's globals: NP (the numpy handler) is read per
   PyObject* str_NP = nullptr;      // call, as ember._ops._handlers replaces it after import
+  PyObject* str_hook = nullptr;    // _dispatch.autograd_hook (set by ember-autograd)
+  PyObject* state = nullptr;       // ember._state.state (thread-local grad mode)
+  PyObject* str_grad = nullptr;
   PyObject* strides = nullptr;     // _tensor._STRIDES
   PyObject* c_strides = nullptr;   // _tensor.c_strides
   PyObject* py_call = nullptr;     // _dispatch.call (the reference path)
@@ -92,6 +95,8 @@ struct Globals {
 Globals G;
 std::unordered_map<PyObject*, OpEntry*> g_ops;
 constexpr int kMaxPlans = 16;
+// try_fast's answer for "an input requires grad": autograd records the call
+PyObject* const kRecord = reinterpret_cast<PyObject*>(&G);
 constexpr int kMaxArgs = 16;
 
 enum Slot { ST, SHAPE, STRIDE, OFFSET, DTYPE, DEVICE, NPC };
@@ -306,7 +311,7 @@ PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
     PyObject* v = PyTuple_GET_ITEM(args, i);
     if (Py_TYPE(v) == G.tensor) {
       if (!e->is_tensor[i] || slot(v, DEVICE) != G.cpu) return Py_None;
-      if (!grad_ok && requires_grad(v)) return Py_None;
+      if (!grad_ok && requires_grad(v)) return kRecord;
       PyObject* dt = slot(v, DTYPE);
       if (d == nullptr) {
         if (dt != G.f32 && dt != G.f64) return Py_None;
@@ -420,6 +425,18 @@ PyObject* native_call(PyObject*, PyObject* const* argv, Py_ssize_t n) {
   if (!G.enabled || out != Py_None || PyList_GET_ITEM(G.special, 0) != G.zero)
     return fallback(argv[0], argv[1], out);
   PyObject* r = try_fast(argv[0], argv[1], false);
+  if (r == kRecord) {  // as `call`: grad on, ember-autograd there -> its hook records the call
+    PyObject* hook = PyDict_GetItemWithError(G.dispatch, G.str_hook);  // borrowed
+    if (hook == nullptr && PyErr_Occurred()) return nullptr;
+    PyObject* on = PyObject_GetAttr(G.state, G.str_grad);
+    if (on == nullptr) return nullptr;
+    Py_DECREF(on);  // (True / False are immortal enough: compared by identity just below)
+    if (hook != nullptr && hook != Py_None && on == Py_True) {
+      PyObject* hv[3] = {argv[0], argv[1], Py_None};
+      return PyObject_Vectorcall(hook, hv, 3, nullptr);
+    }
+    r = Py_None;
+  }
   if (r == Py_None) return fallback(argv[0], argv[1], out);
   return r;  // a Tensor or nullptr (error)
 }
@@ -483,6 +500,9 @@ void fastpath_init(py::dict g) {
   G.np_bool = keep(g["bool"].attr("np"));
   G.dispatch = keep(g["dispatch_globals"]);
   G.str_NP = PyUnicode_InternFromString("NP");
+  G.str_hook = PyUnicode_InternFromString("autograd_hook");
+  G.state = keep(g["state"]);
+  G.str_grad = PyUnicode_InternFromString("grad_enabled");
   G.strides = keep(g["strides"]);
   G.c_strides = keep(g["c_strides"]);
   G.py_call = keep(g["call"]);

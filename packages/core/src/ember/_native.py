@@ -116,7 +116,7 @@ def _load():
         c2x3=base, view=base[:, ::2], Tensor=_tensor.Tensor, ndarray=np.ndarray,
         cpu=_dispatch._CPU, special=_dispatch.special, float32=D.float32, float64=D.float64,
         bool=D.bool, dispatch_globals=vars(_dispatch), strides=_tensor._STRIDES,
-        c_strides=_tensor.c_strides,
+        c_strides=_tensor.c_strides, state=_dispatch.state,
         call=_dispatch.call, describe=describe, plan=plan, finish=_dispatch._fast_finish,
         big=min(_dispatch.JIT_MIN, _dispatch.CHUNK_MIN)))
     return C
