@@ -299,6 +299,15 @@ def _np_args(op, args):
 
 def _wrap(op, r, args):
     """Kernel results (numpy arrays, tuples of them, or tensors) -> tensors."""
+    if r.__class__ is np.ndarray:
+        if r.base is not None:  # an input view (np.reshape, astype(copy=False)): never alias
+            r = r.copy()
+        dt = D._BY_NP.get(r.dtype)
+        if dt is not None and r.flags.c_contiguous:  # as _fast_finish: Storage made on demand
+            st = _STRIDES.get(r.shape)
+            return _make(None, r.shape, st if st is not None else c_strides(r.shape), 0, dt,
+                         _CPU, r)
+        return Tensor._from_np(r)
     if isinstance(r, np.ndarray):
         return Tensor._from_np(_own(r))
     if isinstance(r, Tensor) or r is None:
