@@ -55,6 +55,7 @@ struct OpEntry {
   bool enabled = false;
   PyObject* formula = nullptr;   // op.pointwise (borrowed from the op, which lives forever)
   PyObject* check = nullptr;     // op.check or nullptr
+  PyObject* kernels = nullptr;   // op.kernels (a plain dict: device type -> kernel) or nullptr
   Py_ssize_t nargs = 0;
   std::vector<char> is_tensor;   // per position: a Tensor slot of the schema
   bool promote_bool = false;
@@ -79,6 +80,7 @@ struct Globals {
   PyObject* str_hook = nullptr;    // _dispatch.autograd_hook (set by ember-autograd)
   PyObject* state = nullptr;       // ember._state.state (thread-local grad mode)
   PyObject* str_grad = nullptr;
+  PyObject* str_type = nullptr;
   PyObject* strides = nullptr;     // _tensor._STRIDES
   PyObject* c_strides = nullptr;   // _tensor.c_strides
   PyObject* py_call = nullptr;     // _dispatch.call (the reference path)
@@ -97,6 +99,8 @@ std::unordered_map<PyObject*, OpEntry*> g_ops;
 constexpr int kMaxPlans = 16;
 // try_fast's answer for "an input requires grad": autograd records the call
 PyObject* const kRecord = reinterpret_cast<PyObject*>(&G);
+// try_fast's answer for "the first tensor is on another device": its kernel slot may run it
+PyObject* const kDevice = reinterpret_cast<PyObject*>(&g_ops);
 constexpr int kMaxArgs = 16;
 
 enum Slot { ST, SHAPE, STRIDE, OFFSET, DTYPE, DEVICE, NPC };
@@ -124,8 +128,8 @@ OpEntry* entry_of(PyObject* op) {
     delete e;
     return nullptr;
   }
-  // (formula, check or None, is_tensor tuple of bools, promote_bool)
-  if (d != Py_None && PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 4) {
+  // (formula, check or None, is_tensor tuple of bools, promote_bool, kernels)
+  if (d != Py_None && PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 5) {
     e->formula = PyTuple_GET_ITEM(d, 0);
     Py_INCREF(e->formula);
     PyObject* c = PyTuple_GET_ITEM(d, 1);
@@ -138,6 +142,11 @@ OpEntry* entry_of(PyObject* op) {
     for (Py_ssize_t i = 0; i < e->nargs; ++i)
       e->is_tensor.push_back(PyTuple_GET_ITEM(ist, i) == Py_True);
     e->promote_bool = PyTuple_GET_ITEM(d, 3) == Py_True;
+    PyObject* k = PyTuple_GET_ITEM(d, 4);
+    if (PyDict_CheckExact(k)) {
+      e->kernels = k;
+      Py_INCREF(k);
+    }
     e->enabled = e->nargs <= kMaxArgs;
     e->plans.reserve(kMaxPlans);
   }
@@ -310,7 +319,9 @@ PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
   for (Py_ssize_t i = 0; i < e->nargs; ++i) {
     PyObject* v = PyTuple_GET_ITEM(args, i);
     if (Py_TYPE(v) == G.tensor) {
-      if (!e->is_tensor[i] || slot(v, DEVICE) != G.cpu) return Py_None;
+      if (!e->is_tensor[i]) return Py_None;
+      if (slot(v, DEVICE) != G.cpu)
+        return d == nullptr && !grad_ok && e->kernels != nullptr ? kDevice : Py_None;
       if (!grad_ok && requires_grad(v)) return kRecord;
       PyObject* dt = slot(v, DTYPE);
       if (d == nullptr) {
@@ -411,6 +422,31 @@ PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
   return t;  // a Tensor, None (take the Python path) or nullptr (error)
 }
 
+// As dispatch's `call` for a pointwise call whose first tensor is on another device (cuda):
+// that device's kernel slot runs it when nothing records (grad off, or no input requires grad).
+// Py_None: take the Python path.
+PyObject* device_call(PyObject* op, PyObject* args, bool grad_on) {
+  OpEntry* e = g_ops.find(op)->second;  // (try_fast made the entry)
+  PyObject* first = nullptr;
+  for (Py_ssize_t i = 0; i < e->nargs; ++i) {
+    if (!e->is_tensor[i]) continue;
+    PyObject* v = PyTuple_GET_ITEM(args, i);
+    PyTypeObject* t = Py_TYPE(v);
+    if (t == G.tensor) {
+      if (first == nullptr) first = v;
+      if (grad_on && requires_grad(v)) return Py_None;
+    } else if (!(t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type || v == Py_None)) {
+      return Py_None;
+    }
+  }
+  PyObject* type = PyObject_GetAttr(slot(first, DEVICE), G.str_type);
+  if (type == nullptr) return nullptr;
+  PyObject* k = PyDict_GetItemWithError(e->kernels, type);  // borrowed
+  Py_DECREF(type);
+  if (k == nullptr) return PyErr_Occurred() ? nullptr : Py_None;
+  return PyObject_Call(k, args, nullptr);
+}
+
 // call(op, args, out=None): dispatch's `call` with a native hit path.
 PyObject* native_call(PyObject*, PyObject* const* argv, Py_ssize_t n) {
   if (!G.ready) {
@@ -425,12 +461,21 @@ PyObject* native_call(PyObject*, PyObject* const* argv, Py_ssize_t n) {
   if (!G.enabled || out != Py_None || PyList_GET_ITEM(G.special, 0) != G.zero)
     return fallback(argv[0], argv[1], out);
   PyObject* r = try_fast(argv[0], argv[1], false);
+  if (r == kRecord || r == kDevice) {
+    PyObject* on = PyObject_GetAttr(G.state, G.str_grad);
+    if (on == nullptr) return nullptr;
+    Py_DECREF(on);  // (True / False are immortal enough: compared by identity below)
+    if (r == kDevice) {
+      r = device_call(argv[0], argv[1], on == Py_True);
+      if (r != Py_None) return r;  // the kernel's result (NotImplemented included) or an error
+    }
+  }
   if (r == kRecord) {  // as `call`: grad on, ember-autograd there -> its hook records the call
     PyObject* hook = PyDict_GetItemWithError(G.dispatch, G.str_hook);  // borrowed
     if (hook == nullptr && PyErr_Occurred()) return nullptr;
     PyObject* on = PyObject_GetAttr(G.state, G.str_grad);
     if (on == nullptr) return nullptr;
-    Py_DECREF(on);  // (True / False are immortal enough: compared by identity just below)
+    Py_DECREF(on);
     if (hook != nullptr && hook != Py_None && on == Py_True) {
       PyObject* hv[3] = {argv[0], argv[1], Py_None};
       return PyObject_Vectorcall(hook, hv, 3, nullptr);
@@ -503,6 +548,7 @@ void fastpath_init(py::dict g) {
   G.str_hook = PyUnicode_InternFromString("autograd_hook");
   G.state = keep(g["state"]);
   G.str_grad = PyUnicode_InternFromString("grad_enabled");
+  G.str_type = PyUnicode_InternFromString("type");
   G.strides = keep(g["strides"]);
   G.c_strides = keep(g["c_strides"]);
   G.py_call = keep(g["call"]);

@@ -19,12 +19,14 @@ _C = None
 
 
 def describe(op):
-    """(formula, check, is-tensor flags, promotes to bool) of an op C++ may run, else None."""
+    """(formula, check, is-tensor flags, promotes to bool, kernel slots) of an op C++ may run,
+    else None. A call whose first tensor is on another device runs that device's slot, as
+    dispatch's `call` does when nothing records."""
     if op.pointwise is None or op.inplace_of is not None or op.view is not None or \
             op.mutated_idx or op.list_idx:
         return None
     is_tensor = tuple(i in op.tensor_idx for i in range(len(op.schema.args)))
-    return op.pointwise, op.check, is_tensor, op.promote == "bool"
+    return op.pointwise, op.check, is_tensor, op.promote == "bool", op.kernels
 
 
 class _Param:
