@@ -198,6 +198,12 @@ const Plan* add_plan(OpEntry* e, PyObject* op, PyObject* args, PyObject* arrs, P
     PyErr_Clear();
     return nullptr;
   }
+  // (the planner ran Python: another thread may have added plans meanwhile; the vector's
+  // reserved size must hold, or a plan another thread is using would move)
+  if (static_cast<int>(e->plans.size()) >= kMaxPlans) {
+    Py_DECREF(r);
+    return nullptr;
+  }
   Plan p;
   p.dtype = d;
   p.tmask = tmask;

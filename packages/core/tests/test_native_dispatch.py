@@ -114,3 +114,29 @@ def test_native_path_is_used():
         x = x + x
     assert _native.stats()[0] >= before + 2
     assert x.tolist() == [8.0] * 16
+
+
+def test_scalar_keys_positions_and_many_plans():
+    """Plans are keyed by each scalar's position, type and exact value: sub(x, 2) and
+    sub(2, x) differ, 2 and 2.0 differ, NaN keys and more keys than the cache holds still
+    compute the right values."""
+    x = ember.tensor([1.0, 2.0, 4.0])
+    assert (x - 2).tolist() == [-1.0, 0.0, 2.0]
+    assert (2 - x).tolist() == [1.0, 0.0, -2.0]
+    assert ember.sub(x, 2, alpha=3).tolist() == [-5.0, -4.0, -2.0]
+    assert (x + 2).dtype == (x + 2.0).dtype == ember.float32
+    with pytest.raises(RuntimeError, match="Subtraction"):  # as PyTorch: a bool scalar too
+        x - True
+    for v in range(40):  # beyond the per-op plan cache: the formula runs
+        assert (x * (v + 0.5)).tolist() == [(v + 0.5) * e for e in (1.0, 2.0, 4.0)]
+    for _ in range(3):
+        r = (x + float("nan")).tolist()
+        assert all(e != e for e in r)
+    assert (x * -0.0).tolist() == [-0.0, -0.0, -0.0]
+
+
+def test_results_never_alias_inputs():
+    x = ember.tensor([1.0, -2.0])  # (positive(x) is x itself, as PyTorch's)
+    for y in (x * 1, x + 0, x - 0, x / 1, ember.relu(x).neg().neg()):
+        y.add_(1)
+        assert x.tolist() == [1.0, -2.0]
