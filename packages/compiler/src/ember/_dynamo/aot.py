@@ -36,21 +36,51 @@ def _clone_inputs(example_inputs):
     return out
 
 
-def aot_module(gm: GraphModule, example_inputs):
+def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=None,
+               _per_size=False):
     """A callable running gm; differentiable through a compiled backward where inputs need
-    grad (decided once: the entry's guards fix requires_grad and grad mode)."""
+    grad (decided once: the entry's guards fix requires_grad and grad mode).
+
+    fw_compiler / bw_compiler: `(GraphModule, example_inputs) -> callable` for the forward and
+    backward graphs (default: run them as they are)."""
     from .runner import fast_callable
+    fw_compiler = fw_compiler or (lambda g, ex: fast_callable(g))
+    bw_compiler = bw_compiler or (lambda g, ex: fast_callable(g))
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
-        return fast_callable(gm)
-    import ember.random
-    with ember.random.fork_rng():  # the trace's random draws are not the user's
-        jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
+        return fw_compiler(gm, example_inputs)
+    from .aot_symbolic import SymbolicTraceError, is_symbolic_graph, trace_joint_symbolic
+    if not _per_size and is_symbolic_graph(gm):
+        try:
+            jgm, n_out, diff = trace_joint_symbolic(gm, need)
+        except SymbolicTraceError:
+            return _PerSizes(gm, fw_compiler, bw_compiler)
+    else:
+        import ember.random
+        with ember.random.fork_rng():  # the trace's random draws are not the user's
+            jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
     if jgm is None:
-        return fast_callable(gm)
+        return fw_compiler(gm, example_inputs)
     fwd, bwd, n_saved = partition(jgm, len(example_inputs), n_out)
-    return _make_runtime(fast_callable(fwd), fast_callable(bwd), n_out, n_saved, need, diff,
-                         (fwd, bwd))
+    return _make_runtime(fw_compiler(fwd, example_inputs), bw_compiler(bwd, None), n_out,
+                         n_saved, need, diff, (fwd, bwd))
+
+
+class _PerSizes:
+    """A graph with symbolic sizes that the symbolic joint trace does not model (in-place
+    ops, ...): one joint graph traced per set of input sizes, on the call's real inputs."""
+
+    def __init__(self, gm, fw_compiler, bw_compiler):
+        self.gm, self.fw, self.bw = gm, fw_compiler, bw_compiler
+        self.cache: dict = {}
+
+    def __call__(self, *inputs):
+        key = tuple(tuple(x._shape) if isinstance(x, Tensor) else x for x in inputs)
+        fn = self.cache.get(key)
+        if fn is None:
+            fn = self.cache[key] = aot_module(self.gm, list(inputs), self.fw, self.bw,
+                                              _per_size=True)
+        return fn(*inputs)
 
 
 def _trace_joint(gm, primals, need):

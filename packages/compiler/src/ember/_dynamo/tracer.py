@@ -101,8 +101,10 @@ TENSOR_BREAK = {"item", "tolist", "numpy", "backward", "register_hook", "retain_
 class Tracer:
     """One capture attempt: graph, modes, guards, inputs; `wrap` reads a sourced value."""
 
-    def __init__(self):
+    def __init__(self, dyn=None):
         self.graph = Graph()
+        self.dyn = dyn              # shapes.DynamicPolicy: which input dims are symbolic
+        self.shape_env = None       # made at the first symbolic size
         self.fake = FakeTensorMode(allow_non_fake_inputs=True)
         self.proxy = ProxyTorchDispatchMode(self.graph)
         self.env: dict = {"___t": check_tensor, "___hooks_empty": _hooks_empty,
@@ -131,6 +133,12 @@ class Tracer:
         self.ops = 0
         self.mutations = 0   # writes to the frame's containers and cells (resume checks them)
         self.top = None      # (code, depth) of the frame a break can resume in
+
+    def get_shape_env(self):
+        if self.shape_env is None:
+            from ember.fx.experimental.symbolic_shapes import ShapeEnv
+            self.shape_env = ShapeEnv()
+        return self.shape_env
 
     # ---- guard environment -----------------------------------------------------------------
     def obj(self, o, prefix="O") -> str:
@@ -207,24 +215,34 @@ class Tracer:
         if hit is not None and hit[0] is t:  # the same tensor under another source: aliasing
             self.add_guard(f"{src} is {hit[1]}", f"{src} is {hit[1]}")
             return hit[2]
+        dims = self.dyn.dims(t, src) if self.dyn is not None else set()
         meta = (type(t), t.dtype, t.device, tuple(t._shape), tuple(t._stride),
                 bool(t._requires_grad))
         name = self.obj(meta, "M")
         # inline (one Python call fewer per tensor): what check_tensor checks
         self.env[name + "c"], self.env[name + "d"], self.env[name + "v"] = meta[:3]
+        if dims:
+            from ember._size import contiguous_strides
+            self.env["___cs"] = contiguous_strides
+            sizes = " and ".join([f"len(___x._shape) == {t.ndim}"] + [
+                f"___x._shape[{d}] == {n}" for d, n in enumerate(meta[3]) if d not in dims])
+            geometry = f"{sizes} and ___x._stride == ___cs(___x._shape)"
+            shown = [f"s{d}" if d in dims else n for d, n in enumerate(meta[3])]
+            what = f"size={shown} (dims {sorted(dims)} symbolic) contiguous"
+        else:
+            geometry = f"___x._shape == {meta[3]!r} and ___x._stride == {meta[4]!r}"
+            what = f"size={list(meta[3])} stride={list(meta[4])}"
         self.add_guard(f"(___x := {src}).__class__ is {name}c and ___x.dtype is {name}d and "
-                       f"___x._shape == {meta[3]!r} and ___x._stride == {meta[4]!r} and "
+                       f"{geometry} and "
                        f"___x._requires_grad is {meta[5]!r} and ___x.device == {name}v",
-                       f"{src}: {meta[0].__name__} {t.dtype} {t.device} size={list(meta[3])} "
-                       f"stride={list(meta[4])} requires_grad={meta[5]}")
-        v = V(self.lift(t, src), src)
+                       f"{src}: {meta[0].__name__} {t.dtype} {t.device} {what} "
+                       f"requires_grad={meta[5]}")
+        v = V(self.lift(t, src, dims), src)
         self._real_src[id(t)] = (t, src, v)
         return v
 
-    def lift(self, t: Tensor, src: str) -> FakeTensor:
-        """A graph input for the real tensor t (read at call time from src): its fake twin."""
+    def _placeholder(self, base: str):
         g = self.graph
-        base = "".join(c if c.isalnum() else "_" for c in src).strip("_")[:40] or "arg"
         if self._last_ph is None:
             first = next(iter(g.nodes), None)
             ctx = g.inserting_before(first) if first is not None else g.inserting_after(None)
@@ -233,7 +251,39 @@ class Tracer:
         with ctx:
             ph = g.placeholder(base)
         self._last_ph = ph
-        f = self.fake.from_tensor(t)
+        return ph
+
+    def lift(self, t: Tensor, src: str, dims=()) -> FakeTensor:
+        """A graph input for the real tensor t (read at call time from src): its fake twin;
+        with symbolic dims, each new size symbol is a graph input (`s0`) before it."""
+        base = "".join(c if c.isalnum() else "_" for c in src).strip("_")[:40] or "arg"
+        if dims:
+            from .shapes import size_src, symbolic_fake
+            f, syms = symbolic_fake(self, t, src, dims)
+            for s, d, new in syms:
+                here = size_src(src, d)
+                if not new:  # duck shaping: an equal size already has this symbol
+                    first = size_src(*self.shape_env.var_to_sources[s][0])
+                    self.add_guard(f"{here} == {first}", f"{src}.size()[{d}] == "
+                                   f"{first.replace('._shape[', '.size()[')}  (duck-shaped {s})")
+                    continue
+                ph = self._placeholder(str(s))
+                ph.meta["val"] = f.shape[d]
+                self.proxy.sym_nodes[s] = ph
+                self.inputs.append(here)
+                self.examples.append(t._shape[d])
+                self.add_guard(f"{here} >= 2", f"{src}.size()[{d}] >= 2  (symbolic {s})")
+                lo, hi = getattr(t, "_dynamo_dynamic_ranges", {}).get(d, (None, None))
+                if lo is not None:
+                    self.add_guard(f"{here} >= {lo}", f"{src}.size()[{d}] >= {lo}  (min)")
+                if hi is not None:
+                    self.add_guard(f"{here} <= {hi}", f"{src}.size()[{d}] <= {hi}  (max)")
+                from . import _logs
+                _logs.emit("dynamic", f"create_symbol {s} = {t._shape[d]} for "
+                           f"{src}.size()[{d}]")
+        else:
+            f = self.fake.from_tensor(t)
+        ph = self._placeholder(base)
         ph.meta["val"] = f
         self.proxy.track(t, ph)
         self.proxy.track(f, ph)
@@ -310,6 +360,8 @@ def _plain(x) -> bool:
     """A value library code can only read: numbers, strings, tensors of the trace, ember's
     dtype/device/Size, and tuples/lists/dicts of those."""
     if isinstance(x, _PLAIN) or isinstance(x, FakeTensor):
+        return True
+    if getattr(type(x), "_sym_kind", None) is not None:  # SymInt / SymFloat / SymBool
         return True
     t = type(x)
     if t in (tuple, list) or (isinstance(x, tuple) and t.__module__.startswith("ember")):
