@@ -99,6 +99,11 @@ class CacheEntry:
         exec(f"def ___inputs(A, K):\n    return [{', '.join(tr.inputs)}]\n", ns)  # noqa: S102
         self.check_fn = ns["___guard"]
         self.inputs = ns["___inputs"]
+        self.effects = None
+        if tr.side_effects:  # attribute stores the frame made: replayed after the graph
+            body = "\n".join(f"    setattr({s}, {n!r}, {v!r})" for s, n, v in tr.side_effects)
+            exec(f"def ___effects(A, K):\n{body}\n", ns)  # noqa: S102
+            self.effects = ns["___effects"]
         self.eager_reason = eager_reason
         self.compiled = None
         self.spec = None
@@ -141,6 +146,8 @@ class CacheEntry:
         if self.eager_reason is not None:
             return orig(*A, **K)
         outs = self.compiled(*self.inputs(A, K))
+        if self.effects is not None:
+            self.effects(A, K)
         if self.spec[0] == "resume":
             return self._resume(outs, A, K)
         return _rebuild(self.spec, outs, A, K, self.env)

@@ -14,6 +14,7 @@ import builtins
 import math
 import operator
 import types
+from collections import OrderedDict
 
 from ember import Tensor
 from ember._dispatch import DispatchMode
@@ -108,6 +109,7 @@ class Tracer:
         self.fake = FakeTensorMode(allow_non_fake_inputs=True)
         self.proxy = ProxyTorchDispatchMode(self.graph)
         self.env: dict = {"___t": check_tensor, "___hooks_empty": _hooks_empty,
+                          "OrderedDict": OrderedDict,
                           "___rest": _iter_rest,
                           "___grad": lambda: state.grad_enabled}
         self._env_ids: dict = {}
@@ -130,6 +132,8 @@ class Tracer:
         self.env["___ddt"] = ember.get_default_dtype
         self.env["___ddt0"] = ember.get_default_dtype()
         self.add_guard("___ddt() is ___ddt0", f"default dtype {ember.get_default_dtype()}")
+        self.attr_overlay: dict = {}   # (id(obj), name) -> (obj, value) stored in the frame
+        self.side_effects: list = []   # (source, name, value): attribute stores to replay
         self.ops = 0
         self.mutations = 0   # writes to the frame's containers and cells (resume checks them)
         self.top = None      # (code, depth) of the frame a break can resume in
@@ -155,6 +159,11 @@ class Tracer:
         if code not in self._guard_set:
             self._guard_set.add(code)
             self.guards.append((code, what))
+
+    def store_attr(self, obj: V, name: str, value) -> None:
+        self.attr_overlay[(id(obj.val), name)] = (obj.val, value)
+        self.side_effects.append((obj.src, name, value))
+        self.mutations += 1
 
     # ---- reading sourced values ------------------------------------------------------------
     def wrap(self, val, src: str | None) -> V:
@@ -192,9 +201,9 @@ class Tracer:
                            f"{src}: {t.__name__} of length {len(val)}")
             items = [self.wrap(e, f"{src}[{i}]") for i, e in enumerate(val)]
             return V(list(items) if t is list else tuple(items), src, t)
-        if t is dict and all(type(k) in (str, int) for k in val):
+        if t in (dict, OrderedDict) and all(type(k) in (str, int) for k in val):
             keys = list(val)
-            self.add_guard(f"type({src}) is dict and list({src}.keys()) == {keys!r}",
+            self.add_guard(f"type({src}) is {t.__name__} and list({src}.keys()) == {keys!r}",
                            f"{src}: dict with keys {keys}")
             return V({k: self.wrap(val[k], f"{src}[{k!r}]") for k in keys}, src, dict)
         from ember.nn import Module
@@ -243,6 +252,11 @@ class Tracer:
 
     def _placeholder(self, base: str):
         g = self.graph
+        used = {n.name for n in g.nodes if n.op == "placeholder"}
+        name, k = base, 1
+        while name in used or name.lower() in used:
+            name, k = f"{base}_{k}", k + 1
+        base = name
         if self._last_ph is None:
             first = next(iter(g.nodes), None)
             ctx = g.inserting_before(first) if first is not None else g.inserting_after(None)
