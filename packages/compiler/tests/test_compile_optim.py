@@ -135,3 +135,19 @@ def test_attribute_store_replayed_each_call():
     del b.flag
     cf(b, x)
     assert b.flag == "seen" and len(be_graphs) == 1
+
+
+def test_first_step_runs_eagerly_then_one_graph():
+    m, _ = _models()
+    opt = ember.optim.Adam(m.parameters(), lr=0.1)
+    graphs = []
+
+    def counting(gm, ex):
+        graphs.append(gm)
+        return gm
+    cstep = ember.compile(opt.step, backend=counting)
+    for i in range(4):
+        F.mse_loss(m(ember.randn(6, 4)), ember.randn(6, 2)).backward()
+        cstep()
+        assert len(graphs) == (0 if i == 0 else 1)   # the state is made eagerly at step 1
+    assert len(opt.state) == 4 and float(opt.state[m[0].weight]["step"]) == 4.0

@@ -536,6 +536,9 @@ class Frame:
             raise GraphBreak("a dict keyed by a tensor made in the frame")
         real = tr.examples[tr.inputs.index(idx.src)]
         if real not in obj.val.keys():
+            # the frame runs in Python this time; once the key exists, a capture again
+            tr.add_guard(f"{idx.src} not in {obj.src}.keys()",
+                         f"{idx.src} is not a key of {obj.src}")
             raise GraphBreak("a tensor-keyed dict without that key (reading it would add it)")
         tr.add_guard(f"{idx.src} in {obj.src}.keys()", f"{idx.src} is a key of {obj.src}")
         return tr.wrap(obj.val[real], f"{obj.src}[{idx.src}]")
