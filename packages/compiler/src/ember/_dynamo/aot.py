@@ -1,8 +1,9 @@
 """AOT autograd for the "aot_eager" backend: the joint forward+backward graph is traced with
 make_fx over a function that runs the captured graph and `ember.autograd.grad` (so the backward
-ops are the op table's vjp rules), split into a forward graph (every node that does not depend on
-the incoming gradients, so in-place updates of buffers stay in it) and a backward graph that
-reads what the forward saved; the two run as one autograd Function.
+ops are the op table's vjp rules), split by a partitioner (partitioners.py's min cut by default:
+in-place updates of buffers stay in the forward) into a forward graph and a backward graph that
+reads what the forward saved; the two run as one autograd Function. Graphs with symbolic sizes
+trace their joint graph in aot_symbolic.py instead.
 
 The joint trace runs on clones of the example inputs (real values: ember's fake tensors carry no
 autograd), so capturing costs one extra forward and backward (under fork_rng: random draws
@@ -18,9 +19,8 @@ from ember._state import state
 from ember.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 from ember.fx.graph import Graph
 from ember.fx.graph_module import GraphModule
-from ember.fx.interpreter import Interpreter
 
-__all__ = ["aot_module"]
+__all__ = ["aot_module", "default_partition"]
 
 
 def _clone_inputs(example_inputs):
@@ -37,13 +37,17 @@ def _clone_inputs(example_inputs):
 
 
 def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=None,
-               _per_size=False):
+               _per_size=False, partition_fn=None):
     """A callable running gm; differentiable through a compiled backward where inputs need
     grad (decided once: the entry's guards fix requires_grad and grad mode).
 
     fw_compiler / bw_compiler: `(GraphModule, example_inputs) -> callable` for the forward and
-    backward graphs (default: run them as they are)."""
+    backward graphs (default: run them as they are). partition_fn: how the joint graph is
+    split (default: min_cut_rematerialization_partition; `default_partition` is the simpler
+    one: the forward keeps what it computes, only cheap chains move to the backward)."""
+    from .partitioners import min_cut_rematerialization_partition
     from .runner import fast_callable
+    partition_fn = partition_fn or min_cut_rematerialization_partition
     fw_compiler = fw_compiler or (lambda g, ex: fast_callable(g))
     bw_compiler = bw_compiler or (lambda g, ex: fast_callable(g))
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
@@ -54,14 +58,14 @@ def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=No
         try:
             jgm, n_out, diff = trace_joint_symbolic(gm, need)
         except SymbolicTraceError:
-            return _PerSizes(gm, fw_compiler, bw_compiler)
+            return _PerSizes(gm, fw_compiler, bw_compiler, partition_fn)
     else:
         import ember.random
         with ember.random.fork_rng():  # the trace's random draws are not the user's
             jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
     if jgm is None:
         return fw_compiler(gm, example_inputs)
-    fwd, bwd, n_saved = partition(jgm, len(example_inputs), n_out)
+    fwd, bwd, n_saved = partition_fn(jgm, len(example_inputs), n_out)
     return _make_runtime(fw_compiler(fwd, example_inputs), bw_compiler(bwd, None), n_out,
                          n_saved, need, diff, (fwd, bwd))
 
@@ -70,8 +74,9 @@ class _PerSizes:
     """A graph with symbolic sizes that the symbolic joint trace does not model (in-place
     ops, ...): one joint graph traced per set of input sizes, on the call's real inputs."""
 
-    def __init__(self, gm, fw_compiler, bw_compiler):
+    def __init__(self, gm, fw_compiler, bw_compiler, partition_fn):
         self.gm, self.fw, self.bw = gm, fw_compiler, bw_compiler
+        self.partition_fn = partition_fn
         self.cache: dict = {}
 
     def __call__(self, *inputs):
@@ -79,7 +84,7 @@ class _PerSizes:
         fn = self.cache.get(key)
         if fn is None:
             fn = self.cache[key] = aot_module(self.gm, list(inputs), self.fw, self.bw,
-                                              _per_size=True)
+                                              _per_size=True, partition_fn=self.partition_fn)
         return fn(*inputs)
 
 
@@ -94,9 +99,10 @@ def _trace_joint(gm, primals, need):
         ph = graph.placeholder(f"primal{i}")
         if isinstance(a, Tensor):
             mode.track(a, ph)
+    from .partitioners import TaggingInterpreter
     with ember.enable_grad():
         with mode:
-            outs = tuple(Interpreter(gm).run(*primals))
+            outs = tuple(TaggingInterpreter(gm, graph).run(*primals))
         diff = [isinstance(o, Tensor) and o.requires_grad for o in outs]
         if not any(diff):
             return None, len(outs), diff
@@ -139,6 +145,7 @@ class _AliasProxyMode(ProxyTorchDispatchMode):
 
     def track(self, t, node):
         super().track(t, node)
+        node.meta.setdefault("nbytes", t.numel() * t.dtype.itemsize)
         key = self._key(t)
         if key is not None:
             self.by_mem.setdefault(key, node)
@@ -169,8 +176,9 @@ def _composites() -> dict:
     return _COMPOSITES
 
 
-def partition(jgm: GraphModule, n_in: int, n_out: int):
-    """(forward GraphModule, backward GraphModule, number of saved values)."""
+def default_partition(jgm: GraphModule, n_in: int, n_out: int):
+    """(forward GraphModule, backward GraphModule, number of saved values): the forward keeps
+    every node that does not read a tangent; cheap chains only the backward uses move there."""
     g = jgm.graph
     phs = [n for n in g.nodes if n.op == "placeholder"]
     out_node = next(n for n in g.nodes if n.op == "output")
@@ -245,6 +253,9 @@ def _recompute_cheap(g, bwd_nodes: set, fwd_outs: set) -> None:
             if len(new) <= 1:  # saving at most one value instead of n's result
                 bwd_nodes.add(n)
                 changed = True
+
+
+partition = default_partition  # (the name before the min-cut partitioner)
 
 
 def _attrs(gm):

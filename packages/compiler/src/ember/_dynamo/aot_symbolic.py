@@ -47,6 +47,11 @@ class _TapeMode(ProxyTorchDispatchMode):
         self.tape: list = []
         self.taping = True
 
+    def track(self, t, node) -> None:
+        super().track(t, node)
+        from .partitioners import nbytes_of
+        node.meta.setdefault("nbytes", nbytes_of(t))
+
     def __ember_dispatch__(self, op, args, out):
         if out is not None:
             raise SymbolicTraceError(f"{op.qualname} with out=")
@@ -75,8 +80,8 @@ def trace_joint_symbolic(gm, need):
             mode.sym_nodes[v.expr] = ph
     req = {id(v) for v, r in zip(vals, need) if r}
     with ember.no_grad(), fake, mode:
-        from ember.fx.interpreter import Interpreter
-        outs = tuple(Interpreter(gm).run(*vals))
+        from .partitioners import TaggingInterpreter
+        outs = tuple(TaggingInterpreter(gm, graph).run(*vals))
         for op, args, r in mode.tape:
             _propagate(op, args, r, req)
         diff = [isinstance(o, Tensor) and id(o) in req for o in outs]

@@ -97,11 +97,16 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
         return inline_call(tr, fn, args, kwargs, frame.depth + 1)
     if getattr(fn, "__module__", "") == "ember.utils.checkpoint" and \
             getattr(fn, "__name__", "") == "checkpoint" and args:
-        # activation checkpointing: the function's ops are captured inline (same values; the
-        # partitioner does not yet honor the recompute request)
+        # activation checkpointing: the function's ops are captured inline, tagged so that
+        # the partitioner recomputes them in the backward instead of saving them
         kw = {k: v for k, v in kwargs.items() if k not in (
             "use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug")}
-        return call_value(frame, args[0], list(args[1:]), kw)
+        before = set(tr.graph.nodes)
+        r = call_value(frame, args[0], list(args[1:]), kw)
+        for n in tr.graph.nodes:
+            if n not in before and n.op == "call_function":
+                n.meta["recompute"] = True
+        return r
     special = _SPECIAL.get(fn) if _hashable(fn) else None
     if special is not None:
         return special(frame, args, kwargs)
