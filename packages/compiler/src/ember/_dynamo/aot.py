@@ -50,9 +50,10 @@ def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=No
     partition_fn = partition_fn or min_cut_rematerialization_partition
     fw_compiler = fw_compiler or (lambda g, ex: fast_callable(g))
     bw_compiler = bw_compiler or (lambda g, ex: fast_callable(g))
+    from .functionalize import functionalize
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
-        return fw_compiler(gm, example_inputs)
+        return fw_compiler(functionalize(gm), example_inputs)
     from .aot_symbolic import SymbolicTraceError, is_symbolic_graph, trace_joint_symbolic
     if not _per_size and is_symbolic_graph(gm):
         try:
@@ -64,8 +65,9 @@ def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=No
         with ember.random.fork_rng():  # the trace's random draws are not the user's
             jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
     if jgm is None:
-        return fw_compiler(gm, example_inputs)
+        return fw_compiler(functionalize(gm), example_inputs)
     fwd, bwd, n_saved = partition_fn(jgm, len(example_inputs), n_out)
+    fwd = functionalize(fwd, n_out)  # in-place updates of inputs: one write-back at the end
     return _make_runtime(fw_compiler(fwd, example_inputs), bw_compiler(bwd, None), n_out,
                          n_saved, need, diff, (fwd, bwd))
 
@@ -146,6 +148,7 @@ class _AliasProxyMode(ProxyTorchDispatchMode):
     def track(self, t, node):
         super().track(t, node)
         node.meta.setdefault("nbytes", t.numel() * t.dtype.itemsize)
+        node.meta.setdefault("tmeta", (str(tuple(t._shape)), t.dtype))
         key = self._key(t)
         if key is not None:
             self.by_mem.setdefault(key, node)

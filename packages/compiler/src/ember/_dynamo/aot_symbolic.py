@@ -51,6 +51,7 @@ class _TapeMode(ProxyTorchDispatchMode):
         super().track(t, node)
         from .partitioners import nbytes_of
         node.meta.setdefault("nbytes", nbytes_of(t))
+        node.meta.setdefault("tmeta", (str(tuple(t._shape)), t.dtype))
 
     def __ember_dispatch__(self, op, args, out):
         if out is not None:
