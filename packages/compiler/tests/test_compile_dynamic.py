@@ -265,3 +265,48 @@ def test_aot_eager_symbolic_in_place_falls_back_per_size():
         x.grad = None
         f(x).backward()
         close(g, x.grad)
+
+
+class _Attn(nn.Module):
+    """A causal self-attention block with its mask and positions made from the sequence length
+    (`ones(T, T)`, `arange(T)`): what a GPT does with a symbolic T."""
+
+    def __init__(self, c=16, heads=2, vocab=11, block=32):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, c), nn.Embedding(block, c)
+        self.qkv, self.proj, self.h, self.c = nn.Linear(c, 3 * c), nn.Linear(c, vocab), heads, c
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.tok(idx) + self.pos(ember.arange(T))
+        q, k, v = self.qkv(x).split(self.c, dim=2)
+        q, k, v = (z.view(B, T, self.h, self.c // self.h).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (self.c // self.h) ** 0.5)
+        mask = ember.tril(ember.ones(T, T)) == 0
+        att = att.masked_fill(mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, self.c)
+        logits = self.proj(y)
+        return ember.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)),
+                                                 targets.view(-1))
+
+
+def test_attention_over_growing_sequence_lengths_trains_like_eager():
+    ember.manual_seed(0)
+    m1 = _Attn()
+    ember.manual_seed(0)
+    m2 = _Attn()
+    o1 = ember.optim.AdamW(m1.parameters(), lr=1e-2)
+    o2 = ember.optim.AdamW(m2.parameters(), lr=1e-2)
+    cm = ember.compile(m2, backend="aot_eager")
+    for T in (4, 6, 9, 12, 7):
+        idx = ember.randint(0, 11, (2, T))
+        losses = []
+        for m, o in ((m1, o1), (cm, o2)):
+            o.zero_grad()
+            loss = m(idx, idx)
+            loss.backward()
+            o.step()
+            losses.append(loss.item())
+        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    # T became symbolic at the first new length: no specialization on any later one
+    assert len(cm._compiled._entries) == 2

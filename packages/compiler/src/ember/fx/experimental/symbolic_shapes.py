@@ -259,6 +259,12 @@ class SymInt(_SymValue):
     def __round__(self, ndigits=None):
         return self
 
+    def __ceil__(self):
+        return self
+
+    def __floor__(self):
+        return self
+
 
 class SymFloat(_SymValue):
     """A symbolic float (`s0 ** 0.5`, `s0 / 2`)."""
@@ -278,6 +284,12 @@ class SymFloat(_SymValue):
         val = float(self.hint())
         self.env.evaluate_expr(sympy.Eq(self.expr, val))
         return val
+
+    def __ceil__(self):  # math.ceil((end - start) / step) in arange's meta: stays symbolic
+        return wrap_int(sympy.ceiling(self.expr), self.env)
+
+    def __floor__(self):
+        return wrap_int(sympy.floor(self.expr), self.env)
 
     def __bool__(self) -> bool:
         return self.env.evaluate_expr(sympy.Ne(self.expr, 0))
