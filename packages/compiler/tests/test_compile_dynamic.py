@@ -310,3 +310,23 @@ def test_attention_over_growing_sequence_lengths_trains_like_eager():
         np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
     # T became symbolic at the first new length: no specialization on any later one
     assert len(cm._compiled._entries) == 2
+
+
+def test_mark_dynamic_dim_that_specializes_raises_like_torch():
+    from ember.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    def f(x, y):
+        return x + y   # y's dim 0 is static: x's marked dim must equal it
+    x, y = ember.randn(5, 4), ember.randn(5, 4)
+    dynamo.mark_dynamic(x, 0)
+    with pytest.raises(ConstraintViolationError, match=r"A\[0\]\.size\(\)\[0\]"):
+        ember.compile(f, backend="eager", dynamic=False)(x, y)
+    tx, ty = torch.randn(5, 4), torch.randn(5, 4)
+    torch._dynamo.reset()
+    torch._dynamo.mark_dynamic(tx, 0)
+    with pytest.raises(torch.fx.experimental.symbolic_shapes.ConstraintViolationError):
+        torch.compile(f, backend="eager", dynamic=False)(tx, ty)
+    # maybe_mark_dynamic is a hint: it specializes quietly
+    x2 = ember.randn(5, 4)
+    dynamo.maybe_mark_dynamic(x2, 0)
+    close(ember.compile(f, backend="eager", dynamic=False)(x2, y), x2 + y)

@@ -143,6 +143,7 @@ def shape_guards(tr) -> list:
         src, d = srcs[0]
         names[s] = size_src(src, d)
         pretty[s] = f"{src}.size()[{d}]"
+    _check_strict(tr, env)
     out = []
     for g in env.guards:
         desc = pyexpr(g, pretty).replace("___floor", "floor").replace("___ceil", "ceil")
@@ -157,3 +158,21 @@ def shape_guards(tr) -> list:
                     f"[{', '.join(names[s] for s in syms)}]))))")
         out.append((code, f"{desc}  (symbolic sizes)"))
     return out
+
+
+def _check_strict(tr, env) -> None:
+    """mark_dynamic's promise: a marked dim the trace needed as a constant is an error (as
+    PyTorch's ConstraintViolationError), not a silent specialization."""
+    import sympy
+
+    from ember.fx.experimental.symbolic_shapes import ConstraintViolationError
+    for src, d, s in tr.strict:
+        for g in env.guards:
+            if isinstance(g, sympy.Eq) and s in g.free_symbols and len(g.free_symbols) == 1 \
+                    and (g.lhs.is_number or g.rhs.is_number):
+                val = env.var_to_val[s]
+                raise ConstraintViolationError(
+                    f"Constraints violated ({src}.size()[{d}])! Not all values of "
+                    f"{src}.size()[{d}] are valid because {src}.size()[{d}] was inferred to be "
+                    f"a constant ({val}). It was marked dynamic (mark_dynamic); use "
+                    "maybe_mark_dynamic for a hint that may specialize.")

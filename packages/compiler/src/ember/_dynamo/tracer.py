@@ -106,6 +106,7 @@ class Tracer:
         self.graph = Graph()
         self.dyn = dyn              # shapes.DynamicPolicy: which input dims are symbolic
         self.shape_env = None       # made at the first symbolic size
+        self.strict: list = []      # (source, dim, symbol) of mark_dynamic dims
         self.fake = FakeTensorMode(allow_non_fake_inputs=True)
         self.proxy = ProxyTorchDispatchMode(self.graph)
         self.env: dict = {"___t": check_tensor, "___hooks_empty": _hooks_empty,
@@ -281,6 +282,8 @@ class Tracer:
                     self.add_guard(f"{here} == {first}", f"{src}.size()[{d}] == "
                                    f"{first.replace('._shape[', '.size()[')}  (duck-shaped {s})")
                     continue
+                if d in getattr(t, "_dynamo_dynamic_indices", ()):
+                    self.strict.append((src, d, s))   # mark_dynamic: must stay symbolic
                 ph = self._placeholder(str(s))
                 ph.meta["val"] = f.shape[d]
                 self.proxy.sym_nodes[s] = ph

@@ -20,7 +20,11 @@ import operator
 import sympy
 
 __all__ = ["ShapeEnv", "SymInt", "SymFloat", "SymBool", "is_symbolic", "guard_int",
-           "GuardOnDataDependentSymNode"]
+           "GuardOnDataDependentSymNode", "ConstraintViolationError"]
+
+
+class ConstraintViolationError(RuntimeError):
+    """A size marked dynamic (`mark_dynamic`) that the traced program needs to be a constant."""
 
 
 class GuardOnDataDependentSymNode(RuntimeError):
