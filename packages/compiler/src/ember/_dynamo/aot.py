@@ -11,6 +11,7 @@ are restored, so the compiled run draws what eager would).
 """
 from __future__ import annotations
 
+import logging
 import operator
 
 import ember
@@ -21,6 +22,8 @@ from ember.fx.graph import Graph
 from ember.fx.graph_module import GraphModule
 
 __all__ = ["aot_module", "default_partition"]
+
+log = logging.getLogger("ember._dynamo")
 
 
 def _clone_inputs(example_inputs):
@@ -58,7 +61,10 @@ def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=No
     if not _per_size and is_symbolic_graph(gm):
         try:
             jgm, n_out, diff = trace_joint_symbolic(gm, need)
-        except SymbolicTraceError:
+        except Exception as e:  # noqa: BLE001 - any gap of the symbolic trace: per-size graphs
+            if not isinstance(e, SymbolicTraceError):
+                log.info("aot_eager: symbolic joint trace failed (%s: %s); one joint graph per "
+                         "set of sizes instead", type(e).__name__, e)
             return _PerSizes(gm, fw_compiler, bw_compiler, partition_fn)
     else:
         import ember.random
