@@ -106,6 +106,7 @@ def test_guards_log_shows_size_relations(caplog):
     finally:
         ember._logging.set_logs()
     text = caplog.text
+    assert "create_symbol" not in text             # (the "dynamic" artifact is off)
     assert "A[0].size()[0] >= 2" in text          # the symbol's range (0/1 specialization)
     assert "A[1].size()[0] == A[0].size()[0]" in text   # duck shaping: equal sizes
     assert "A[0].size()[0] > 4" in text           # the branch the trace took
@@ -330,3 +331,14 @@ def test_mark_dynamic_dim_that_specializes_raises_like_torch():
     x2 = ember.randn(5, 4)
     dynamo.maybe_mark_dynamic(x2, 0)
     close(ember.compile(f, backend="eager", dynamic=False)(x2, y), x2 + y)
+
+
+def test_dynamic_log_names_each_symbol(caplog):
+    ember._logging.set_logs(dynamic=True)
+    try:
+        with caplog.at_level(logging.INFO, logger="ember._dynamo"):
+            ember.compile(lambda x: x * 2, backend="eager", dynamic=True)(ember.randn(5, 3))
+    finally:
+        ember._logging.set_logs()
+    assert "create_symbol s0 = 5 for A[0].size()[0]" in caplog.text
+    assert "create_symbol s1 = 3 for A[0].size()[1]" in caplog.text
