@@ -342,3 +342,33 @@ def test_dynamic_log_names_each_symbol(caplog):
         ember._logging.set_logs()
     assert "create_symbol s0 = 5 for A[0].size()[0]" in caplog.text
     assert "create_symbol s1 = 3 for A[0].size()[1]" in caplog.text
+
+
+def test_batchnorm_cnn_over_batch_sizes_symbolic_joint_graph():
+    def mk():
+        ember.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten())
+    m1, m2 = mk(), mk()
+    o1 = ember.optim.SGD(m1.parameters(), lr=0.1, momentum=0.9)
+    o2 = ember.optim.SGD(m2.parameters(), lr=0.1, momentum=0.9)
+    cm = ember.compile(m2, backend="aot_eager")
+    for b in (2, 3, 5, 4):
+        x = ember.randn(b, 3, 6, 6)
+        losses = []
+        for m, o in ((m1, o1), (cm, o2)):
+            o.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            o.step()
+            losses.append(loss.item())
+        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    close(m2[1].running_mean, m1[1].running_mean)
+    close(m2[1].running_var, m1[1].running_var)
+    assert int(m2[1].num_batches_tracked) == 4
+    entries = cm._compiled._entries
+    # one symbolic joint graph (not one per batch size); its buffer writes come last
+    assert len(entries) == 2 and hasattr(entries[1].compiled, "forward_graph")
+    fwd = entries[1].compiled.forward_graph
+    calls = [n.target.name for n in fwd.graph.nodes if n.op == "call_function"
+             and hasattr(n.target, "name")]
+    assert calls[-3:] == ["copy_", "copy_", "copy_"]

@@ -85,6 +85,7 @@ def trace_joint_symbolic(gm, need):
         outs = tuple(TaggingInterpreter(gm, graph).run(*vals))
         for op, args, r in mode.tape:
             _propagate(op, args, r, req)
+        _check_writes(mode.tape, outs, req)
         diff = [isinstance(o, Tensor) and id(o) in req for o in outs]
         if not any(diff):
             return None, len(outs), diff
@@ -130,11 +131,37 @@ def _diff_inputs(op, args) -> list:
     return flat
 
 
+def _check_writes(tape, outs, req: set) -> None:
+    """An in-place write of a value needing a gradient into a tensor that does not (a copy_
+    into a buffer) is modelled as detached: sound only if nothing reads that tensor later."""
+    for i, (op, args, _) in enumerate(tape):
+        if not (op.mutated_idx or op.inplace_of is not None):
+            continue
+        if not any(isinstance(a, Tensor) and id(a) in req for a in _flat_args(args)):
+            continue
+        dst = args[(op.mutated_idx or (0,))[0]]
+        later = any(x is dst for _, a, _ in tape[i + 1:] for x in _flat_args(a))
+        if later or any(o is dst for o in outs):
+            raise SymbolicTraceError(f"{op.qualname} writes a gradient-carrying value into a "
+                                     "tensor read later")
+
+
+def _flat_args(args) -> list:
+    return [x for a in args for x in (a if isinstance(a, (list, tuple)) else (a,))]
+
+
 def _propagate(op, args, r, req: set) -> None:
     """Mark the outputs of a taped call that need a gradient (an input does, it is floating)."""
     from ember.autograd._graph import op_info
     if op.mutated_idx or op.inplace_of is not None:
-        raise SymbolicTraceError(f"in-place op {op.qualname}")
+        # a write that no gradient flows through (BatchNorm's running stats, a step counter)
+        # stays in the forward (_check_writes: nothing reads the written tensor later); one
+        # into a value that needs a gradient: the per-size path
+        dst = args[(op.mutated_idx or (0,))[0]]
+        if not isinstance(dst, Tensor) or id(dst) in req:
+            raise SymbolicTraceError(f"in-place op {op.qualname} on a value that needs a "
+                                     "gradient")
+        return
     inf = op_info(op)
     if inf.detach or not any(x is not None and id(x) in req for x in _diff_inputs(op, args)):
         return
