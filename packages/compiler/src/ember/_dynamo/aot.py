@@ -21,6 +21,8 @@ from ember.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 from ember.fx.graph import Graph
 from ember.fx.graph_module import GraphModule
 
+from . import config
+
 __all__ = ["aot_module", "default_partition"]
 
 log = logging.getLogger("ember._dynamo")
@@ -67,15 +69,29 @@ def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=No
                          "set of sizes instead", type(e).__name__, e)
             return _PerSizes(gm, fw_compiler, bw_compiler, partition_fn)
     else:
-        import ember.random
-        with ember.random.fork_rng():  # the trace's random draws are not the user's
-            jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
+        traced = None
+        if not _per_size and config.aot_fake_joint and _has_fakes(gm):
+            try:  # on the capture's fake tensors: no forward and backward computed here
+                traced = trace_joint_symbolic(gm, need)
+            except Exception as e:  # noqa: BLE001 - a gap of the fake trace: the real one
+                log.info("aot_eager: joint trace on fake tensors failed (%s: %s); tracing on "
+                         "real tensors", type(e).__name__, e)
+        if traced is None:
+            import ember.random
+            with ember.random.fork_rng():  # the trace's random draws are not the user's
+                traced = _trace_joint(gm, _clone_inputs(example_inputs), need)
+        jgm, n_out, diff = traced
     if jgm is None:
         return fw_compiler(functionalize(gm), example_inputs)
     fwd, bwd, n_saved = partition_fn(jgm, len(example_inputs), n_out)
     fwd = functionalize(fwd, n_out)  # in-place updates of inputs: one write-back at the end
     return _make_runtime(fw_compiler(fwd, example_inputs), bw_compiler(bwd, None), n_out,
                          n_saved, need, diff, (fwd, bwd))
+
+
+def _has_fakes(gm) -> bool:
+    """Every placeholder of gm carries its capture-time value (a fake tensor or a size)."""
+    return all("val" in n.meta for n in gm.graph.nodes if n.op == "placeholder")
 
 
 class _PerSizes:
