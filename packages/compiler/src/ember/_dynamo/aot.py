@@ -5,9 +5,11 @@ in-place updates of buffers stay in the forward) into a forward graph and a back
 reads what the forward saved; the two run as one autograd Function. Graphs with symbolic sizes
 trace their joint graph in aot_symbolic.py instead.
 
-The joint trace runs on clones of the example inputs (real values: ember's fake tensors carry no
-autograd), so capturing costs one extra forward and backward (under fork_rng: random draws
-are restored, so the compiled run draws what eager would).
+By default the joint graph is traced on the capture's fake tensors (aot_symbolic.py walks the
+forward's op calls backwards through their vjp rules: nothing is computed). Where that trace
+has a gap, or with config.aot_fake_joint=False, it runs on clones of the example inputs (real
+values; the autograd engine differentiates them), costing one extra forward and backward
+(under fork_rng: random draws are restored, so the compiled run draws what eager would).
 """
 from __future__ import annotations
 

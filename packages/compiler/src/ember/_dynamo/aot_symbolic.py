@@ -1,9 +1,10 @@
-"""The joint forward+backward graph of a captured graph with symbolic sizes: the forward is
-re-run on the capture's fake tensors (SymInt sizes from its ShapeEnv) under recording, each op
-call kept on a tape, then the tape is walked backwards calling each entry's `vjp` rule on fake
-tensors, so the backward ops are recorded with symbolic sizes too and the joint graph runs on
-every size the capture's guards admit. (The static path in aot.py runs the autograd engine on
-real tensors instead; ember's fake tensors carry no autograd graph.)
+"""The joint forward+backward graph of a captured graph, traced on its fake tensors: the forward
+is re-run on the capture's fake tensors (static sizes, or SymInt sizes from its ShapeEnv) under
+recording, each op call kept on a tape, then the tape is walked backwards calling each entry's
+`vjp` rule on fake tensors, so the backward ops are recorded (with symbolic sizes too: the joint
+graph then runs on every size the capture's guards admit) and nothing is computed. (aot.py's
+fallback runs the autograd engine on real tensors instead; ember's fake tensors carry no
+autograd graph.)
 
 Decisions the vjp rules take on sizes become guards of the capture's ShapeEnv: the compiled
 entry's guards are fixed after the backend has run.
