@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA backend's GPU suite, on a machine with an NVIDIA GPU (the lent device machine):
-#   bash packages/devices/tests/run_gpu.sh [smoke|tests|bench|all|profile|ember]
+#   bash packages/devices/tests/run_gpu.sh [smoke|tests|bench|all|profile|ember|cudagraphs]
 # (profile: cProfile + host fallbacks of the MLP/CNN/GPT steps; ember: the workloads on ember
 # alone, no torch anchor)
 # nvmath-python (cuBLAS bindings) is not in the device image: carry it as a wheel in .whl/.
@@ -21,6 +21,10 @@ fi
 if [[ $what == tests || $what == all ]]; then
   timeout 330 python3 -m pytest -q --timeout 120 -n 8 -p no:cacheprovider \
     packages/devices/tests 2>&1 | tail -150 | tee "$out/tests.log" || rc=1
+  # ember.compile(mode="reduce-overhead") (CUDA graphs of compiled graphs) needs ember-compiler
+  PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 300 python3 -m pytest -q --timeout 120 \
+    -p no:cacheprovider packages/compiler/tests/test_cudagraphs.py 2>&1 | tail -60 \
+    | tee "$out/tests_compiler.log" || rc=1
 fi
 if [[ $what == bench || $what == all ]]; then
   timeout 400 python3 benchmarks/compare.py --device cuda --big \
@@ -30,6 +34,10 @@ if [[ $what == profile ]]; then
   timeout ${PROFILE_TIMEOUT:-150} python3 packages/devices/tests/gpu_profile.py \
     "${PROFILE_ONLY:-mlp,cnn,gpt}" 30 > "$out/profile.log" 2>&1 || rc=1
   grep -E "^== |^host fallbacks|^  [a-z_]" "$out/profile.log"
+fi
+if [[ $what == cudagraphs ]]; then  # MLP/CNN train steps: eager vs mode="reduce-overhead"
+  PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 300 python3 \
+    packages/devices/tests/gpu_cudagraph_bench.py 2>&1 | tee "$out/cudagraphs.log" || rc=1
 fi
 if [[ $what == ember ]]; then
   timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/workloads.py --impl ember --device cuda --big \

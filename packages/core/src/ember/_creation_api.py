@@ -44,10 +44,12 @@ def _infer_dtype(data):
 
 def _to_numpy(data, dtype):
     if isinstance(data, Tensor):
-        return data.detach().cpu()._np.astype(dtype.np)
+        return D.np_cast(data.detach().cpu()._np, dtype)
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in data):
         data = [_to_numpy(x, dtype) for x in data]
     try:
+        if dtype in D._FLOAT8:  # PyTorch's float8 conversions (saturating e4m3fn)
+            return D.np_cast(np.array(data), dtype)
         return np.array(data, dtype=dtype.np)
     except OverflowError:
         raise RuntimeError(f"value cannot be converted to type {dtype.name} without "

@@ -463,9 +463,10 @@ def torch_name(d) -> str:
 _OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
             "single memory location. Please clone() the tensor before performing the operation.")
 # in-place ops that PyTorch lets write into an expanded tensor (no overlap check in its kernels;
-# its addmv_ and baddbmm_ do not check either, ember's do: they write through copy_)
+# its addmv_ and baddbmm_ do not check either: their entries write aliased elements in order)
 _OVERLAP_OK = frozenset(("fill_", "zero_", "index_fill_", "masked_fill_", "index_put_", "tril_",
-                         "triu_", "embedding_renorm_", "threshold_", "native_batch_norm"))
+                         "triu_", "embedding_renorm_", "threshold_", "native_batch_norm",
+                         "addmv_", "baddbmm_"))
 
 
 def check_no_internal_overlap(t: Tensor) -> None:

@@ -81,6 +81,43 @@ _FLOAT8 = (float8_e4m3fn, float8_e5m2)
 _BARE_UINT = (uint16, uint32, uint64)
 _STRICT_INT_ORDER = (uint8, int8, int16, int32, int64)
 
+_F8_NP = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
+_E4M3_MAX = 448.0
+
+
+def np_cast(a: np.ndarray, to: dtype) -> np.ndarray:
+    """a.astype(to.np) with PyTorch's float8 conversions (ml_dtypes' differ): float8_e4m3fn
+    saturates out-of-range values and infinities to +-448 (nan stays nan), float8_e5m2 rounds
+    as IEEE (overflow to inf), and float8 to an integer or bool goes through float32 (nan and
+    inf give what float32's cast gives); nan is encoded as PyTorch does."""
+    src = a.dtype
+    if src in _F8_NP:
+        if to.np == src:
+            return a.astype(src)
+        a = a.astype(np.float32)
+        src = a.dtype
+    if to is float8_e4m3fn and (src.kind in "fiu" or src == bfloat16.np):
+        if src.itemsize < 4 and src.kind != "i":  # float16 / bfloat16: clip in float32
+            a = a.astype(np.float32)
+        a = np.clip(a, -_E4M3_MAX, _E4M3_MAX)
+    out = a.astype(to.np)
+    if to is float8_e5m2 and out.size:  # PyTorch's nan is 0x7f (ml_dtypes': 0x7e), sign kept
+        bits = out.view(np.uint8)
+        bits[(bits & 0x7F) > 0x7C] |= 0x03
+    return out
+
+
+def float8_fill_overflows(value, to: dtype) -> builtins.bool:
+    """PyTorch's fill_ check for float8 scalars (tensors of more than one element): a finite
+    value beyond the type's largest, or an infinity where the type has none."""
+    v = float(value)
+    if v != v:
+        return False
+    if to is float8_e4m3fn:
+        return abs(v) > _E4M3_MAX
+    return abs(v) != float("inf") and abs(v) > 57344.0
+
+
 _default_dtype = float32
 
 

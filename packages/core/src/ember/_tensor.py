@@ -114,7 +114,7 @@ class Tensor:
         if dtype is None:
             dtype = D._BY_NP.get(arr.dtype) or D.from_numpy_dtype(arr.dtype)
         elif arr.dtype != dtype.np:
-            arr = arr.astype(dtype.np)
+            arr = D.np_cast(arr, dtype)
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
         # the storage's buffer is the array itself (any C-contiguous array exports raw bytes)
@@ -469,6 +469,10 @@ class Tensor:
         """The sparse COO form of this dense tensor (ember.sparse)."""
         from .sparse import to_sparse
         return to_sparse(self, sparse_dim)
+
+    def to_dense(self, dtype=None, *, masked_grad=None):
+        """A dense tensor is its own dense form (sparse tensors override this)."""
+        return self if dtype is None else self.to(dtype)
 
     def to_sparse_csr(self, dense_dim=None):
         """The sparse CSR form of this 2-D dense tensor (ember.sparse)."""

@@ -269,7 +269,10 @@ def _jac(func, argnums, has_aux, mode, what):
             oleaves, ospec = tree_flatten(out)
             lowered = [L.lower(o) for o in oleaves]
             nb = len(L.levels)
-            jac = _rev(L, lowered, nb) if mode == "rev" else _fwd(L, lowered, nb)
+            if nb == 0:  # one vmapped pass over the identity basis (as torch.func does)
+                jac = _rev_vmapped(L, lowered) if mode == "rev" else _fwd_vmapped(L, lowered)
+            else:        # inside an outer vmap: a pass per basis element
+                jac = _rev(L, lowered, nb) if mode == "rev" else _fwd(L, lowered, nb)
         per_out = []
         for row in jac:
             row = [L.lift(j) for j in row]
@@ -280,6 +283,55 @@ def _jac(func, argnums, has_aux, mode, what):
             return res, aux
         return res
     return wrapper
+
+
+def _basis(shape, dtype):
+    """The identity basis of a shape: (n, *shape), row i the i-th unit tensor."""
+    n = _prod(shape)
+    return ember.eye(n, dtype=dtype).reshape((n,) + tuple(shape))
+
+
+def _rev_vmapped(L, outs):
+    """J by vmap over the output basis of one vjp: a single batched backward pass per output
+    (each row of the basis is a cotangent)."""
+    from ._vmap import vmap
+    jac = []
+    for o in outs:
+        oshape = tuple(o.shape)
+
+        def vjp_row(go, o=o):
+            gs = L.grad([o], L.real, [go])
+            return tuple(ember.zeros_like(p) if g is None else g for g, p in zip(gs, L.real))
+        rows = vmap(vjp_row)(_basis(oshape, o.dtype)) if _prod(oshape) else None
+        jac.append([ember.zeros(oshape + tuple(p.shape), dtype=p.dtype) if rows is None else
+                    r.reshape(oshape + tuple(p.shape)) for r, p in zip(rows or L.real, L.real)])
+    return jac
+
+
+def _fwd_vmapped(L, outs):
+    """J by vmap over each input's basis of one forward-mode product (the double-vjp trick:
+    one reverse pass, then the linear map u -> u^T J batched over the tangents)."""
+    from ._vmap import vmap
+    us = [ember.zeros_like(o).requires_grad_(True) for o in outs]
+    gs = L.grad(outs, L.real, us, create_graph=True)
+    jac = [[None] * len(L.real) for _ in outs]
+    for k, (g, p) in enumerate(zip(gs, L.real)):
+        pshape = tuple(p.shape)
+        if g is None or not g.requires_grad or not _prod(pshape):
+            for m, o in enumerate(outs):
+                jac[m][k] = ember.zeros(tuple(o.shape) + pshape, dtype=o.dtype)
+            continue
+
+        def column(v, g=g):
+            jv = ember.autograd.grad([g], us, [v], create_graph=L.create_graph,
+                                     retain_graph=True, allow_unused=True)
+            return tuple(ember.zeros_like(o) if c is None else c for c, o in zip(jv, outs))
+        cols = vmap(column)(_basis(pshape, p.dtype))    # each (n, *oshape)
+        for m, (c, o) in enumerate(zip(cols, outs)):
+            oshape = tuple(o.shape)
+            jac[m][k] = c.reshape((_prod(pshape),) + oshape).movedim(0, -1).reshape(
+                oshape + pshape)
+    return jac
 
 
 def _rev(L, outs, nb):

@@ -43,24 +43,31 @@ def _clone_inputs(example_inputs):
     return out
 
 
+def _plain(gm, example_inputs=None):
+    from .runner import fast_callable
+    return fast_callable(gm)
+
+
 def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=None,
                _per_size=False, partition_fn=None):
     """A callable running gm; differentiable through a compiled backward where inputs need
     grad (decided once: the entry's guards fix requires_grad and grad mode).
 
-    fw_compiler / bw_compiler: `(GraphModule, example_inputs) -> callable` for the forward and
-    backward graphs (default: run them as they are). partition_fn: how the joint graph is
+    fw_compiler / bw_compiler: `(GraphModule, example_inputs or None) -> callable` for the
+    forward and backward graphs (default: run them as they are); the backward's example
+    inputs are not known here (None). partition_fn: how the joint graph is
     split (default: min_cut_rematerialization_partition; `default_partition` is the simpler
     one: the forward keeps what it computes, only cheap chains move to the backward)."""
-    from .partitioners import min_cut_rematerialization_partition
-    from .runner import fast_callable
-    partition_fn = partition_fn or min_cut_rematerialization_partition
-    fw_compiler = fw_compiler or (lambda g, ex: fast_callable(g))
-    bw_compiler = bw_compiler or (lambda g, ex: fast_callable(g))
+    from .cudagraphs import wrap_compiled  # (mode="reduce-overhead": CUDA-graph runners)
     from .functionalize import functionalize
+    from .partitioners import min_cut_rematerialization_partition
+    partition_fn = partition_fn or min_cut_rematerialization_partition
+    fw_compiler = fw_compiler or _plain
+    bw_compiler = bw_compiler or _plain
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
-        return fw_compiler(functionalize(gm), example_inputs)
+        fgm = functionalize(gm)
+        return wrap_compiled(fw_compiler(fgm, example_inputs), fgm, "inference")
     from .aot_symbolic import SymbolicTraceError, is_symbolic_graph, trace_joint_symbolic
     if not _per_size and is_symbolic_graph(gm):
         try:
@@ -84,10 +91,12 @@ def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=No
                 traced = _trace_joint(gm, _clone_inputs(example_inputs), need)
         jgm, n_out, diff = traced
     if jgm is None:
-        return fw_compiler(functionalize(gm), example_inputs)
+        fgm = functionalize(gm)
+        return wrap_compiled(fw_compiler(fgm, example_inputs), fgm, "inference")
     fwd, bwd, n_saved = partition_fn(jgm, len(example_inputs), n_out)
     fwd = functionalize(fwd, n_out)  # in-place updates of inputs: one write-back at the end
-    return _make_runtime(fw_compiler(fwd, example_inputs), bw_compiler(bwd, None), n_out,
+    return _make_runtime(wrap_compiled(fw_compiler(fwd, example_inputs), fwd, "forward"),
+                         wrap_compiled(bw_compiler(bwd, None), bwd, "backward"), n_out,
                          n_saved, need, diff, (fwd, bwd))
 
 

@@ -1,7 +1,7 @@
 """Compile backends: `(GraphModule, example_inputs) -> callable`, registered by name
 (torch._dynamo's custom-backend protocol). "eager" runs the graph as it is, "aot_eager" runs
 it through AOT autograd (a compiled forward and backward as one autograd node), "inductor"
-runs "aot_eager" until ember's code-generating backend lands (and says so once)."""
+generates fused C++ kernels for the forward and backward graphs (`ember._inductor`)."""
 from __future__ import annotations
 
 import logging
@@ -30,7 +30,18 @@ def list_backends(exclude_tags=()) -> list:
 
 
 def lookup_backend(backend, mode=None, options=None):
-    """A backend callable from a name or a callable."""
+    """A backend callable from a name or a callable; under mode="reduce-overhead" (or
+    "max-autotune", or options={"triton.cudagraphs": True}) its callables replay as CUDA
+    graphs (cudagraphs.py)."""
+    from .modes import wants_cudagraphs
+    fn = _lookup(backend)
+    if wants_cudagraphs(mode, options):
+        from .cudagraphs import cudagraphify
+        return cudagraphify(fn)
+    return fn
+
+
+def _lookup(backend):
     if callable(backend):
         return backend
     if not isinstance(backend, str):
@@ -56,8 +67,5 @@ def aot_eager(gm, example_inputs):
 
 @register_backend(name="inductor")
 def inductor(gm, example_inputs):
-    if "inductor" not in _noted:
-        _noted.add("inductor")
-        log.warning("ember.compile: the 'inductor' backend (code generation) is not available "
-                    "yet; running backend='aot_eager' instead")
-    return aot_eager(gm, example_inputs)
+    from ember._inductor import compile_fx
+    return compile_fx(gm, example_inputs)

@@ -7,7 +7,14 @@ Ships in ember-compiler, which registers itself with core through `_component.re
 from __future__ import annotations
 
 __all__ = ["set_stance", "disable", "is_compiling", "reset", "allow_in_graph",
-           "is_dynamo_compiling"]
+           "is_dynamo_compiling", "cudagraph_mark_step_begin"]
+
+
+def cudagraph_mark_step_begin() -> None:
+    """A new step of a `mode="reduce-overhead"` model begins: outputs of earlier CUDA-graph
+    replays may be overwritten (reading them afterwards raises)."""
+    from ember._dynamo.cudagraphs import mark_step_begin
+    mark_step_begin()
 
 
 def is_dynamo_compiling() -> bool:

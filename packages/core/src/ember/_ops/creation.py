@@ -76,9 +76,16 @@ def _full_dtype(fill_value, dtype):
 
 defop(f"full(SymInt[] size, Scalar fill_value, *, {_FACTORY_KW}) -> Tensor", method=False,
       tags={"factory"},
-      kernels={"cpu": lambda size, v, dtype, *_: np.full(
-          _shape(size, "full"), _scalar(v), _full_dtype(v, dtype).np)},
+      kernels={"cpu": lambda size, v, dtype, *_: _full(_shape(size, "full"), v,
+                                                       _full_dtype(v, dtype))},
       meta=lambda size, v, dtype, *_: TensorMeta(_shape(size, "full"), _full_dtype(v, dtype)))
+
+
+def _full(shape, v, dt):
+    if dt in D._FLOAT8:  # PyTorch's float8 fill (saturated, or an overflow error)
+        from .memory import _fill
+        return _fill(np.empty(shape, dt.np), v)
+    return np.full(shape, _scalar(v), dt.np)
 
 
 def _scalar(v):

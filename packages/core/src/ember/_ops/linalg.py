@@ -315,11 +315,55 @@ defop(f"addr(Tensor self, Tensor vec1, Tensor vec2, {_ADD_KW}", decomp=_addr)
 
 # in-place forms: the product written back with copy_ (differentiable through the composite;
 # self is cloned first when it is in a graph, so the ops reading it keep an unmodified copy)
-def _inplace_add(f):
+def _inplace_add(f, product=None):
     def run(s, x, y, beta, alpha):
+        if product is not None and any(st == 0 and n > 1 for n, st in zip(s.shape, s.stride())):
+            return _overlapping_add_(f.__name__[1:], s, product(x, y), beta, alpha)
         src = s.clone() if s.requires_grad else s
         return s.copy_(f(src, x, y, beta, alpha))
     return run
+
+
+def _overlapping_add_(name, s, prod, beta, alpha):
+    """PyTorch's addmv_/baddbmm_ into an expanded self (its kernels have no overlap check): the
+    elements are written one after another in row-major order, s[i] = beta*s[i] + alpha*p[i],
+    so a memory location shared by m elements ends as beta^m*s + sum_r beta^(m-1-r)*alpha*p_r.
+    (PyTorch's large-size BLAS paths may order the writes otherwise: unspecified there.) The
+    gradient with respect to self's earlier history is that of these writes (PyTorch's backward
+    refuses an expanded self that requires grad)."""
+    import ember
+    if s.dtype != prod.dtype:
+        raise RuntimeError(f"{name}: expected self and the product to have the same dtype, but "
+                           f"got {torch_name(s.dtype)} and {torch_name(prod.dtype)}")
+    if tuple(prod.shape) != tuple(s.shape):
+        raise RuntimeError(f"output with shape {list(s.shape)} doesn't match the broadcast "
+                           f"shape {list(prod.shape)}")
+    if not (prod.dtype.is_floating_point or prod.dtype.is_complex):
+        beta, alpha = int(beta), int(alpha)
+    shape, stride = tuple(s.shape), tuple(s.stride())
+    shared = [d for d in range(len(shape)) if stride[d] == 0 and shape[d] > 1]
+    rest = [d for d in range(len(shape)) if d not in shared]
+    m = 1
+    for d in shared:
+        m *= shape[d]
+    rest_shape = tuple(shape[d] for d in rest)
+    u = s.as_strided(rest_shape, tuple(stride[d] for d in rest), s.storage_offset())  # memory
+    p = prod.permute(*shared, *rest).reshape((m,) + rest_shape)  # (m aliases in order, ...)
+    w = ember.tensor([alpha * beta ** (m - 1 - r) for r in range(m)], dtype=prod.dtype,
+                     device=prod.device).reshape((m,) + (1,) * len(rest))
+    total = (p * w).sum(0)
+    if p.requires_grad:  # PyTorch's gradient: that of the elementwise beta*s + alpha*p with
+        # each aliased element given its memory's whole gradient (not the ordered writes' one)
+        naive = p.sum(0) * alpha
+        total = naive + (total - naive).detach()
+    if beta != 0:  # beta == 0 ignores self's values (nan and inf do not propagate)
+        total = total + (u.clone() if u.requires_grad else u) * beta ** m  # (u is rewritten)
+    u.copy_(total)
+    if u.requires_grad and not s.requires_grad and s._base is not None:
+        # s, a sibling view of u's base, takes the base's new history (as_strided of it)
+        regen = s._base.as_strided(shape, stride, s.storage_offset())
+        s._grad_fn, s._requires_grad = regen._grad_fn, True
+    return s
 
 
 for _name, _fn, _args in (("addmm", _addmm, "mat1, Tensor mat2"), ("addmv", _addmv,
@@ -328,7 +372,7 @@ for _name, _fn, _args in (("addmm", _addmm, "mat1, Tensor mat2"), ("addmv", _add
                           ("addr", _addr, "vec1, Tensor vec2")):
     defop(f"{_name}_(Tensor(a!) self, Tensor {_args}, *, Scalar beta=1, Scalar alpha=1) -> "
           "Tensor(a!)", function=False,
-          decomp=_inplace_add(_fn))
+          decomp=_inplace_add(_fn, {"addmv": _mv, "baddbmm": _bmm}.get(_name)))
 
 
 # ---- tensordot, kron -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype as D
 from .._device import device as Device
 from .._device import get_backend
 from .._dispatch import TensorMeta
@@ -33,10 +34,11 @@ def _copy_any(dst, src, non_blocking=False):
     _copy_meta_check(dst, src)
     if dst.device.type == "meta" or src.device.type == "meta":
         return dst
-    if dst.device.type == "cpu" and src.device.type == "cpu":
-        np.copyto(dst._np, src._np, casting="unsafe")
-    elif dst.device.type == "cpu":
-        np.copyto(dst._np, get_backend(src.device.type).to_host(src), casting="unsafe")
+    if dst.device.type == "cpu":
+        a = src._np if src.device.type == "cpu" else get_backend(src.device.type).to_host(src)
+        if dst.dtype in D._FLOAT8 or src.dtype in D._FLOAT8:
+            a = D.np_cast(a, dst.dtype)  # PyTorch's float8 conversions
+        np.copyto(dst._np, a, casting="unsafe")
     else:
         get_backend(dst.device.type).copy_(dst, src, non_blocking)
     return dst
@@ -59,13 +61,13 @@ def _to_copy_kernel(x, dtype, layout, device, pin_memory, non_blocking, memory_f
         return Tensor._empty(x.shape, dt, dev)
     if x.device.type == "cpu" and dev.type == "cpu":
         from .._tensor import Tensor
-        return Tensor._from_np(x._np.astype(dt.np, copy=True), dt)
+        return Tensor._from_np(D.np_cast(x._np, dt), dt)
     if x.device.type == "cpu":
         src = x if x.dtype is dt else _to_copy_kernel(x, dt, None, None, False, False, None)
         return get_backend(dev.type).from_tensor(src, dev, non_blocking)
     if dev.type == "cpu":
         from .._tensor import Tensor
-        return Tensor._from_np(get_backend(x.device.type).to_host(x).astype(dt.np), dt)
+        return Tensor._from_np(D.np_cast(get_backend(x.device.type).to_host(x), dt), dt)
     return get_backend(dev.type).to_copy(x, dt, dev, non_blocking)
 
 
@@ -78,6 +80,12 @@ defop("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Dev
 
 def _fill(x, value):
     v = value.item() if hasattr(value, "item") else value
+    dt = D._BY_NP.get(x.dtype)
+    if dt in D._FLOAT8:  # PyTorch's float8 fill: checked beyond one element, else saturated
+        if x.size > 1 and D.float8_fill_overflows(v, dt):
+            name = "Float8_e4m3fn" if dt is D.float8_e4m3fn else "Float8_e5m2"
+            raise RuntimeError(f"value cannot be converted to type c10::{name} without overflow")
+        v = D.np_cast(np.asarray(v, np.float64), dt)
     x[...] = v
     return x
 

@@ -7,9 +7,10 @@ differ along one dim, with construction, unbind, padding (`to_padded_tensor`), j
 >>> ember.nested.to_padded_tensor(nt * 2, 0.0).shape
 ember.Size([2, 4, 3])
 
-The components are kept as separate tensors (nested ops run per component), so
-`ember.nn.functional` ops and scaled_dot_product_attention do not take nested tensors; pad them
-with to_padded_tensor first.
+The components are kept as separate tensors (nested ops run per component);
+`ember.nn.functional`'s linear, activations, softmax, layer_norm, dropout and
+scaled_dot_product_attention take nested tensors (see _functional), other ember functions do
+not: use the methods (`nt.sin()`) or pad with to_padded_tensor first.
 """
 from __future__ import annotations
 
@@ -99,7 +100,31 @@ class NestedTensor:
         if self.layout is not jagged:
             raise RuntimeError("Internal error: NestedTensorImpl doesn't support sizes. "
                                "Please file an issue.")
-        return tuple(self.size(d) for d in range(self.dim()))
+        return ember.Size(tuple(self.size(d) for d in range(self.dim())))
+
+    def _map(self, fn) -> NestedTensor:
+        return NestedTensor([fn(t) for t in self._ts], self.layout)
+
+    def _component_dim(self, dim: int, name: str) -> int:
+        d = dim % self.dim()
+        if d == 0:
+            raise RuntimeError(f"{name}(): not supported along the batch dim of a nested "
+                               "tensor")
+        return d - 1
+
+    def transpose(self, dim0: int, dim1: int) -> NestedTensor:
+        a, b = self._component_dim(dim0, "transpose"), self._component_dim(dim1, "transpose")
+        return self._map(lambda t: t.transpose(a, b))
+
+    def unflatten(self, dim: int, sizes) -> NestedTensor:
+        d = self._component_dim(dim, "unflatten")
+        return self._map(lambda t: t.unflatten(d, sizes))
+
+    def to_padded_tensor(self, padding: float, output_size=None):
+        return to_padded_tensor(self, padding, output_size)
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return all(t.is_contiguous() for t in self._ts)
 
     def unbind(self, dim: int = 0):
         if dim != 0:
@@ -257,3 +282,8 @@ def to_padded_tensor(input: NestedTensor, padding: float, output_size=None):
             pads += [0, target[d] - t.shape[d]]
         padded.append(F.pad(t, pads, value=padding) if any(pads) else t)
     return ember.stack(padded, 0)
+
+
+from ._functional import install as _install_functional  # noqa: E402
+
+_install_functional()

@@ -1,5 +1,6 @@
-"""`ember.onnx`: importable as torch.onnx is, so model code that asks `is_in_onnx_export()`
-runs; `export` is not available yet and says which pieces it needs.
+"""`ember.onnx`: `export(model, args, f, input_names=, output_names=, dynamic_axes=,
+opset_version=)` writes an ONNX model of an MLP, CNN or transformer block (traced with make_fx
+from ember-compiler, written through the `onnx` package); `is_in_onnx_export()`.
 
 >>> import ember
 >>> ember.onnx.is_in_onnx_export()
@@ -7,11 +8,9 @@ False
 """
 from __future__ import annotations
 
+from ._translate import OnnxExporterError
+
 __all__ = ["export", "is_in_onnx_export", "dynamo_export", "ExportOptions", "OnnxExporterError"]
-
-
-class OnnxExporterError(RuntimeError):
-    """Raised when ember cannot export a model to ONNX."""
 
 
 class ExportOptions:
@@ -24,26 +23,25 @@ def is_in_onnx_export() -> bool:
     return False
 
 
-def _missing() -> list:
-    import importlib.util
-    missing = []
-    if importlib.util.find_spec("onnx") is None:
-        missing.append("the onnx package (pip install onnx)")
-    if importlib.util.find_spec("ember.export") is None:
-        missing.append("the ember-export component (pip install ember-export)")
-    return missing
+def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=None,
+           input_names=None, output_names=None, opset_version=None, dynamic_axes=None,
+           dynamic_shapes=None, dynamo: bool = True, external_data=True, **options):
+    """Export `model(*args)` to ONNX (file `f`, a path or a binary file) and return the
+    ModelProto. The model runs in eval mode while traced; ops are translated one by one
+    (ember.onnx._translate), an op without a translation raises OnnxExporterError naming it.
+    `dynamic_axes` ({name: {axis: "dim_name"}} or {name: [axes]}) marks input/output dims
+    symbolic. Needs the `onnx` package and the ember-compiler component (make_fx).
 
-
-def export(model, args=(), f=None, *, kwargs=None, dynamic_shapes=None, input_names=None,
-           output_names=None, opset_version=None, dynamo: bool = True, external_data=True,
-           **options):
-    """Would export `model` through ember.export's ExportedProgram to an ONNX file.
-
-    Not implemented: always raises OnnxExporterError naming what is missing (the onnx
-    package, ember-export, and ember's ExportedProgram -> ONNX translation)."""
-    missing = _missing() + ["ember's translation of an ExportedProgram to ONNX, which is not "
-                            "implemented yet"]
-    raise OnnxExporterError("ember.onnx.export needs " + "; ".join(missing))
+    >>> import ember, io
+    >>> m = ember.nn.Sequential(ember.nn.Linear(4, 2), ember.nn.ReLU())
+    >>> proto = ember.onnx.export(m, (ember.randn(1, 4),), io.BytesIO())  # doctest: +SKIP
+    """
+    if kwargs:
+        raise OnnxExporterError("ember.onnx.export: keyword inputs (kwargs=) are not exported")
+    if not export_params:
+        raise OnnxExporterError("ember.onnx.export: export_params=False is not supported")
+    from ._export import export_model
+    return export_model(model, args, f, input_names, output_names, dynamic_axes, opset_version)
 
 
 def dynamo_export(model, *args, export_options=None, **kwargs):

@@ -10,8 +10,8 @@
 >>> "Self CPU time total" in prof.key_averages().table(sort_by="cpu_time_total")
 True
 
-Ops are seen through a dispatch mode on the profiling thread; with ember-devices, CUDA kernels
-are timed on the host (launch to return), not with CUDA events.
+Ops are seen through a dispatch mode on the profiling thread; with ProfilerActivity.CUDA, an op
+on CUDA tensors is also timed on the device between two CUDA events (its kernels' time).
 """
 from __future__ import annotations
 
@@ -144,7 +144,8 @@ class profile:
     # ---- recording ----------------------------------------------------------------------------
     def _start_recording(self) -> None:
         if self._rec is None:
-            self._rec = _events.Recorder(self.record_shapes)
+            self._rec = _events.Recorder(self.record_shapes,
+                                         ProfilerActivity.CUDA in self.activities)
             self._rec.__enter__()
             _events.push(self._rec)
 

@@ -27,10 +27,23 @@ class FunctionEvent:
         self.cpu_parent = None
         self.count = 1
         self.device_type = "CPU"
+        self.device_time = 0.0   # us on the GPU between CUDA events around the op (its kernels)
+        self._cuda = None        # (start, end) ember.cuda.Event pair until read
 
     @property
     def cpu_time_total(self) -> float:
         return self.time_range_end - self.time_range_start
+
+    @property
+    def device_time_total(self) -> float:
+        return self.device_time
+
+    @property
+    def self_device_time_total(self) -> float:
+        return self.device_time - sum(c.device_time for c in self.cpu_children)
+
+    cuda_time_total = device_time_total            # PyTorch's older names
+    self_cuda_time_total = self_device_time_total
 
     @property
     def self_cpu_time_total(self) -> float:
@@ -52,12 +65,19 @@ class FunctionEventAvg:
         self.count = 0
         self.cpu_time_total = 0.0
         self.self_cpu_time_total = 0.0
+        self.device_time_total = 0.0
+        self.self_device_time_total = 0.0
 
     def add(self, ev) -> FunctionEventAvg:
         self.count += 1
         self.cpu_time_total += ev.cpu_time_total
         self.self_cpu_time_total += ev.self_cpu_time_total
+        self.device_time_total += ev.device_time_total
+        self.self_device_time_total += ev.self_device_time_total
         return self
+
+    cuda_time_total = property(lambda self: self.device_time_total)
+    self_cuda_time_total = property(lambda self: self.self_device_time_total)
 
     @property
     def cpu_time(self) -> float:
@@ -77,15 +97,23 @@ def _fmt_us(us: float) -> str:
 
 
 _SORT_KEYS = {"cpu_time_total": "cpu_time_total", "self_cpu_time_total": "self_cpu_time_total",
-              "cpu_time": "cpu_time", "count": "count"}
+              "cpu_time": "cpu_time", "count": "count",
+              "cuda_time_total": "device_time_total", "device_time_total": "device_time_total",
+              "self_cuda_time_total": "self_device_time_total",
+              "self_device_time_total": "self_device_time_total"}
 
 
 class EventList(list):
     """A list of FunctionEvent (or FunctionEventAvg) with torch's summaries."""
 
-    def __init__(self, events=(), trace_start_ns=0):
+    def __init__(self, events=(), trace_start_ns=0, use_device: bool = False):
         super().__init__(events)
         self._trace_start_ns = trace_start_ns
+        self._use_device = use_device  # CUDA was profiled: the table shows device columns
+
+    @property
+    def self_device_time_total(self) -> float:
+        return sum(e.self_device_time_total for e in self)
 
     @property
     def self_cpu_time_total(self) -> float:
@@ -102,7 +130,7 @@ class EventList(list):
             if k not in avgs:
                 avgs[k] = FunctionEventAvg(key, ev.input_shapes if shapes else None)
             avgs[k].add(ev)
-        return EventList(avgs.values(), self._trace_start_ns)
+        return EventList(avgs.values(), self._trace_start_ns, self._use_device)
 
     def table(self, sort_by: str | None = None, row_limit: int = 100, max_name_column_width=55,
               header: str | None = None, top_level_events_only: bool = False, **_) -> str:
@@ -118,21 +146,33 @@ class EventList(list):
             isinstance(rows[0], FunctionEventAvg) and rows[0].input_shapes is not None \
             if rows else False
         total = self.self_cpu_time_total or 1e-9
+        dev_total = self.self_device_time_total
         name_w = max([4] + [min(len(e.key), max_name_column_width) for e in rows]) + 2
-        cols = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg",
-                "# of Calls"] + (["Input Shapes"] if shapes else [])
+        dev_cols = ["Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"]
+        cols = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"] + (
+            dev_cols if self._use_device else []) + ["# of Calls"] + (
+            ["Input Shapes"] if shapes else [])
         line = "-" * name_w + "  " + "  ".join("-" * 12 for _ in cols)
         out = [header] if header else []
         out += [line, "Name".rjust(name_w) + "  " + "  ".join(c.rjust(12) for c in cols), line]
         for e in rows:
+            n = max(e.count, 1)
             cells = [f"{100 * e.self_cpu_time_total / total:.2f}%", _fmt_us(e.self_cpu_time_total),
                      f"{100 * e.cpu_time_total / total:.2f}%", _fmt_us(e.cpu_time_total),
-                     _fmt_us(e.cpu_time_total / max(e.count, 1)), str(e.count)]
+                     _fmt_us(e.cpu_time_total / n)]
+            if self._use_device:
+                sd = e.self_device_time_total
+                cells += [_fmt_us(sd), f"{100 * sd / (dev_total or 1e-9):.2f}%",
+                          _fmt_us(e.device_time_total), _fmt_us(e.device_time_total / n)]
+            cells.append(str(e.count))
             if shapes:
                 cells.append(str(e.input_shapes))
             out.append(e.key[:max_name_column_width].rjust(name_w) + "  "
                        + "  ".join(c.rjust(12) for c in cells))
-        out += [line, f"Self CPU time total: {_fmt_us(self.self_cpu_time_total)}", ""]
+        out += [line, f"Self CPU time total: {_fmt_us(self.self_cpu_time_total)}"]
+        if self._use_device:
+            out.append(f"Self CUDA time total: {_fmt_us(dev_total)}")
+        out.append("")
         return "\n".join(out)
 
     def export_chrome_trace(self, path: str) -> None:
@@ -146,6 +186,10 @@ class EventList(list):
                            else "cpu_op", "name": ev.name, "pid": pid, "tid": ev.thread,
                            "ts": base_us + ev.time_range_start, "dur": ev.cpu_time_total,
                            "args": {"Input Dims": ev.input_shapes, "Ev Idx": i}})
+            if ev.device_time:  # the op's GPU time (between its CUDA events), on a GPU row
+                events.append({"ph": "X", "cat": "kernel", "name": ev.name, "pid": "GPU 0",
+                               "tid": "stream", "ts": base_us + ev.time_range_start,
+                               "dur": ev.device_time, "args": {"External id": i}})
         trace = {"schemaVersion": 1, "displayTimeUnit": "ms",
                  "baseTimeNanoseconds": self._trace_start_ns, "traceEvents": events,
                  "traceName": path}
@@ -161,8 +205,9 @@ def _op_name(op) -> str:
 class Recorder(DispatchMode):
     """The dispatch mode that times each op; record_function ranges nest through `stack`."""
 
-    def __init__(self, record_shapes: bool = False):
+    def __init__(self, record_shapes: bool = False, cuda: bool = False):
         self.record_shapes = record_shapes
+        self.cuda = cuda  # time ops on CUDA tensors with CUDA events (ProfilerActivity.CUDA)
         self.events: list = []
         self.stack: list = []
         self.start_ns = time.perf_counter_ns()
@@ -192,14 +237,38 @@ class Recorder(DispatchMode):
         if self.record_shapes:
             shapes = [list(a.shape) if isinstance(a, Tensor) else [] for a in args]
         ev = self.open(_op_name(op), shapes)
+        timed = self.cuda and _on_cuda(args)
+        if timed:
+            import ember.cuda
+            ev._cuda = (ember.cuda.Event(enable_timing=True),
+                        ember.cuda.Event(enable_timing=True))
+            ev._cuda[0].record()
         try:
             return call(op, args, out)
         finally:
+            if timed:
+                ev._cuda[1].record()
             self.close(ev)
 
     def event_list(self) -> EventList:
+        for ev in self.events:  # the device times, once the GPU has run to the end events
+            if ev._cuda is not None:
+                start, end = ev._cuda
+                end.synchronize()
+                ev.device_time = start.elapsed_time(end) * 1e3  # ms -> us
+                ev._cuda = None
         return EventList(sorted(self.events, key=lambda e: e.time_range_start),
-                         self.wall_start_ns)
+                         self.wall_start_ns, self.cuda)
+
+
+def _on_cuda(args) -> bool:
+    for a in args:
+        if isinstance(a, Tensor) and a.device.type == "cuda":
+            return True
+        if isinstance(a, (list, tuple)) and any(isinstance(x, Tensor) and x.device.type ==
+                                                "cuda" for x in a):
+            return True
+    return False
 
 
 _active: list = []        # the recording profilers (record_function writes into each)

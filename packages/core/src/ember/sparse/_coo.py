@@ -1,64 +1,43 @@
 """SparseCOOTensor: indices (sparse_dim, nnz) int64 and values (nnz, *dense_dims), as PyTorch's
-sparse COO layout. Not a dense ember.Tensor: dense ops take `.to_dense()`; the operations
-graph programs use (mm with a dense matrix, sum, coalesce, transpose, scalar multiply) are
+sparse COO layout; an ember.Tensor (see _base). The operations graph programs use (mm with a
+dense matrix, sum, coalesce, transpose, add, multiply by a scalar or a dense tensor) are
 written in ember ops on the values, so gradients flow to the values and the dense operand."""
 from __future__ import annotations
 
 import ember
 
+from ._base import Layout, SparseTensor
+
 __all__ = ["SparseCOOTensor", "sparse_coo_tensor", "to_sparse"]
 
-
-class _Layout:
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"ember.{self.name}"
+_Layout = Layout
+sparse_coo = Layout("sparse_coo")
 
 
-sparse_coo = _Layout("sparse_coo")
-
-
-class SparseCOOTensor:
+class SparseCOOTensor(SparseTensor):
     is_sparse = True
     layout = sparse_coo
-    is_sparse_csr = False
 
-    def __init__(self, indices, values, size, coalesced: bool = False):
-        self._idx, self._vals = indices, values
-        self._size = ember.Size(size)
+    def _init(self, indices, values, size, coalesced: bool = False):
+        self._setup(values, size)
+        self._idx = indices
         self._coalesced = coalesced
 
-    # ---- metadata ---------------------------------------------------------------------------
-    shape = property(lambda self: self._size)
-    dtype = property(lambda self: self._vals.dtype)
-    device = property(lambda self: self._vals.device)
-    requires_grad = property(lambda self: self._vals.requires_grad)
-    grad_fn = property(lambda self: self._vals.grad_fn)
+    def __init__(self, *args, **kwargs):  # SparseCOOTensor(indices, values, size[, coalesced])
+        pass
 
-    def size(self, dim=None):
-        return self._size if dim is None else self._size[dim]
+    def __new__(cls, indices, values, size, coalesced: bool = False):
+        return cls._new(indices, values, size, coalesced)
 
-    def dim(self) -> int:
-        return len(self._size)
-
-    ndim = property(dim)
+    def _with_values(self, values):
+        return SparseCOOTensor(self._idx.to(values.device), values, self._shape,
+                               self._coalesced)
 
     def sparse_dim(self) -> int:
         return self._idx.shape[0]
 
     def dense_dim(self) -> int:
         return self._vals.dim() - 1
-
-    def _nnz(self) -> int:
-        return self._vals.shape[0]
-
-    def numel(self) -> int:
-        n = 1
-        for s in self._size:
-            n *= s
-        return n
 
     def is_coalesced(self) -> bool:
         return self._coalesced
@@ -81,12 +60,11 @@ class SparseCOOTensor:
                                ".coalesce() first")
         return self._vals
 
-    def requires_grad_(self, flag: bool = True):
-        self._vals.requires_grad_(flag)
-        return self
+    def _repr_pieces(self):
+        return [("indices", self._idx), ("values", self._vals)]
 
-    def detach(self):
-        return SparseCOOTensor(self._idx, self._vals.detach(), self._size, self._coalesced)
+    def _dense_graph(self):
+        return self.to_dense()
 
     # ---- conversions ------------------------------------------------------------------------
     def _linear(self, idx=None):
@@ -94,7 +72,7 @@ class SparseCOOTensor:
         idx = self._idx if idx is None else idx
         lin = ember.zeros(idx.shape[1], dtype=ember.int64, device=idx.device)
         for d in range(idx.shape[0]):
-            lin = lin * self._size[d] + idx[d]
+            lin = lin * self._shape[d] + idx[d]
         return lin
 
     def coalesce(self):
@@ -107,20 +85,21 @@ class SparseCOOTensor:
                            device=self.device).index_add(0, inverse, self._vals)
         idx, rest = [], uniq
         for d in reversed(range(self.sparse_dim())):
-            idx.append(rest % self._size[d])
-            rest = rest // self._size[d]
+            idx.append(rest % self._shape[d])
+            rest = rest // self._shape[d]
         idx = ember.stack(idx[::-1]) if idx else uniq.reshape(0, -1)
-        return SparseCOOTensor(idx, vals, self._size, coalesced=True)
+        return SparseCOOTensor(idx, vals, self._shape, coalesced=True)
 
     def to_dense(self, dtype=None, *, masked_grad=None):
+        """The dense tensor (differentiable in the values)."""
         sd = self.sparse_dim()
         flat_n = 1
-        for s in self._size[:sd]:
+        for s in self._shape[:sd]:
             flat_n *= s
-        dense_shape = tuple(self._size[sd:])
+        dense_shape = tuple(self._shape[sd:])
         out = ember.zeros((flat_n,) + dense_shape, dtype=self.dtype, device=self.device)
         out = out.index_add(0, self._linear(), self._vals)
-        out = out.reshape(tuple(self._size))
+        out = out.reshape(tuple(self._shape))
         return out if dtype is None else out.to(dtype)
 
     def to_sparse(self, sparse_dim=None):
@@ -130,16 +109,12 @@ class SparseCOOTensor:
         from ._csr import coo_to_csr
         return coo_to_csr(self)
 
-    def to(self, *args, **kwargs):
-        vals = self._vals.to(*args, **kwargs)
-        return SparseCOOTensor(self._idx.to(vals.device), vals, self._size, self._coalesced)
-
     def t(self):
         if self.sparse_dim() != 2 or self.dim() != 2:
             raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, "
                                f"but got {self.sparse_dim()} sparse and {self.dense_dim()} "
                                "dense dimensions")
-        return SparseCOOTensor(self._idx.flip(0), self._vals, (self._size[1], self._size[0]))
+        return SparseCOOTensor(self._idx.flip(0), self._vals, (self._shape[1], self._shape[0]))
 
     def transpose(self, d0, d1):
         if self.dim() == 2 and {d0 % 2, d1 % 2} == {0, 1}:
@@ -148,52 +123,70 @@ class SparseCOOTensor:
 
     # ---- arithmetic -------------------------------------------------------------------------
     def mul(self, other):
-        if isinstance(other, (int, float)) or (isinstance(other, ember.Tensor)
-                                               and other.dim() == 0):
-            return SparseCOOTensor(self._idx, self._vals * other, self._size, self._coalesced)
+        """sparse * scalar, sparse * dense (at the stored entries): sparse, as PyTorch."""
+        if isinstance(other, (int, float)) or (isinstance(other, ember.Tensor) and
+                                               not other.is_sparse and other.dim() == 0):
+            return SparseCOOTensor(self._idx, self._vals * other, self._shape, self._coalesced)
+        if isinstance(other, SparseTensor):
+            return to_sparse(self.to_dense() * other.to_dense(), self.sparse_dim())
         if isinstance(other, ember.Tensor):        # dense: multiply at the stored entries
-            picked = other.expand(self._size)[tuple(self._idx)]
-            return SparseCOOTensor(self._idx, self._vals * picked, self._size, self._coalesced)
+            picked = other.expand(self._shape)[tuple(self._idx)]
+            return SparseCOOTensor(self._idx, self._vals * picked, self._shape, self._coalesced)
         return NotImplemented
 
     __mul__ = __rmul__ = mul
 
-    def __truediv__(self, other):
-        return self.mul(1.0 / other) if isinstance(other, (int, float)) else \
-            SparseCOOTensor(self._idx, self._vals / other, self._size, self._coalesced)
-
-    def __neg__(self):
-        return self.mul(-1)
-
-    def add(self, other):
-        if isinstance(other, SparseCOOTensor):
-            if other._size != self._size:
-                raise RuntimeError(f"add: expected sizes to match, got {tuple(self._size)} "
-                                   f"and {tuple(other._size)}")
-            return SparseCOOTensor(ember.cat([self._idx, other._idx], 1),
-                                   ember.cat([self._vals, other._vals], 0), self._size)
+    def add(self, other, *, alpha=1):
+        """sparse + sparse: sparse; sparse + dense: refused, as PyTorch (dense + sparse works)."""
+        if isinstance(other, SparseTensor):
+            other = other.to_sparse()
+            if tuple(other.shape) != self._shape:
+                raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but "
+                                   f"self has size {list(self._shape)} while other has size "
+                                   f"{list(other.shape)} (FYI: dense-sparse addition does not "
+                                   "currently support broadcasting)")
+            ov = other._vals if alpha == 1 else other._vals * alpha
+            if other._idx is self._idx:
+                return SparseCOOTensor(self._idx, self._vals + ov, self._shape, self._coalesced)
+            r = SparseCOOTensor(ember.cat([self._idx, other._idx], 1),
+                                ember.cat([self._vals, ov], 0), self._shape)
+            return r.coalesce() if self._coalesced and other._coalesced else r
         if isinstance(other, ember.Tensor):
-            return self.to_dense() + other
+            raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
+                               "instead.")
         return NotImplemented
 
     __add__ = add
 
-    def __radd__(self, other):
-        return self.add(other)
+    def __radd__(self, other):  # dense + sparse: dense
+        if isinstance(other, ember.Tensor):
+            return other + self.to_dense()
+        return NotImplemented
 
-    def mm(self, dense):
-        return mm(self, dense)
+    def sub(self, other, *, alpha=1):
+        return self.add(other, alpha=-alpha)
 
-    __matmul__ = matmul = mm
+    __sub__ = sub
 
-    def sum(self, dim=None, keepdim=False, dtype=None):
-        if dim is None:
-            return self._vals.sum(dtype=dtype) if dtype else self._vals.sum()
-        return sum(self, dim)
+    def __rsub__(self, other):
+        if isinstance(other, ember.Tensor):
+            return other - self.to_dense()
+        return NotImplemented
 
-    def __repr__(self):
-        return (f"tensor(indices={self._idx},\n       values={self._vals},\n       "
-                f"size={tuple(self._size)}, nnz={self._nnz()}, layout=ember.sparse_coo)")
+    def mm(self, other):
+        return mm(self, other)
+
+    def matmul(self, other):
+        if isinstance(other, ember.Tensor) and not other.is_sparse and other.dim() == 1:
+            return mm(self, other.unsqueeze(1)).squeeze(1)
+        return mm(self, other)
+
+    __matmul__ = matmul
+
+    def __rmatmul__(self, other):  # dense @ sparse = (sparse^T @ dense^T)^T
+        if isinstance(other, ember.Tensor):
+            return mm(self.t(), other.t()).t()
+        return NotImplemented
 
 
 def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
@@ -240,16 +233,26 @@ def to_sparse(dense, sparse_dim=None):
 
 
 def mm(sparse, dense):
-    """sparse (n, m) @ dense (m, p) -> dense (n, p); differentiable in both values and dense."""
-    if isinstance(dense, SparseCOOTensor):
-        dense = dense.to_dense()
+    """sparse (n, m) @ dense (m, p) -> dense (n, p); differentiable in both values and dense.
+    sparse @ sparse -> sparse."""
+    if isinstance(sparse, SparseTensor) and isinstance(dense, SparseTensor):
+        return to_sparse(mm(sparse, dense.to_dense()))
+    if isinstance(sparse, SparseTensor) and not isinstance(sparse, SparseCOOTensor):
+        sparse = sparse.to_sparse()
     if not isinstance(sparse, SparseCOOTensor):
         return ember.mm(sparse, dense)
     if sparse.sparse_dim() != 2 or sparse.dense_dim() != 0:
         raise RuntimeError("sparse.mm: expected a 2-D sparse matrix with no dense dims")
-    if dense.dim() != 2 or dense.shape[0] != sparse.shape[1]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({sparse.shape[0]}x"
-                           f"{sparse.shape[1]} and {'x'.join(map(str, dense.shape))})")
+    if dense.dim() != 2:
+        raise RuntimeError(f"addmm: 2D tensor expected, got {dense.dim()}D tensor for "
+                           "argument #3 'dense'")
+    if dense.shape[0] != sparse.shape[1]:
+        raise RuntimeError(f"addmm: Argument #3 (dense): Expected dim 0 size {sparse.shape[1]}"
+                           f", got {dense.shape[0]}")
+    if dense.dtype != sparse.dtype:
+        from ember._dispatch import torch_name
+        raise RuntimeError(f"expected scalar type {torch_name(sparse.dtype)} but found "
+                           f"{torch_name(dense.dtype)}")
     rows, cols = sparse._idx[0], sparse._idx[1]
     contrib = sparse._vals.unsqueeze(-1) * dense.index_select(0, cols)   # (nnz, p)
     out = ember.zeros(sparse.shape[0], dense.shape[1], dtype=contrib.dtype,
@@ -259,6 +262,8 @@ def mm(sparse, dense):
 
 def sum(input, dim=None, dtype=None):  # noqa: A001 - torch.sparse.sum
     """Sum of all entries (a dense scalar) or over `dim`: sparse when sparse dims remain."""
+    if not isinstance(input, SparseCOOTensor):
+        input = input.to_sparse()
     if dim is None:
         return input._vals.sum() if dtype is None else input._vals.sum(dtype=dtype)
     dims = [dim] if isinstance(dim, int) else list(dim)

@@ -1,38 +1,36 @@
 """SparseCSRTensor: a 2-D matrix as crow_indices (rows + 1), col_indices and values (nnz), as
-PyTorch's sparse CSR layout. Conversions and products go through the COO form."""
+PyTorch's sparse CSR layout; an ember.Tensor (see _base). Conversions and products go through
+the COO form."""
 from __future__ import annotations
 
 import ember
 
-from ._coo import SparseCOOTensor, _Layout
+from ._base import Layout, SparseTensor
+from ._coo import SparseCOOTensor
 from ._coo import mm as _coo_mm
 
 __all__ = ["SparseCSRTensor", "sparse_csr_tensor", "sparse_csr", "coo_to_csr"]
 
-sparse_csr = _Layout("sparse_csr")
+sparse_csr = Layout("sparse_csr")
 
 
-class SparseCSRTensor:
-    is_sparse = False
+class SparseCSRTensor(SparseTensor):
     is_sparse_csr = True
     layout = sparse_csr
 
-    def __init__(self, crow, col, values, size):
-        self._crow, self._col, self._vals = crow, col, values
-        self._size = ember.Size(size)
+    def _init(self, crow, col, values, size):
+        self._setup(values, size)
+        self._crow, self._col = crow, col
 
-    shape = property(lambda self: self._size)
-    dtype = property(lambda self: self._vals.dtype)
-    device = property(lambda self: self._vals.device)
-    requires_grad = property(lambda self: self._vals.requires_grad)
+    def __init__(self, *args, **kwargs):  # SparseCSRTensor(crow, col, values, size)
+        pass
 
-    def size(self, dim=None):
-        return self._size if dim is None else self._size[dim]
+    def __new__(cls, crow, col, values, size):
+        return cls._new(crow, col, values, size)
 
-    def dim(self) -> int:
-        return len(self._size)
-
-    ndim = property(dim)
+    def _with_values(self, values):
+        dev = values.device
+        return SparseCSRTensor(self._crow.to(dev), self._col.to(dev), values, self._shape)
 
     def crow_indices(self):
         return self._crow
@@ -43,22 +41,21 @@ class SparseCSRTensor:
     def values(self):
         return self._vals
 
-    def _nnz(self) -> int:
-        return self._vals.shape[0]
+    def _repr_pieces(self):
+        return [("crow_indices", self._crow), ("col_indices", self._col), ("values", self._vals)]
 
-    def requires_grad_(self, flag: bool = True):
-        self._vals.requires_grad_(flag)
-        return self
+    def _dense_graph(self):
+        return self.to_dense()
 
     def to_sparse(self, sparse_dim=None):
         """The COO form (coalesced: CSR entries are row-major and unique)."""
         counts = self._crow[1:] - self._crow[:-1]
-        rows = ember.repeat_interleave(ember.arange(self._size[0], device=self._crow.device),
+        rows = ember.repeat_interleave(ember.arange(self._shape[0], device=self._crow.device),
                                        counts)
-        return SparseCOOTensor(ember.stack([rows, self._col]), self._vals, self._size,
+        return SparseCOOTensor(ember.stack([rows, self._col]), self._vals, self._shape,
                                coalesced=True)
 
-    def to_sparse_csr(self):
+    def to_sparse_csr(self, dense_dim=None):
         return self
 
     def to_dense(self, dtype=None, *, masked_grad=None):
@@ -67,22 +64,36 @@ class SparseCSRTensor:
     def mm(self, dense):
         return _coo_mm(self.to_sparse(), dense)
 
-    __matmul__ = matmul = mm
+    def matmul(self, other):
+        return self.to_sparse().matmul(other)
+
+    __matmul__ = matmul
+
+    def __rmatmul__(self, other):
+        return self.to_sparse().__rmatmul__(other)
 
     def mul(self, other):
-        if isinstance(other, (int, float)):
-            return SparseCSRTensor(self._crow, self._col, self._vals * other, self._size)
-        return NotImplemented
+        if isinstance(other, (int, float)) or (isinstance(other, ember.Tensor) and
+                                               not other.is_sparse and other.dim() == 0):
+            return self._with_values(self._vals * other)
+        r = self.to_sparse().mul(other)
+        return r if r is NotImplemented else coo_to_csr(r)
 
     __mul__ = __rmul__ = mul
 
-    def __repr__(self):
-        return (f"tensor(crow_indices={self._crow},\n       col_indices={self._col},\n"
-                f"       values={self._vals}, size={tuple(self._size)}, nnz={self._nnz()},\n"
-                f"       layout=ember.sparse_csr)")
+    def add(self, other, *, alpha=1):
+        r = self.to_sparse().add(other, alpha=alpha)
+        return r if r is NotImplemented else coo_to_csr(r)
+
+    __add__ = add
+
+    def __radd__(self, other):
+        return self.to_sparse().__radd__(other)
 
 
 def coo_to_csr(coo: SparseCOOTensor) -> SparseCSRTensor:
+    if isinstance(coo, SparseCSRTensor):
+        return coo
     if coo.sparse_dim() != 2 or coo.dense_dim() != 0:
         raise RuntimeError("to_sparse_csr: expected a 2-D sparse COO matrix with no dense dims")
     c = coo.coalesce()

@@ -18,6 +18,13 @@ from ember._device import register_device
 from . import _random
 from ._backend import CudaBackend
 from ._backend import allocator as _allocator
+from .graphs import (
+    CUDAGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from .runtime import driver as _rt
 from .runtime.allocator import OutOfMemoryError
 from .runtime.streams import (
@@ -39,7 +46,8 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "OutOfMemoryError", "manual_seed", "manual_seed_all", "seed", "seed_all",
            "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
            "set_rng_state_all", "default_generators", "is_initialized",
-           "init", "host_memory_fallbacks"]
+           "init", "host_memory_fallbacks", "CUDAGraph", "graph", "graph_pool_handle",
+           "make_graphed_callables", "is_current_stream_capturing"]
 
 _backend = CudaBackend()
 register_device(_backend)

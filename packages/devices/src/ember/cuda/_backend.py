@@ -483,6 +483,17 @@ class CudaBackend(DeviceBackend):
     def _host_call(self, op, args, count=True):
         return self.host_call(op, args, count)
 
+    def flex_attention(self, query, key, value, score_mod, block_mask, scale, return_lse):
+        """FlexAttention's fused forward (core's flex_attention asks); NotImplemented: run the
+        eager reference."""
+        from ._flex import flex_forward
+        return flex_forward(self, query, key, value, score_mod, block_mask, scale, return_lse)
+
+    def launch_user_triton(self, kernel, grid, args, kwargs):
+        """`ember.library.wrap_triton(kernel)[grid](*args, **kwargs)` on cuda tensors."""
+        from ._user_triton import launch_user_triton
+        return launch_user_triton(kernel, grid, args, kwargs)
+
 
 _I31 = 2**31
 _TL_OK = {D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16, D.bfloat16, D.float32,

@@ -116,12 +116,16 @@ def _fake_gemm(a, b, out, alpha, beta):
     """The fake device's cuBLAS (its memory is host memory): numpy on views of the operands."""
     if rt.NOLAUNCH:
         return out
+    from .runtime.capture import fake_exec
     va, vb, vo = rt.fake_view(a), rt.fake_view(b), rt.fake_view(out)
     acc = np.float64 if out.dtype is D.float64 else np.float32
-    r = alpha * np.matmul(va.astype(acc), vb.astype(acc))
-    if beta != 0.0:
-        r = r + beta * vo.astype(acc)
-    vo[...] = r.astype(vo.dtype)
+
+    def run():  # recorded instead while the stream captures (a CUDA graph)
+        r = alpha * np.matmul(va.astype(acc), vb.astype(acc))
+        if beta != 0.0:
+            r = r + beta * vo.astype(acc)
+        vo[...] = r.astype(vo.dtype)
+    fake_exec(run, current_stream_handle(out.device.index or 0))
     return out
 
 

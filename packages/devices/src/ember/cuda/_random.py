@@ -21,7 +21,19 @@ import numpy as np
 from ember import _random as core
 from ember._device import device as Device
 
+from .runtime import capture as _cap
 from .runtime import driver as rt
+
+_warned: list = []
+
+
+def _warn_capture() -> None:
+    import warnings
+    _warned.append(True)
+    warnings.warn("a random op was captured into a CUDA graph: ember's kernels take the Philox "
+                  "seed and counter as launch arguments, so every replay draws the numbers of "
+                  "the capture (PyTorch advances the generator per replay)", stacklevel=4)
+
 
 _STATE = struct.Struct("<QQ")  # seed, offset: 16 bytes, the size of PyTorch's CUDA state
 _MASK64 = (1 << 64) - 1
@@ -51,6 +63,8 @@ class CudaGenerator(core.Generator):
         multiple of 4 is rounded up first."""
         ctr = -(-self.offset // 4)
         self.offset = 4 * (ctr + n)
+        if _cap.capturing and not _warned:
+            _warn_capture()
         s = self._seed
         return (s - (1 << 64) if s >= 1 << 63 else s), ctr
 

@@ -1,5 +1,6 @@
-"""SummaryWriter (torch.utils.tensorboard.SummaryWriter's API): scalars, histograms, text,
-hparams and raw summaries as TensorBoard event files, written by tensorboard's EventFileWriter."""
+"""SummaryWriter (torch.utils.tensorboard.SummaryWriter's API): scalars, histograms, images,
+text, hparams and the model graph as TensorBoard event files, written by tensorboard's
+EventFileWriter."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,7 @@ import socket
 import time
 
 import numpy as np
+
 try:  # an optional dependency (the extra `tensorboard`): only this module needs it
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary, SummaryMetadata
@@ -61,6 +63,58 @@ def _text_summary(tag: str, text: str) -> Summary:
                          tensor_shape=TensorShapeProto(dim=[TensorShapeProto.Dim(size=1)]))
     return Summary(value=[Summary.Value(tag=tag + "/text_summary", metadata=meta,
                                         tensor=tensor)])
+
+
+def _png(img: np.ndarray) -> bytes:
+    """A PNG of an (H, W, C) uint8 image, C = 1 (gray), 3 (RGB) or 4 (RGBA); no filtering."""
+    import struct
+    import zlib
+    h, w, c = img.shape
+    color = {1: 0, 3: 2, 4: 6}[c]
+    raw = b"".join(b"\x00" + img[y].tobytes() for y in range(h))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0,
+                                                               0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def _grid(nchw: np.ndarray, ncols: int = 8) -> np.ndarray:
+    """N images (N, 1 or 3, H, W) tiled in rows of up to ncols: (3, H * rows, W * cols)."""
+    if nchw.shape[1] == 1:
+        nchw = np.concatenate([nchw] * 3, 1)
+    n, _, h, w = nchw.shape
+    ncols = min(n, ncols)
+    nrows = -(-n // ncols)
+    canvas = np.zeros((3, h * nrows, w * ncols), dtype=nchw.dtype)
+    for i in range(n):
+        y, x = divmod(i, ncols)
+        canvas[:, y * h:(y + 1) * h, x * w:(x + 1) * w] = nchw[i]
+    return canvas
+
+
+def _to_hwc(a: np.ndarray, fmt: str) -> np.ndarray:
+    fmt = fmt.upper()
+    if len(set(fmt)) != len(fmt) or a.ndim != len(fmt):
+        raise ValueError(f"add_image: dataformats {fmt!r} does not fit an image of shape "
+                         f"{a.shape}")
+    if len(fmt) == 4:
+        return _grid(a.transpose([fmt.find(c) for c in "NCHW"])).transpose(1, 2, 0)
+    if len(fmt) == 3:
+        a = a.transpose([fmt.find(c) for c in "HWC"])
+        return np.concatenate([a] * 3, 2) if a.shape[2] == 1 else a
+    return np.stack([a.transpose([fmt.find(c) for c in "HW"])] * 3, 2)
+
+
+def _image(img, dataformats: str) -> Summary.Image:
+    a = _to_hwc(_np(img), dataformats)
+    scale = 1 if a.dtype == np.uint8 else 255  # float images are taken to be in [0, 1]
+    a = (a.astype(np.float32) * scale).clip(0, 255).astype(np.uint8)
+    h, w, c = a.shape
+    return Summary.Image(height=h, width=w, colorspace=c,
+                         encoded_image_string=_png(np.ascontiguousarray(a)))
 
 
 class SummaryWriter:
@@ -136,12 +190,26 @@ class SummaryWriter:
             self._summary(Summary(value=[Summary.Value(tag=k, simple_value=_scalar(v))]),
                           global_step, None, w)
 
-    def add_image(self, tag, img_tensor, global_step=None, walltime=None, dataformats="CHW"):
-        raise NotImplementedError("SummaryWriter.add_image is not implemented in ember (it "
-                                  "needs PNG encoding); log scalars, histograms or text")
+    def add_image(self, tag: str, img_tensor, global_step=None, walltime=None,
+                  dataformats: str = "CHW") -> None:
+        """One image (CHW, HWC or HW; float in [0, 1] or uint8), PNG-encoded as PyTorch's."""
+        self._summary(Summary(value=[Summary.Value(tag=tag, image=_image(img_tensor,
+                                                                         dataformats))]),
+                      global_step, walltime)
 
-    def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
-        raise NotImplementedError("SummaryWriter.add_graph is not implemented in ember")
+    def add_images(self, tag: str, img_tensor, global_step=None, walltime=None,
+                   dataformats: str = "NCHW") -> None:
+        """A batch of images as one grid (up to 8 per row), as PyTorch's writer."""
+        self.add_image(tag, img_tensor, global_step, walltime, dataformats)
+
+    def add_graph(self, model, input_to_model=None, verbose: bool = False,
+                  use_strict_trace: bool = True) -> None:
+        """The model's op graph (traced with make_fx, from ember-compiler) as a GraphDef
+        TensorBoard's graph plugin shows: one node per op, its inputs, shapes and dtype."""
+        from ._graph import graph_def
+        args = input_to_model if isinstance(input_to_model, (tuple, list)) else (
+            input_to_model,)
+        self._event(Event(graph_def=graph_def(model, args).SerializeToString()))
 
     def flush(self) -> None:
         for w in self.all_writers.values():

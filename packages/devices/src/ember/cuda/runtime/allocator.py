@@ -9,6 +9,11 @@ are kept and reused.
   (`record_stream`) waits for events recorded on those streams at free time.
 - When the device is out of memory, cached unused segments are released and the allocation is
   retried; then OutOfMemoryError names the sizes.
+- CUDA graphs: while a stream captures, its allocations come from the graph's private pool
+  (segments of its own, `begin_capture`). A block of a private pool, freed, goes back to that
+  pool only: memory a graph's replays write is never handed to other tensors. Nothing is
+  released to the driver and no event is queried while a capture is underway; a pool's
+  segments go back once no graph uses it (`release_pool`) and its blocks are all free.
 
 The raw allocation functions are parameters, so the bookkeeping is tested on CPU.
 """
@@ -46,7 +51,7 @@ _ids = itertools.count()
 
 class Block:
     __slots__ = ("ptr", "size", "stream", "small", "segment", "prev", "next", "allocated",
-                 "streams_used", "events", "id", "cached")
+                 "streams_used", "events", "id", "cached", "pool")
 
     def __init__(self, ptr, size, stream, small, segment):
         self.ptr, self.size, self.stream, self.small = ptr, size, stream, small
@@ -57,6 +62,7 @@ class Block:
         self.events = 0             # events still pending before reuse
         self.id = next(_ids)
         self.cached = False         # free, held in the allocator's exact-reuse lists
+        self.pool = None            # the PrivatePool (CUDA graphs) it belongs to, or None
 
     def key(self):
         return (self.stream, self.size, self.ptr)
@@ -87,6 +93,18 @@ class Pool:
         return None
 
 
+class PrivatePool:
+    """A CUDA graph's memory pool: free lists and segments of its own. `use_count`: graphs (and
+    captures underway) using it; at 0 its free segments go back to the driver."""
+
+    def __init__(self, pool_id):
+        self.id = pool_id
+        self.small, self.large = Pool(), Pool()
+        self.segments: set = set()
+        self.use_count = 0
+        self.allocated = 0          # blocks of it in use
+
+
 class CachingAllocator:
     """One device's allocator. raw_alloc(nbytes) -> ptr or None (out of memory);
     raw_free(ptr); event_factory(stream) -> an object with query() (stream-use events)."""
@@ -105,13 +123,20 @@ class CachingAllocator:
         # pattern; flushed into the pools (and merged) when a request does not find one
         self.recent: dict = {}
         self.n_recent = 0
+        self.private: dict = {}     # pool id -> PrivatePool (CUDA graphs)
+        self.capture_pools: dict = {}  # stream under capture -> its PrivatePool
+        self.deferred: list = []    # blocks freed during a capture that need stream events
         self.stats = dict(allocated=0, reserved=0, peak_allocated=0, peak_reserved=0,
                           num_alloc_retries=0, num_ooms=0, allocations=0, frees=0,
                           segments_allocated=0, segments_freed=0, requested=0)
 
     # ---- allocation -------------------------------------------------------------------------
     def malloc(self, nbytes: int, stream: int) -> Block:
-        if self.pending:
+        if self.capture_pools:
+            priv = self.capture_pools.get(stream)
+            if priv is not None:
+                return self._malloc_private(priv, nbytes, stream)
+        elif self.pending:  # (no event is queried while a capture is underway)
             self._process_events()
         size = K512 if nbytes < K512 else (nbytes + K512 - 1) // K512 * K512
         lst = self.recent.get((stream, size))
@@ -138,16 +163,40 @@ class CachingAllocator:
             pool.remove(b)
         else:
             b = self._new_segment(size, stream, small)
+        self._split(b, size, pool)
+        return self._activate(b, nbytes)
+
+    def _malloc_private(self, priv: PrivatePool, nbytes: int, stream: int) -> Block:
+        size = round_size(nbytes)
+        small = size <= SMALL_LIMIT
+        pool = priv.small if small else priv.large
+        b = pool.best_fit(stream, size)
+        if b is not None:
+            pool.remove(b)
+        else:
+            b = self._new_segment(size, stream, small)
+            priv.segments.add(b.segment)
+        b.pool = priv
+        self._split(b, size, pool)
+        priv.allocated += 1
+        return self._activate(b, nbytes)
+
+    def _split(self, b: Block, size: int, pool: Pool) -> None:
         # split off the rest when it is worth keeping (PyTorch's rule)
+        small = b.small
+        stream = b.stream
         rest = b.size - size
         if (small and rest >= K512) or (not small and rest > SMALL_LIMIT):
             tail = Block(b.ptr + size, rest, stream, small, b.segment)
+            tail.pool = b.pool
             tail.prev, tail.next = b, b.next
             if b.next is not None:
                 b.next.prev = tail
             b.next = tail
             b.size = size
             pool.add(tail)
+
+    def _activate(self, b: Block, nbytes: int) -> Block:
         b.allocated = True
         self.active[b.ptr] = b
         st = self.stats
@@ -161,7 +210,7 @@ class CachingAllocator:
     def _new_segment(self, size: int, stream: int, small: bool) -> Block:
         seg = segment_size(size)
         ptr = self.raw_alloc(seg)
-        if ptr is None:
+        if ptr is None and not self.capture_pools:
             self.stats["num_alloc_retries"] += 1
             self._process_events(wait=True)
             self.empty_cache()
@@ -211,13 +260,30 @@ class CachingAllocator:
         st = self.stats
         st["allocated"] -= block.size
         st["frees"] += 1
+        if block.pool is not None:
+            block.pool.allocated -= 1
+        self._release(block)
+
+    def _release(self, block: Block) -> None:
+        """Where a freed block goes: behind events of the other streams that used it, back to
+        its graph's private pool, or into the exact-reuse lists."""
         if block.streams_used and self.event_factory is not None:
+            if self.capture_pools:  # no event is recorded or queried while capturing
+                self.deferred.append(block)
+                block.events += 1
+                return
             for s in block.streams_used:
                 self.pending.append((self.event_factory(s), block))
                 block.events += 1
             block.streams_used = None
             return
         block.streams_used = None
+        priv = block.pool
+        if priv is not None:
+            self._return(block)
+            if priv.use_count <= 0 and not self.capture_pools:
+                self._release_free_segments(priv)
+            return
         k = (block.stream, block.size)
         lst = self.recent.get(k)
         if lst is None:
@@ -237,7 +303,8 @@ class CachingAllocator:
         self.n_recent = 0
 
     def _return(self, b: Block) -> None:
-        pool = self.small if b.small else self.large
+        owner = self if b.pool is None else b.pool
+        pool = owner.small if b.small else owner.large
         for nb in (b.prev, b.next):   # merge with free neighbours of the same segment
             if nb is not None and not nb.allocated and nb.events == 0 and not nb.cached:
                 pool.remove(nb)
@@ -267,10 +334,58 @@ class CachingAllocator:
                 keep.append((ev, b))
         self.pending = keep
 
+    # ---- CUDA graphs' private pools ---------------------------------------------------------
+    def begin_capture(self, stream: int, pool_id) -> None:
+        """Allocations on stream come from the private pool pool_id until end_capture; the pool
+        counts one more user (the graph: release_pool gives it back)."""
+        priv = self.private.get(pool_id)
+        if priv is None:
+            priv = self.private[pool_id] = PrivatePool(pool_id)
+        priv.use_count += 1
+        self.capture_pools[stream] = priv
+
+    def end_capture(self, stream: int) -> None:
+        self.capture_pools.pop(stream, None)
+        if not self.capture_pools and self.deferred:
+            blocks, self.deferred = self.deferred, []
+            for b in blocks:  # freed during the capture: their stream-use events now
+                b.events -= 1
+                if not b.allocated:
+                    self._release(b)
+
+    def release_pool(self, pool_id) -> None:
+        """A graph using pool_id is gone: at no users, the pool's free segments are released
+        (the rest when their last block is freed)."""
+        priv = self.private.get(pool_id)
+        if priv is None:
+            return
+        priv.use_count -= 1
+        if priv.use_count <= 0 and not self.capture_pools:
+            self._release_free_segments(priv)
+
+    def _release_free_segments(self, priv: PrivatePool) -> None:
+        for pool in (priv.small, priv.large):
+            for b in list(pool.blocks.values()):
+                if b.prev is None and b.next is None and b.ptr == b.segment:
+                    pool.remove(b)
+                    priv.segments.discard(b.ptr)
+                    seg = self.segments.pop(b.ptr)
+                    self.raw_free(b.ptr)
+                    self.stats["reserved"] -= seg
+                    self.stats["segments_freed"] += 1
+        if not priv.segments and priv.use_count <= 0:
+            self.private.pop(priv.id, None)
+
     def empty_cache(self) -> None:
-        """Release every cached segment that holds no allocated block."""
+        """Release every cached segment that holds no allocated block (none while a CUDA
+        graph captures: the driver may not free memory then)."""
+        if self.capture_pools:
+            return
         self._process_events()
         self._flush_recent()
+        for priv in list(self.private.values()):
+            if priv.use_count <= 0:
+                self._release_free_segments(priv)
         for pool in (self.small, self.large):
             for b in list(pool.blocks.values()):
                 if b.prev is None and b.next is None and b.ptr == b.segment:

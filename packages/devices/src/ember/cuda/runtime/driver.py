@@ -117,6 +117,8 @@ def ensure_context(index: int | None = None) -> int:
 
 
 def synchronize(index: int | None = None) -> None:
+    if _cap.capturing:
+        _cap.forbid()
     ensure_context(index)
     check(cu().cuCtxSynchronize())
 
@@ -153,7 +155,8 @@ def raw_alloc(nbytes: int, index: int) -> int | None:
     """cuMemAlloc, or None when the device is out of memory (other errors raise)."""
     ensure_context(index)
     d = cu()
-    err, ptr = d.cuMemAlloc(nbytes)
+    with _cap.relaxed():  # a graph pool's new segment while capturing
+        err, ptr = d.cuMemAlloc(nbytes)
     if int(err) == int(d.CUresult.CUDA_ERROR_OUT_OF_MEMORY):
         return None
     check((err,))
@@ -175,11 +178,15 @@ def host_free_pinned(ptr: int) -> None:
 
 
 def memcpy_htod(dst: int, src_host: int, nbytes: int, stream: int) -> None:
+    if _cap.capturing:
+        _cap.forbid(stream)
     if nbytes:
         check(cu().cuMemcpyHtoDAsync(dst, src_host, nbytes, stream))
 
 
 def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream: int) -> None:
+    if _cap.capturing:
+        _cap.forbid(stream)
     if nbytes:
         check(cu().cuMemcpyDtoHAsync(dst_host, src, nbytes, stream))
 
@@ -202,6 +209,8 @@ def stream_create(priority: int = 0) -> int:
 
 
 def stream_sync(handle: int) -> None:
+    if _cap.capturing:
+        _cap.forbid(handle)
     check(cu().cuStreamSynchronize(handle))
 
 
@@ -278,6 +287,7 @@ def fake_view(t):
 
 def _fake_install():
     import ctypes
+    import itertools
 
     import numpy as np
 
@@ -295,14 +305,26 @@ def _fake_install():
 
     def copy(dst, src, n, stream=0):
         if n:
+            _cap.fake_exec(lambda: ctypes.memmove(dst, src, n), stream)
+
+    def host_copy(dst, src, n, stream=0):  # to or from the host: not capturable
+        if _cap.capturing:
+            _cap.forbid(stream)
+        if n:
             ctypes.memmove(dst, src, n)
 
     def memset(dst, value, n, stream=0):
         if n:
-            ctypes.memset(dst, value, n)
+            _cap.fake_exec(lambda: ctypes.memset(dst, value, n), stream)
+
+    def no_sync(stream=None):  # None: the whole device (cuCtxSynchronize)
+        if _cap.capturing:
+            _cap.forbid(stream)
+
+    streams = itertools.count(0x1000)
 
     g.update(
-        synchronize=lambda index=None: None,
+        synchronize=lambda index=None: no_sync(),
         get_name=lambda index: "ember fake CUDA device (host memory, Triton interpreter)",
         attribute=lambda index, name: {"COMPUTE_CAPABILITY_MAJOR": 9,
                                        "COMPUTE_CAPABILITY_MINOR": 0}.get(name, 1),
@@ -310,13 +332,15 @@ def _fake_install():
         mem_get_info=lambda index=None: (1 << 33, 1 << 34),
         raw_alloc=alloc, raw_free=lambda ptr, index: _fake_mem.pop(ptr, None),
         host_alloc_pinned=lambda n: alloc(n, 0), host_free_pinned=lambda p: _fake_mem.pop(p),
-        memcpy_htod=copy, memcpy_dtoh=copy, memcpy_dtod=copy, memset8=memset,
-        stream_create=lambda priority=0: id(object()), stream_sync=lambda h: None,
+        memcpy_htod=host_copy, memcpy_dtoh=host_copy, memcpy_dtod=copy, memset8=memset,
+        stream_create=lambda priority=0: next(streams), stream_sync=no_sync,
         stream_query=lambda h: True, event_create=lambda timing=False, blocking=False: 1,
         event_destroy=lambda h: None, event_record=lambda ev, s: None,
         event_query=lambda ev: True, event_sync=lambda ev: None,
         event_elapsed=lambda a, b: 0.0, stream_wait_event=lambda s, ev: None)
 
+
+from . import capture as _cap  # noqa: E402 (it imports this module)
 
 if FAKE:
     _fake_install()

@@ -95,7 +95,8 @@ class FastLauncher:
         full = (id(fn), key, tuple(p % 16 == 0 for p in ptrs))
         if rt.FAKE and not rt.NOLAUNCH:  # Triton's interpreter on host memory
             call = [_HostAddr(a.addr, a.dtype) if isinstance(a, Operand) else a for a in args]
-            fn[grid](*call, **constexprs)
+            from .capture import fake_exec  # recorded instead while the stream captures
+            fake_exec(lambda: fn[grid](*call, **constexprs), current_stream_handle(None))
             self.last = None
             return
         ck = self.compiled.get(full)

@@ -1,0 +1,15 @@
+"""ember's compiler backend (PyTorch's torch._inductor): forward and backward graphs lowered
+to a loop IR (pointwise formulas from the op table, reductions, views as index arithmetic),
+scheduled into fused kernels, generated as C++ with OpenMP for CPU tensors and cached on disk.
+
+>>> import ember
+>>> f = ember.compile(lambda x: (x + 1).relu() * 2, backend="inductor")
+>>> f(ember.ones(3)).tolist()
+[4.0, 4.0, 4.0]
+"""
+from __future__ import annotations
+
+from . import decompositions  # noqa: F401 - registers the reduction and composite lowerings
+from .compile_fx import CompiledFxGraph, compile_fx, compile_graph
+
+__all__ = ["compile_fx", "compile_graph", "CompiledFxGraph"]

@@ -1,0 +1,453 @@
+"""From a lowered graph to a callable: schedule, generate every kernel, compile them into one
+shared library (core's `_cpujit._build`: g++ with OpenMP, the on-disk `_kcache`), and write the
+Python wrapper that allocates buffers (reusing freed ones), launches the kernels and calls the
+extern ops in order. `EMBER_LOGS=output_code` prints the wrapper and the kernels.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+
+import numpy as np
+
+from ember import _flags
+from ember._ops import _cpujit
+from ember._tensor import Tensor
+
+from . import cpp
+from .ir import ComputedBuffer, ExternBuffer, InputBuffer, TBox
+from .scheduler import Kernel, reads_of, schedule
+
+__all__ = ["CompiledGraph", "build"]
+
+_GRAIN = 1 << 18   # elements per thread at least (waking a thread costs more below it)
+_NCPU = os.cpu_count() or 1
+
+
+class CompiledGraph:
+    """What `build` makes: the wrapper source, the kernel source and the callable."""
+
+    def __init__(self, wrapper_src, kernel_src, fn, n_kernels, n_extern):
+        self.wrapper_src, self.kernel_src, self.fn = wrapper_src, kernel_src, fn
+        self.n_kernels, self.n_extern = n_kernels, n_extern
+
+    def __call__(self, *args):
+        return self.fn(args)
+
+    def code(self) -> str:
+        return self.kernel_src + "\n" + self.wrapper_src
+
+
+def _stored(g, steps) -> set:
+    """Computed buffers something reads from memory: another kernel, an extern call, the
+    graph's outputs."""
+    owner = {}
+    for i, s in enumerate(steps):
+        if isinstance(s, Kernel):
+            for b in s.nodes:
+                owner[b.name] = i
+    stored = set()
+    for i, s in enumerate(steps):
+        if isinstance(s, Kernel):
+            for b in s.nodes:
+                fit = s.vars_for(b)
+                for buf, _ in reads_of(b, fit[0], fit[1], s.var_ranges()):
+                    if owner.get(buf.name, i) != i:
+                        stored.add(buf.name)
+        else:
+            for tb in _tboxes((s.args, s.kwargs)):
+                stored.add(tb.buf.name)
+    for o in g.outputs:
+        if isinstance(o, TBox):
+            stored.add(o.buf.name)
+    return stored
+
+
+def _tboxes(a):
+    if isinstance(a, TBox):
+        yield a
+    elif isinstance(a, (tuple, list)):
+        for x in a:
+            yield from _tboxes(x)
+    elif isinstance(a, dict):
+        for x in a.values():
+            yield from _tboxes(x)
+
+
+def build(g):
+    """Schedule, generate and compile a lowered graph (GraphLowering)."""
+    counter = iter(range(1 << 30))
+    steps = schedule(g.buffers, lambda: next(counter))
+    stored = _stored(g, steps)
+    kernels = {}
+    cuda = g.device == "cuda"
+    for s in steps:
+        if isinstance(s, Kernel):
+            while True:
+                if cuda:
+                    src, args, syms, mem = _triton_generate(s, stored, g.sv)
+                else:
+                    src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv)
+                    syms = None
+                if mem <= stored:
+                    break
+                stored |= mem
+            # named by its text: equal kernels of any graph share one compiled function
+            s.name = "kernel_" + hashlib.sha256(src.encode()).hexdigest()[:16]
+            kernels[s.name] = (src.replace("KERNEL_NAME", s.name), args, syms)
+    art = Artifact()
+    art.device = g.device
+    art.sources = [kernels[k][0] for k in kernels]
+    art.ks = [g.sv.values[s] for s in g.sv.ordered()]
+    art.dtypes = sorted({str(b.dtype) for b in g.buffers if isinstance(b, ComputedBuffer)})
+    art.wrapper = _wrapper(g, steps, stored, kernels, art)
+    art.n_kernels = len(kernels)
+    art.n_extern = sum(isinstance(s, ExternBuffer) for s in steps)
+    if not cuda and load_kernels(art.sources) is None:
+        return None  # deferred: compiled later with other graphs' kernels
+    return art
+
+
+def _triton_generate(s, stored, sv):
+    from . import triton as tgen
+    from .lowering import Fallback
+    try:
+        return tgen.generate(s, stored, "KERNEL_NAME", sv)
+    except Fallback:
+        raise
+    except Exception as e:  # noqa: BLE001 - a primitive Triton (or its interpreter) lacks
+        raise Fallback(f"no Triton code for a kernel ({type(e).__name__}: {e})") from e
+
+
+class Artifact:
+    """Everything needed to run a compiled graph again, in this process or another (the
+    FX-graph cache pickles it): the wrapper's source, the kernels' sources, the size values,
+    the extern ops, constants (by attribute name) and literals the wrapper names."""
+
+    def __init__(self):
+        self.wrapper, self.sources, self.ks, self.dtypes = "", [], [], []
+        self.externs: dict = {}
+        self.consts: dict = {}
+        self.literals: dict = {}
+        self.n_kernels = self.n_extern = 0
+        self.device = "cpu"
+
+
+def load(art: Artifact, gm) -> CompiledGraph | None:
+    """The callable of an artifact (its kernels compiled or loaded from the disk cache)."""
+    import ember
+    fns = load_kernels(art.sources) if art.device == "cpu" else _triton_kernels(art.sources)
+    if fns is None:
+        return None  # deferred: the kernels are compiled later, with other graphs'
+    env = {"_launch": _launch_triton, "_empty": _empty_device, "_np": np, "_Tensor": Tensor,
+           "_ptrs": _ptrs, "_ext": _extern_call, "_as": _as_tensor, "_relayout": _relayout,
+           "_out": _out,
+           "_KS": (ctypes.c_int64 * max(1, len(art.ks)))(*art.ks),
+           "_D": {name: getattr(ember, name.split(".")[-1]).np for name in art.dtypes},
+           "_E": {name: getattr(ember, name.split(".")[-1]) for name in art.dtypes}}
+    env.update(fns)
+    env.update(art.externs)
+    env.update(art.literals)
+    for name, target in art.consts.items():
+        obj = gm
+        for part in target.split("."):
+            obj = getattr(obj, part)
+        env[name] = obj
+    exec(compile(art.wrapper, "<ember inductor wrapper>", "exec"), env)  # noqa: S102
+    return CompiledGraph(art.wrapper, "".join(art.sources), env["call"], art.n_kernels,
+                         art.n_extern)
+
+
+def _triton_kernels(sources) -> dict:
+    from ember.cuda._pointwise import load_kernel
+    out = {}
+    for s in sources:
+        name = s.split("def ", 1)[1].split("(", 1)[0]
+        out[name] = load_kernel(s, name)
+    return out
+
+
+def _empty_device(n, dtype, device):
+    import ember
+    return ember.empty(n, dtype=dtype, device=device)
+
+
+def _launch_triton(fn, grid, bufs, ints, xblock, rblock):
+    """Launch a generated Triton kernel through the device's launcher."""
+    from ember._device import get_backend
+    from ember.cuda._pointwise import Operand
+    launch = get_backend("cuda").pw.launch
+    ops = [Operand(t, t.data_ptr(), (t.numel(),), (1,), t.dtype) for t in bufs]
+    launch(fn, grid, ops + list(ints), ("inductor", fn), {"XBLOCK": xblock, "RBLOCK": rblock})
+
+
+_KERNELS: dict = {}     # kernel name -> ctypes function, for this process
+_pending: list = []     # sources waiting for a batched compile (see `deferred`)
+_deferring = [0]
+
+
+def load_kernels(sources):
+    """{name: function} for kernel sources (compiling the ones this process lacks in one
+    compiler run); None while `deferred` collects them."""
+    missing = [s for s in sources if _kname(s) not in _KERNELS]
+    if missing:
+        if _deferring[0]:
+            _pending.extend(s for s in missing if s not in _pending)
+            return None
+        _compile(missing)
+    return {_kname(s): _KERNELS[_kname(s)] for s in sources}
+
+
+def _kname(src: str) -> str:
+    i = src.index('extern "C" void ') + len('extern "C" void ')
+    return src[i:src.index("(", i)]
+
+
+def _compile(sources):
+    from .lowering import Fallback
+    if not _cpujit.available():
+        raise Fallback("no C++ compiler (or EMBER_CPU_JIT=0)")
+    lib = _cpujit._build(sorted(sources))
+    if lib is None:
+        raise RuntimeError("ember inductor: the C++ kernels did not compile")
+    for s in sources:
+        f = getattr(lib, _kname(s))
+        f.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
+                      ctypes.c_int]
+        f.restype = None
+        _KERNELS[_kname(s)] = f
+
+
+class deferred:  # noqa: N801 - a context manager, used as `with deferred():`
+    """Collect the kernels graphs need instead of compiling each graph's (the graphs run as
+    captured meanwhile); compile them all in one compiler run on exit. For warming up many
+    graphs (tests, a model's first step)."""
+
+    def __enter__(self):
+        _deferring[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        _deferring[0] -= 1
+        if not _deferring[0] and _pending:
+            srcs = list(_pending)
+            _pending.clear()
+            _compile(srcs)
+        return False
+
+
+# ---- the wrapper ---------------------------------------------------------------------------
+def _wrapper(g, steps, stored, kernels, art):  # noqa: C901
+    sv = g.sv
+    hint = sv.hint
+    lines = ["def call(args):"]
+    names = [f"in{i}" for i in range(len(g.inputs))]
+    lines.append(f"    {', '.join(names) + ',' if names else '_'} = args")
+    for buf, target in g.constants:
+        art.consts[buf.name] = target
+    last_use = _last_uses(g, steps, stored)
+    pool: dict = {}
+    extern_read: set = set()
+    where = {}  # buffer name -> python expression of its tensor / array
+    if g.device != "cpu":
+        where["@cuda"] = True
+    for b in g.inputs:
+        if isinstance(b, TBox):
+            where[b.buf.name] = f"in{b.buf.index}"
+    for buf, _ in g.constants:
+        where[buf.name] = buf.name
+    for i, s in enumerate(steps):
+        if isinstance(s, Kernel):
+            src, args, syms = kernels[s.name]
+            for b in s.nodes:
+                if b.name in stored:
+                    n = max(1, sv.numel(b.shape))
+                    key = (b.dtype, n)
+                    if pool.get(key):
+                        old = pool[key].pop()
+                        lines.append(f"    {b.name} = {old}  # reuses {old}'s memory")
+                    elif g.device == "cpu":
+                        lines.append(f"    {b.name} = _np.empty({n}, _D[{str(b.dtype)!r}])")
+                    else:
+                        lines.append(f"    {b.name} = _empty({n}, _E[{str(b.dtype)!r}], "
+                                     f"{g.device!r})")
+                    where[b.name] = b.name
+            ptrs = ", ".join(_ptr_expr(where, b) for b in args)
+            if syms is not None:  # Triton: a grid over the outer ranges
+                from .triton import RBLOCK, XBLOCK
+                xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
+                ints = [sv.values[y] for y in syms] + [xn, rn]
+                grid = (-(-xn // XBLOCK),) if not s.K else (xn,)
+                lines.append(f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, "
+                             f"{XBLOCK if not s.K else 1}, {RBLOCK})")
+            else:
+                work = sv.numel(s.R) * max(1, sv.numel(s.K))
+                nt = max(1, min(_flags._threads or _NCPU, work // _GRAIN))
+                lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nt})")
+        else:
+            art.externs[s.name + "_op"] = s.target
+            a = _arg_src((s.args, s.kwargs), where, sv, extern_read)
+            lines.append(f"    {s.name} = _ext({s.name}_op, {a})")
+            for k, o in enumerate(s.outputs):
+                if o is None:
+                    continue
+                shape = tuple(hint(x) for x in o.shape)
+                stride = tuple(hint(x) for x in o.stride)
+                lines.append(f"    {o.name} = _relayout({s.name}[{k}], {shape}, {stride})")
+                where[o.name] = o.name
+        for name in last_use.get(i, ()):
+            if name in where and name not in extern_read and _is_computed(g, name):
+                b = _buffer(g, name)
+                pool.setdefault((b.dtype, max(1, sv.numel(b.shape))), []).append(name)
+    outs = []
+    for o in g.outputs:
+        if isinstance(o, TBox):
+            shape = tuple(hint(x) for x in o.shape)
+            stride = tuple(hint(x) for x in o.stride)
+            kind = "a" if isinstance(o.buf, ComputedBuffer) and g.device == "cpu" else "t"
+            outs.append(f"_out({where[o.buf.name]}, {kind!r}, {shape}, {stride}, "
+                        f"{hint(o.offset)})")
+        else:
+            name = f"_c{len(art.literals)}"
+            art.literals[name] = o
+            outs.append(name)
+    lines.append(f"    return ({''.join(x + ', ' for x in outs)})")
+    return "\n".join(lines) + "\n"
+
+
+def _is_computed(g, name):
+    return any(isinstance(b, ComputedBuffer) and b.name == name for b in g.buffers)
+
+
+def _buffer(g, name):
+    for b in g.buffers:
+        if b.name == name:
+            return b
+    return None
+
+
+def _last_uses(g, steps, stored) -> dict:
+    """step index -> computed buffers whose last reader is that step (not outputs)."""
+    last = {}
+    for i, s in enumerate(steps):
+        if isinstance(s, Kernel):
+            for b in s.nodes:
+                last[b.name] = max(last.get(b.name, i), i)
+                fit = s.vars_for(b)
+                for buf, _ in reads_of(b, fit[0], fit[1], s.var_ranges()):
+                    last[buf.name] = i
+        else:
+            for tb in _tboxes((s.args, s.kwargs)):
+                last[tb.buf.name] = i
+    outs = {o.buf.name for o in g.outputs if isinstance(o, TBox)}
+    by_step: dict = {}
+    for name, i in last.items():
+        if name not in outs and name in stored:
+            by_step.setdefault(i, []).append(name)
+    return by_step
+
+
+def _ptr_expr(where, b) -> str:
+    return where[b.name]
+
+
+def _arg_src(a, where, sv, extern_read) -> str:
+    hint = sv.hint
+    if isinstance(a, TBox):
+        extern_read.add(a.buf.name)
+        shape = tuple(hint(x) for x in a.shape)
+        stride = tuple(hint(x) for x in a.stride)
+        kind = "a" if isinstance(a.buf, ComputedBuffer) and isinstance(
+            where.get(a.buf.name + ".np"), type(None)) and not where.get("@cuda") else "t"
+        return f"_as({where[a.buf.name]}, {kind!r}, {shape}, {stride}, {hint(a.offset)})"
+    if isinstance(a, tuple) and not hasattr(a, "_fields"):
+        return "(" + "".join(_arg_src(x, where, sv, extern_read) + ", " for x in a) + ")"
+    if isinstance(a, list):
+        return "[" + ", ".join(_arg_src(x, where, sv, extern_read) for x in a) + "]"
+    if isinstance(a, dict):
+        return "{" + ", ".join(f"{k!r}: {_arg_src(v, where, sv, extern_read)}"
+                               for k, v in a.items()) + "}"
+    return _literal(a)
+
+
+def _literal(v) -> str:
+    if isinstance(v, float):
+        if v != v:
+            return "float('nan')"
+        if v in (float("inf"), float("-inf")):
+            return f"float('{v}')"
+    if isinstance(v, (bool, int, float, str, type(None))):
+        return repr(v)
+    import ember
+    if isinstance(v, ember.dtype):
+        return f"__import__('ember').{str(v).split('.')[-1]}"
+    if isinstance(v, ember.device):
+        return f"__import__('ember').device({str(v)!r})"
+    import pickle
+    return f"__import__('pickle').loads({pickle.dumps(v)!r})"
+
+
+# ---- runtime helpers -----------------------------------------------------------------------
+def _ptrs(*xs):
+    vals = []
+    for x in xs:
+        if isinstance(x, np.ndarray):
+            vals.append(x.__array_interface__["data"][0])
+        else:
+            vals.append(x.data_ptr())
+    return (ctypes.c_void_p * max(1, len(vals)))(*vals)
+
+
+def _c_strides(shape):
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(st))
+
+
+def _as_tensor(x, kind, shape, stride, offset):
+    """A tensor over buffer x (a flat numpy array or a tensor) with this layout."""
+    if kind == "a":
+        if stride == _c_strides(shape) and offset == 0 and x.size == _numel(shape):
+            return Tensor._from_np(x.reshape(shape))
+        return Tensor._from_np(x).as_strided(shape, stride, offset)
+    if tuple(x.shape) == tuple(shape) and tuple(x.stride()) == tuple(stride) and offset == 0:
+        return x
+    return x.as_strided(shape, stride, x.storage_offset() + offset)
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _out(x, kind, shape, stride, offset):
+    return _as_tensor(x, kind, shape, stride, offset)
+
+
+def _relayout(t, shape, stride):
+    """An extern result in the layout the kernels were generated for."""
+    if not isinstance(t, Tensor):
+        return t
+    if tuple(t.stride()) == tuple(stride) or _numel(shape) <= 1:
+        return t
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride) if n > 0)
+    flat = Tensor._from_np(np.empty(max(extent, 1), t.dtype.np), t.dtype)
+    out = flat.as_strided(shape, stride, 0)
+    np.copyto(out._np, t._np)
+    return out
+
+
+def _extern_call(op, a):
+    args, kwargs = a
+    r = op(*args, **kwargs)
+    if isinstance(r, (tuple, list)):
+        return list(r)
+    return [r]
+
+
+_ = (InputBuffer, Tensor)
