@@ -24,6 +24,13 @@ __all__ = ["ShapeEnv", "SymInt", "SymFloat", "SymBool", "is_symbolic", "guard_in
            "statically_known_false", "guard_or_false", "guard_or_true"]
 
 
+class ConstraintViolationError(RuntimeError):
+    """A size marked dynamic (`mark_dynamic`) that the traced program needs to be a constant."""
+
+
+__all__ += ["ConstraintViolationError"]
+
+
 class GuardOnDataDependentSymNode(RuntimeError):
     """A Python decision on a size only the data knows (an unbacked symbol, `nonzero`'s u0)."""
 
@@ -260,6 +267,12 @@ class SymInt(_SymValue):
     def __round__(self, ndigits=None):
         return self
 
+    def __ceil__(self):
+        return self
+
+    def __floor__(self):
+        return self
+
 
 class SymFloat(_SymValue):
     """A symbolic float (`s0 ** 0.5`, `s0 / 2`)."""
@@ -279,6 +292,12 @@ class SymFloat(_SymValue):
         val = float(self.hint())
         self.env.evaluate_expr(sympy.Eq(self.expr, val))
         return val
+
+    def __ceil__(self):  # math.ceil((end - start) / step) in arange's meta: stays symbolic
+        return wrap_int(sympy.ceiling(self.expr), self.env)
+
+    def __floor__(self):
+        return wrap_int(sympy.floor(self.expr), self.env)
 
     def __bool__(self) -> bool:
         return self.env.evaluate_expr(sympy.Ne(self.expr, 0))
