@@ -3,7 +3,9 @@ N processes started here with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (no MPI ne
 
     PYTHONPATH=... python packages/distributed/tests/gpu_nccl_check.py [N]   # N = 1: one GPU
 
-Exit 0 when every rank printed only OK checks (workers/nccl_worker.py with EMBER_REAL_NCCL=1).
+Exit 0 when every rank printed only OK checks, for each worker: workers/nccl_worker.py (the
+collectives) and workers/parallel_nccl_worker.py (DTensor, tensor parallel, fully_shard), both
+with EMBER_REAL_NCCL=1.
 """
 import os
 import socket
@@ -13,7 +15,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def main(n: int) -> int:
+WORKERS = ("nccl_worker.py", "parallel_nccl_worker.py")
+
+
+def run(worker: str, n: int) -> bool:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -21,17 +26,24 @@ def main(n: int) -> int:
     for r in range(n):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), EMBER_REAL_NCCL="1",
-                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+                   PYTHONPATH=os.pathsep.join(p for p in [os.path.join(HERE, "workers"),
+                                                          *sys.path] if p))
         procs.append(subprocess.Popen([sys.executable, "-u",
-                                       os.path.join(HERE, "workers", "nccl_worker.py")],
+                                       os.path.join(HERE, "workers", worker)],
                                       env=env, stdout=subprocess.PIPE, text=True))
     ok = True
     for p in procs:
         out, _ = p.communicate(timeout=600)
         sys.stdout.write(out)
         ok = ok and p.returncode == 0 and " FAIL " not in out and "CHECK" in out
-    print("GPU NCCL CHECK", "PASSED" if ok else "FAILED")
-    return 0 if ok else 1
+    print(f"GPU NCCL CHECK {worker}", "PASSED" if ok else "FAILED")
+    return ok
+
+
+def main(n: int) -> int:
+    results = [run(w, n) for w in WORKERS]
+    print("GPU NCCL CHECK", "PASSED" if all(results) else "FAILED")
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def checks(proc) -> dict:
 def check_names(worker: str) -> list[str]:
     """The checks a worker script defines (`@check` functions), in order."""
     with open(os.path.join(HERE, "workers", worker)) as f:
-        return re.findall(r"@check\ndef (\w+)", f.read())
+        return re.findall(r"@check(?:\(R\))?\ndef (\w+)", f.read())
 
 
 def assert_check(run, rank: int, name: str) -> None:

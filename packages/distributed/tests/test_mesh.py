@@ -1,5 +1,6 @@
-"""DeviceMesh (2x2 on 4 MPI ranks: groups per dim, slicing), functional collectives and DTensor
-(distribute, redistribute between placements, Partial), against numpy (workers/mesh_worker.py)."""
+"""DeviceMesh (2x2 on 4 MPI ranks: groups per dim, slicing), functional collectives (eager and in
+ember.compile) and DTensor (distribute, redistribute between placements, Partial), against numpy
+(workers/mesh_worker.py)."""
 
 import pytest
 from mpi_launch import assert_check, check_names, checks, mpirun

@@ -132,6 +132,11 @@ def __getattr__(name):
         return __version__
     if name.startswith("_"):
         raise AttributeError(f"module 'ember' has no attribute '{name}'")
+    if name == "cond":  # torch.cond: a higher-order op of ember-compiler
+        if importlib.util.find_spec("ember._higher_order_ops") is None:
+            from ._components import require
+            require("compiler", "ember.cond")
+        return importlib.import_module("ember._higher_order_ops").cond
     if name in _FROM_SUBMODULE:  # top-level names that live in a lazily loaded submodule
         return getattr(importlib.import_module(f"ember.{_FROM_SUBMODULE[name]}"), name)
     try:

@@ -180,6 +180,16 @@ def _fast_core(op, args, a, n, d):
         r = NP_CHUNKED(op.pointwise, a) if n >= CHUNK_MIN else op.pointwise(NP, *a)
     except (ValueError, TypeError, OverflowError):
         return None  # the general path raises PyTorch's error
+    for i in op.tensor_idx:
+        if r is a[i]:  # a formula that hands back its input (never alias it)
+            r = r.copy()
+            break
+    return _fast_finish(r, rdt)
+
+
+def _fast_finish(r, rdt):
+    """A fast-path formula's result -> a fresh contiguous CPU tensor of dtype rdt, or None
+    (the general path decides). Also ember._C's hit path's, for results it does not wrap."""
     if r.__class__ is not np.ndarray:
         r = np.asarray(r)
     npd = rdt.np
@@ -220,6 +230,10 @@ def find_device(op, args):
 
 def execute(op, args: tuple, out=None):
     """Run op below autograd and modes: the device's kernel, view rule or decomposition."""
+    if subclass_dispatch[0]:
+        r = _subclass_call(op, args, out)
+        if r is not NotImplemented:
+            return r
     if op.inplace_of is not None:
         return _inplace(op, args)
     if op.view is not None:
@@ -251,6 +265,25 @@ def execute(op, args: tuple, out=None):
     if out is not None:
         return write_out(op, result, out)
     return result
+
+
+# Nonzero once a Tensor subclass that handles its own ops (class attribute
+# `__ember_dispatch__(op, args, out)`, as ember-distributed's DTensor) was imported: execute()
+# hands a call with such an argument to that class, below autograd (torch's __torch_dispatch__).
+subclass_dispatch = [0]
+
+
+def _subclass_call(op, args, out):
+    for i in op.tensor_idx:
+        h = getattr(args[i].__class__, "__ember_dispatch__", None)
+        if h is not None:
+            return h(op, args, out)
+    for i in op.list_idx:
+        for a in args[i] or ():
+            h = getattr(a.__class__, "__ember_dispatch__", None)
+            if h is not None:
+                return h(op, args, out)
+    return NotImplemented
 
 
 def no_kernel(op, args, dev, declined=False):
@@ -289,6 +322,15 @@ def _np_args(op, args):
 
 def _wrap(op, r, args):
     """Kernel results (numpy arrays, tuples of them, or tensors) -> tensors."""
+    if r.__class__ is np.ndarray:
+        if r.base is not None:  # an input view (np.reshape, astype(copy=False)): never alias
+            r = r.copy()
+        dt = D._BY_NP.get(r.dtype)
+        if dt is not None and r.flags.c_contiguous:  # as _fast_finish: Storage made on demand
+            st = _STRIDES.get(r.shape)
+            return _make(None, r.shape, st if st is not None else c_strides(r.shape), 0, dt,
+                         _CPU, r)
+        return Tensor._from_np(r)
     if isinstance(r, np.ndarray):
         return Tensor._from_np(_own(r))
     if isinstance(r, Tensor) or r is None:
@@ -551,3 +593,10 @@ class _NumpyOps:
 
 NP = _NumpyOps()
 contiguous_strides = contiguous_strides
+
+# What the generated op functions call: ember._C's native hit path in front of `call` when the
+# module is built (csrc/fastpath.cpp, ember/_native.py), else `call` itself.
+from . import _native  # noqa: E402 - needs this module's names
+
+call_entry = _native.entry_call(call)
+native_pointwise = _native.pointwise_entry()  # for autograd's recording: Tensor | None

@@ -9,12 +9,26 @@ class _Namespace:
         self._ns = ns
 
     def __getattr__(self, name: str):
+        if self._ns == "higher_order":   # cond, map_impl: ember-compiler's higher-order ops
+            return _higher_order(name)
         key = name if self._ns == "aten" else f"{self._ns}::{name}"
         op = OPS.get(key)
         if op is None:
             raise AttributeError(f"'_OpNamespace' '{self._ns}' object has no attribute "
                                  f"'{name}'")
         return op
+
+
+def _higher_order(name: str):
+    import importlib
+    import importlib.util
+    if importlib.util.find_spec("ember._higher_order_ops") is None:
+        from ._components import require
+        require("compiler", f"ember.ops.higher_order.{name}")
+    ops = importlib.import_module("ember._higher_order_ops").HIGHER_ORDER_OPS
+    if name not in ops:
+        raise AttributeError(f"'_OpNamespace' 'higher_order' object has no attribute '{name}'")
+    return ops[name]
 
 
 class _Ops:

@@ -137,6 +137,43 @@ def unused_without_detection_raises():
         raise AssertionError("no error")
 
 
+def _train_with_hook(state, hook, steps=3):
+    model = DDP(make(R), bucket_cap_mb=0.0002)
+    model.register_comm_hook(state, hook)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    x, y = data()
+    xb, yb = x.chunk(N)[R], y.chunk(N)[R]
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.mse_loss(model(xb), yb).backward()
+        opt.step()
+    return model
+
+
+@check
+def comm_hooks():
+    from ember.distributed.algorithms.ddp_comm_hooks import default_hooks as H
+    same(_train_with_hook(None, H.allreduce_hook).module, reference(3))
+    same(_train_with_hook(None, H.fp16_compress_hook).module, reference(3), tol=2e-3)
+    same(_train_with_hook(None, H.bf16_compress_wrapper(H.allreduce_hook)).module,
+         reference(3), tol=3e-2)
+    seen = []
+
+    def custom(state, bucket):  # a hook sees the bucket and may return any Future
+        seen.append((state, bucket.index(), len(bucket.parameters()), bucket.is_last()))
+        assert sum(g.numel() for g in bucket.gradients()) == bucket.buffer().numel()
+        return H.allreduce_hook(None, bucket)
+    model = _train_with_hook("st", custom, steps=1)
+    same(model.module, reference(1))
+    assert seen and all(s[0] == "st" for s in seen) and seen[-1][3], seen
+    try:
+        model.register_comm_hook(None, custom)
+    except RuntimeError as e:
+        assert "only be called once" in str(e)
+    else:
+        raise AssertionError("a second comm hook was registered")
+
+
 dist.barrier()
 dist.destroy_process_group()
 print(f"DONE {R} failed={FAILED}", flush=True)

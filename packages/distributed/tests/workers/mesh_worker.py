@@ -84,6 +84,34 @@ def functional_collectives():
     assert w.tolist() == [1.0]
 
 
+@check
+def functional_collectives_in_compile():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    def f(x):
+        y = funcol.all_reduce(x * 2, "sum", (mesh, "dp"))
+        z = funcol.all_gather_tensor(y + 1, 0, (mesh, "tp"))
+        w = funcol.reduce_scatter_tensor(z, dist.ReduceOp.SUM, 0, mesh["tp"])
+        return funcol.wait_tensor(w).sin()
+    x = ember.full((2, 3), float(R + 1))
+    eager = f(x)
+    got = ember.compile(f, backend=backend)(x)
+    np.testing.assert_allclose(got.numpy(), eager.numpy(), rtol=1e-6)
+    assert len(graphs) == 1, len(graphs)  # one graph: no break at the collectives
+    names = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert sum("_c10d_functional" in t for t in names) == 4, names
+    i, j = np.argwhere(MESH == R)[0]
+    # y: 2x summed over the dp column; z: the tp row's y + 1 stacked; w: z summed over the tp
+    # row (tp equal copies), this rank's block
+    tp = MESH.shape[1]
+    want = np.sin(tp * (2.0 * (MESH[:, j] + 1).sum() + 1)) * np.ones((2, 3))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+
+
 X = np.arange(5 * 6, dtype=np.float32).reshape(5, 6)  # 5 rows: uneven shards
 
 

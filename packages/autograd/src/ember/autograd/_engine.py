@@ -34,6 +34,7 @@ __all__ = ["record", "run_backward", "Engine", "ENGINE"]
 
 _execute = _dispatch.execute
 _fast_core = getattr(_dispatch, "_fast_core", None) if hasattr(_dispatch, "special") else None
+_native_pointwise = getattr(_dispatch, "native_pointwise", None)  # ember._C's hit path, or None
 _F32, _F64 = D.float32, D.float64
 _new_node = object.__new__
 _CPU = _dispatch._CPU
@@ -63,7 +64,10 @@ def record(op, args: tuple, out=None):
     if inf.inplace:
         return _record_inplace(op, inf, args)
     result = None
-    if op.pointwise is not None and _fast_core is not None and not _dispatch.special[0]:
+    if op.pointwise is not None and _native_pointwise is not None:
+        result = _native_pointwise(op, args)  # None: not a native hit (see ember/_native.py)
+    if result is None and op.pointwise is not None and _fast_core is not None and \
+            not _dispatch.special[0]:
         # core's fast path: CPU float tensors of one dtype (Python scalars pass as they are);
         # the numpy views are collected in the same pass
         d = a = None
@@ -84,7 +88,8 @@ def record(op, args: tuple, out=None):
                 n = x.size
         if d is _F32 or d is _F64:
             result = _fast_core(op, args, arrs, n, d)
-        elif d is None and isinstance(a, Tensor) and a.device is not _CPU:
+        elif d is None and isinstance(a, Tensor) and a.device is not _CPU \
+                and not hasattr(a.__class__, "__ember_dispatch__"):  # (DTensor: its own rules)
             k = op.kernels.get(a.device.type)  # a device's kernel (cuda: its cached launch)
             if k is not None:
                 st = state

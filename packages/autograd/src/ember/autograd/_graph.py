@@ -368,6 +368,14 @@ def refresh_view(t, ag):
     return t._grad_fn
 
 
+def _same_data(t):
+    """A new tensor object over t's data (a subclass that handles its own ops, as DTensor,
+    makes its own: `_shallow_copy`)."""
+    if hasattr(t.__class__, "__ember_dispatch__"):
+        return t._shallow_copy()
+    return Tensor._make(t._storage, t._shape, t._stride, t._offset, t.dtype, t.device, t._npc)
+
+
 class _Saved:
     """A tensor saved for backward with the version it had, checked when unpacked. Under
     `saved_tensors_hooks` the pack hook's result is kept instead (no version check then, as in
@@ -421,7 +429,7 @@ class _Saved:
 
     def _relink(self, t, node):
         # the output, re-linked to this node so double backward flows through it
-        a = Tensor._make(t._storage, t._shape, t._stride, t._offset, t.dtype, t.device, t._npc)
+        a = _same_data(t)
         if state.grad_enabled:
             a._grad_fn = node
             a._requires_grad = True
@@ -441,7 +449,7 @@ class _Saved:
             return t
         # a copy (save_on_cpu, checkpoint's recomputation) stands for the saved tensor: same
         # requires_grad (vjps read it), same place in the graph (double backward)
-        a = Tensor._make(t._storage, t._shape, t._stride, t._offset, t.dtype, t.device, t._npc)
+        a = _same_data(t)
         a._requires_grad = True
         if isinstance(e[0], AccumulateGrad):
             a._ag = TensorInfo()

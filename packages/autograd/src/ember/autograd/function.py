@@ -24,7 +24,7 @@ import functools
 from ember._state import state
 from ember._tensor import Tensor
 
-from ._graph import FREED, Node, TensorInfo, _Saved, edge_of, fix_grads
+from ._graph import FREED, Node, TensorInfo, _same_data, _Saved, edge_of, fix_grads
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable",
            "InplaceFunction", "NestedIOFunction"]
@@ -188,8 +188,7 @@ def _apply(cls, args, kwargs):
             continue
         if id(o) in inputs and id(o) not in dirty:
             # an input returned unchanged: the output is a new tensor object aliasing it
-            o = outs[nr] = Tensor._make(o._storage, o._shape, o._stride, o._offset, o.dtype,
-                                        o.device, o._npc)
+            o = outs[nr] = _same_data(o)
         diff = record and id(o) not in non_diff and o.dtype._cat >= 2
         metas.append((o._shape, o.dtype, o.device) if diff else None)
         if not diff:

@@ -40,7 +40,8 @@ _FUSED_DTYPES = (ember.float32, ember.float64)
 def _fusable(group, p, *others) -> bool:
     """The numpy update below applies: plain CPU float tensors of one dtype, float hyper-
     parameters, no dispatch mode watching (a mode must see every op)."""
-    if _dispatch.special[0] or group["differentiable"] or not isinstance(group["lr"], float):
+    if _dispatch.special[0] or group["differentiable"] or not isinstance(group["lr"], float) \
+            or hasattr(p.__class__, "__ember_dispatch__"):  # a DTensor: its ops, not numpy's
         return False
     d = p.dtype
     if d not in _FUSED_DTYPES or p.device.type != "cpu":
@@ -52,7 +53,7 @@ def _accel(group, p):
     """A device backend's fused update, `fused_optim(kind, tensors, hyper) -> bool` (ember-devices'
     CUDA backend: one kernel per parameter), or None; the same conditions as the numpy path."""
     if p.device.type == "cpu" or _dispatch.special[0] or group["differentiable"] \
-            or not isinstance(group["lr"], float):
+            or not isinstance(group["lr"], float) or hasattr(p.__class__, "__ember_dispatch__"):
         return None
     return getattr(get_backend(p.device.type), "fused_optim", None)
 

@@ -12,11 +12,12 @@ program on them runs every op's `meta` (its checks and output shapes) and comput
 """
 from __future__ import annotations
 
-from ember import Tensor
+from ember import Tensor, _dispatch
 from ember._device import device as Device
-from ember._dtype import int64 as _INT64
 from ember._dispatch import DispatchMode, call
+from ember._dtype import int64 as _INT64
 from ember._size import contiguous_strides
+from ember._state import state
 from ember._tensor import Storage
 
 __all__ = ["FakeTensor", "FakeTensorMode", "DataDependentOutputException",
@@ -140,6 +141,18 @@ class FakeTensorMode(DispatchMode):
         return self.from_tensor(t)
 
     def __ember_dispatch__(self, op, args, out):
+        if state.grad_enabled and _dispatch.autograd_hook is not None and \
+                _needs_grad(op, args):
+            # autograd records the call (its node's vjp runs later, traced like any op); the
+            # engine computes the output through this mode (_fake_aware_execute)
+            _install_fake_aware_execute()
+            try:
+                return _dispatch.autograd_hook(op, args, out)
+            except DataDependentOutputException:
+                if op.vjp is not None or op.decomp is None:
+                    raise
+                # a composite whose decomposition checks values (binary_cross_entropy's
+                # range check): computed on meta below, not differentiable through the trace
         dev: list = []
         back: dict = {}  # id(meta view) -> the FakeTensor it stands for
 
@@ -197,6 +210,41 @@ class FakeTensorMode(DispatchMode):
                 return FakeTensor._wrap(x, device, self) if x.device.type == "meta" else x
             return x
         return _map(r, wrap)
+
+
+def _needs_grad(op, args) -> bool:
+    for i in op.tensor_idx:
+        if getattr(args[i], "_requires_grad", False):
+            return True
+    for i in op.list_idx:
+        for x in args[i]:
+            if getattr(x, "_requires_grad", False):
+                return True
+    return False
+
+
+_installed = [False]
+
+
+def _install_fake_aware_execute() -> None:
+    """Route the autograd engine's kernel call through the fake mode for fake inputs (the
+    engine calls kernels directly; a FakeTensor has no data to run them on)."""
+    if _installed[0]:
+        return
+    import sys
+    engine = sys.modules.get("ember.autograd._engine")
+    if engine is None:
+        return
+    plain = engine._execute
+
+    def execute(op, args, out=None):
+        for a in args:
+            x = a[0] if isinstance(a, (list, tuple)) and a else a
+            if isinstance(x, FakeTensor):
+                return x.fake_mode.__ember_dispatch__(op, args, out)
+        return plain(op, args) if out is None else plain(op, args, out)
+    engine._execute = execute
+    _installed[0] = True
 
 
 _DATA_DEPENDENT_ROWS = {"nonzero": "index", "argwhere": "index", "masked_select": "values"}

@@ -15,7 +15,7 @@ def _varargs_arg(op, as_method: bool):
 
 def make_function(op, pyname: str, *, as_method: bool, with_out: bool, inplace_op=None):
     """inplace_op: add F.relu's trailing `inplace=False` argument, which runs that op instead."""
-    from .._dispatch import call
+    from .._dispatch import call_entry as call  # (ember._C's hit path, or dispatch's call)
     args = op.schema.args
     va = _varargs_arg(op, as_method)
     ns = {"_call": call, "_op": op, "_fix": _fix_varargs, "_ip": inplace_op}

@@ -89,8 +89,8 @@ class OpDef:
 
     def __call__(self, *args, **kwargs):
         """Call the op by schema order (what `ember.ops.aten.add(x, y)` does)."""
-        from .._dispatch import call
-        return call(self, self.bind(args, kwargs), kwargs.get("out"))
+        from .._dispatch import call_entry
+        return call_entry(self, self.bind(args, kwargs), kwargs.get("out"))
 
     def bind(self, args, kwargs) -> tuple:
         """Positional+keyword arguments -> the full positional tuple in schema order, checked

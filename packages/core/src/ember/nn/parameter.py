@@ -34,6 +34,8 @@ class Parameter(Tensor):
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): argument 'data' must be Tensor, not "
                             f"{type(data).__name__}")
+        if hasattr(type(data), "__ember_dispatch__"):  # a DTensor: its own class makes one
+            return type(data)._as_parameter(data, requires_grad)
         p = _share(cls, data)
         p.requires_grad = requires_grad
         return p

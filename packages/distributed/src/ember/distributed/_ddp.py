@@ -17,7 +17,7 @@ from ._collectives import all_reduce, broadcast
 from ._group import _resolve
 from ._types import ReduceOp
 
-__all__ = ["DistributedDataParallel"]
+__all__ = ["DistributedDataParallel", "GradBucket"]
 
 
 class _Bucket:
@@ -26,6 +26,37 @@ class _Bucket:
         self.ready: set[int] = set()
         self.flat = None
         self.work = None
+        self.fut = None
+
+
+class GradBucket:
+    """What a DDP comm hook gets (torch.distributed.GradBucket): the bucket's gradients as one
+    flat buffer; the hook returns a Future of the reduced buffer (averaged: the hook divides)."""
+
+    def __init__(self, index, buffer, params, last):
+        self._index, self._buffer, self._params, self._last = index, buffer, params, last
+
+    def index(self) -> int:
+        return self._index
+
+    def buffer(self):
+        return self._buffer
+
+    def set_buffer(self, buffer) -> None:
+        self._buffer = buffer
+
+    def is_last(self) -> bool:
+        return self._last
+
+    def parameters(self) -> list:
+        return list(self._params)
+
+    def gradients(self) -> list:
+        out, off = [], 0
+        for p in self._params:
+            out.append(self._buffer[off:off + p.numel()].view(p.shape))
+            off += p.numel()
+        return out
 
 
 class DistributedDataParallel(nn.Module):
@@ -55,6 +86,7 @@ class DistributedDataParallel(nn.Module):
         self._where = {id(p): (i, b) for i, b in enumerate(self._buckets) for p in b.params}
         self._armed = False
         self._next = 0
+        self._comm_hook = self._comm_state = None
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad)
                          for p in self._params]
 
@@ -117,6 +149,16 @@ class DistributedDataParallel(nn.Module):
         finally:
             self.require_backward_grad_sync = old
 
+    def register_comm_hook(self, state, hook) -> None:
+        """`hook(state, bucket: GradBucket) -> Future` reduces each bucket instead of the
+        built-in all-reduce (see ember.distributed.algorithms.ddp_comm_hooks)."""
+        if self._comm_hook is not None:
+            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be "
+                               "called once.")
+        if not callable(hook):
+            raise TypeError("register_comm_hook: hook must be callable")
+        self._comm_hook, self._comm_state = hook, state
+
     # ---- backward hooks --------------------------------------------------------------------
     def _on_grad(self, p):
         if self._armed:
@@ -126,7 +168,8 @@ class DistributedDataParallel(nn.Module):
         _, b = self._where[id(p)]
         b.ready.add(id(p))
         for x in self._buckets[:self._next]:  # let MPI progress the ones in flight
-            x.work.is_completed()
+            if x.work is not None:
+                x.work.is_completed()
         while self._next < len(self._buckets):
             nb = self._buckets[self._next]
             if len(nb.ready) < len(nb.params):
@@ -139,12 +182,21 @@ class DistributedDataParallel(nn.Module):
         parts = [(p.grad if p.grad is not None else ember.zeros_like(p)).detach().reshape(-1)
                  for p in b.params]
         b.flat = ember.cat(parts) if len(parts) > 1 else parts[0].clone()
+        if self._comm_hook is not None:
+            i = self._buckets.index(b)
+            bucket = GradBucket(i, b.flat, b.params, i == len(self._buckets) - 1)
+            b.fut = self._comm_hook(self._comm_state, bucket)
+            return
         b.work = all_reduce(b.flat, ReduceOp.AVG, group=self.process_group, async_op=True)
 
     def _finish(self):
         with ember.no_grad():
             for b in self._buckets:
-                b.work.wait()
+                if b.fut is not None:
+                    r = b.fut.wait()
+                    b.flat = r[0] if isinstance(r, (list, tuple)) else r
+                else:
+                    b.work.wait()
                 off = 0
                 for p in b.params:
                     n = p.numel()
@@ -155,7 +207,7 @@ class DistributedDataParallel(nn.Module):
                             p.grad = avg.clone()
                     else:
                         p.grad.copy_(avg)
-                b.flat = b.work = None
+                b.flat = b.work = b.fut = None
         self._armed = False
         self._next = 0
 

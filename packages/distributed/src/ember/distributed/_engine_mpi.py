@@ -44,10 +44,14 @@ class MPIEngine:
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
 
     # ---- plumbing ----------------------------------------------------------------------------
-    def _work(self, reqs, finish, result, what):
+    def _work(self, reqs, finish, result, what, keep=()):
+        """keep: arrays MPI reads or writes until the requests complete (temporaries: mpi4py's
+        nonblocking collectives do not hold them, and a freed send buffer sends garbage)."""
         reqs = [r for r in reqs if r is not None]
         Request = MPI().Request
-        return Work(lambda: Request.Testall(reqs), finish, result, self.timeout, what, self.rank)
+        w = Work(lambda: Request.Testall(reqs), finish, result, self.timeout, what, self.rank)
+        w._keep = keep
+        return w
 
     def _mpi_op(self, op, dtype, what):
         M = MPI()
@@ -104,7 +108,7 @@ class MPIEngine:
             req = self.comm.Ireduce(MPI().IN_PLACE, buf, mop, root=dst)
             return self._work([req], self._chain(lambda: self._avg(buf, op), back), [t], what)
         req = self.comm.Ireduce(buf, None, mop, root=dst)
-        return self._work([req], None, [t], what)
+        return self._work([req], None, [t], what, keep=(buf,))
 
     def reduce_scatter(self, out, inputs, op):
         """inputs: one tensor per rank (flattened and concatenated); out gets this rank's part."""
@@ -119,13 +123,14 @@ class MPIEngine:
             raise ValueError(f"{what}: output has {recv.size} elements but this rank's input "
                              f"has {counts[self.rank]}")
         req = self.comm.Ireduce_scatter(send, recv, counts, mop)
-        return self._work([req], self._chain(lambda: self._avg(recv, op), back), [out], what)
+        return self._work([req], self._chain(lambda: self._avg(recv, op), back), [out], what,
+                          keep=(send, recv))
 
     # ---- data movement (bytes) ---------------------------------------------------------------
     def broadcast(self, t, src):
         a, wb = _view(t, "broadcast")
         req = self.comm.Ibcast(_bytes(a), root=src)
-        return self._work([req], wb if self.rank != src else None, [t], "broadcast")
+        return self._work([req], wb if self.rank != src else None, [t], "broadcast", keep=(a,))
 
     def all_gather(self, outs, t):
         """outs: one tensor per rank (sizes may differ); t: this rank's contribution."""
@@ -135,7 +140,8 @@ class MPIEngine:
         recv = np.empty(sum(counts), np.uint8)
         displs = np.cumsum([0] + counts[:-1]).tolist()
         req = self.comm.Iallgatherv(_bytes(a), [recv, (counts, displs), MPI().BYTE])
-        return self._work([req], lambda: self._scatter_bytes(recv, outs, displs), outs, what)
+        return self._work([req], lambda: self._scatter_bytes(recv, outs, displs), outs, what,
+                          keep=(a, recv))
 
     @staticmethod
     def _scatter_bytes(raw, outs, displs):
@@ -153,19 +159,21 @@ class MPIEngine:
         sd = np.cumsum([0] + sc[:-1]).tolist()
         rd = np.cumsum([0] + rc[:-1]).tolist()
         req = self.comm.Ialltoallv([send, (sc, sd), MPI().BYTE], [recv, (rc, rd), MPI().BYTE])
-        return self._work([req], lambda: self._scatter_bytes(recv, outs, rd), outs, what)
+        return self._work([req], lambda: self._scatter_bytes(recv, outs, rd), outs, what,
+                          keep=(send, recv))
 
     def gather(self, t, outs, dst):
         what = "gather"
         a, _ = _view(t, what)
         if self.rank != dst:
             req = self.comm.Igatherv(_bytes(a), None, root=dst)
-            return self._work([req], None, [], what)
+            return self._work([req], None, [], what, keep=(a,))
         rc = [o.numel() * o.element_size() for o in outs]
         rd = np.cumsum([0] + rc[:-1]).tolist()
         recv = np.empty(sum(rc), np.uint8)
         req = self.comm.Igatherv(_bytes(a), [recv, (rc, rd), MPI().BYTE], root=dst)
-        return self._work([req], lambda: self._scatter_bytes(recv, outs, rd), outs, what)
+        return self._work([req], lambda: self._scatter_bytes(recv, outs, rd), outs, what,
+                          keep=(a, recv))
 
     def scatter(self, t, ins, src):
         what = "scatter"
@@ -173,14 +181,14 @@ class MPIEngine:
         nb = a.size * a.itemsize
         if self.rank != src:
             req = self.comm.Iscatterv(None, _bytes(a), root=src)
-            return self._work([req], wb, [t], what)
+            return self._work([req], wb, [t], what, keep=(a,))
         sc = [x.numel() * x.element_size() for x in ins]
         sd = np.cumsum([0] + sc[:-1]).tolist()
         send = np.concatenate([_bytes(_view(x, what)[0]) for x in ins])
         if sc[src] != nb:
             raise ValueError(f"{what}: output has {nb} bytes, its input {sc[src]}")
         req = self.comm.Iscatterv([send, (sc, sd), MPI().BYTE], _bytes(a), root=src)
-        return self._work([req], wb, [t], what)
+        return self._work([req], wb, [t], what, keep=(send, a))
 
     def barrier(self):
         return self._work([self.comm.Ibarrier()], None, None, "barrier")
@@ -190,7 +198,7 @@ class MPIEngine:
         a, _ = _view(t, "send")
         buf = np.ascontiguousarray(a)
         req = self.comm.Isend(_bytes(buf), dest=dst, tag=tag)
-        return self._work([req], None, [t], f"send to rank {dst}")
+        return self._work([req], None, [t], f"send to rank {dst}", keep=(buf,))
 
     def recv(self, t, src, tag):
         a, wb = _view(t, "recv")
@@ -207,6 +215,7 @@ class MPIEngine:
                 holder["src"] = st.Get_source()
             return done
         w = Work(poll, wb, [t], self.timeout, what, self.rank)
+        w._keep = (a,)  # (a copy when t is not contiguous: MPI writes it until done)
         w._source = holder
         return w
 

@@ -1,15 +1,34 @@
 """Functional collectives (torch.distributed._functional_collectives): they return new tensors
-and leave their inputs alone. `group` is a ProcessGroup, a list of ranks, a DeviceMesh or
-(mesh, dim). They run eagerly (wait included); ember.compile does not trace them yet."""
+and leave their inputs alone. `group` is a ProcessGroup, a list of ranks, a DeviceMesh,
+(mesh, dim) or a group name from `_group_name`.
+
+Each is an op of the op table (`ember.ops._c10d_functional.all_reduce(x, "sum", group_name)`,
+all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, broadcast, wait_tensor) with a
+fake kernel, so `ember.compile` records them in its graph like any op (the Python wrappers below
+are marked for the compiler to run at capture time: they only resolve the group to its name).
+The kernels run the collective when called and return finished tensors; wait_tensor returns its
+input."""
 from __future__ import annotations
 
 import ember
+from ember import library
 
 from . import _collectives as C
 from ._types import ReduceOp
 
 __all__ = ["all_reduce", "all_gather_tensor", "reduce_scatter_tensor", "all_to_all_single",
            "broadcast", "wait_tensor", "all_reduce_coalesced", "all_gather_into_tensor_coalesced"]
+
+_NAMES: dict = {}  # group name (a string an op can take) -> ProcessGroup
+
+
+def _group_name(pg) -> str:
+    for n, g in _NAMES.items():
+        if g is pg:
+            return n
+    n = f"g{len(_NAMES)}:" + "-".join(str(r) for r in pg.ranks)
+    _NAMES[n] = pg
+    return n
 
 
 def _op(op):
@@ -18,9 +37,19 @@ def _op(op):
     return op
 
 
+def _op_name(op) -> str:
+    if isinstance(op, str):
+        return op.lower()
+    return getattr(op, "name", str(op)).lower()
+
+
 def _pg(group):
     from ._device_mesh import DeviceMesh
     from ._group import _W, _resolve
+    if isinstance(group, str):
+        if group not in _NAMES:
+            raise ValueError(f"functional collectives: unknown group name {group!r}")
+        return _NAMES[group]
     if isinstance(group, tuple) and len(group) == 2 and isinstance(group[0], DeviceMesh):
         return group[0].get_group(group[1])
     if isinstance(group, DeviceMesh):
@@ -38,55 +67,136 @@ def _pg(group):
     return _resolve(group)
 
 
-def wait_tensor(tensor):
-    """Results are already complete here: returns `tensor`."""
-    return tensor
+def _name(group) -> str:
+    return _group_name(_pg(group))
 
 
-def all_reduce(self, reduceOp, group, tag: str = ""):
-    out = self.clone()
-    C.all_reduce(out, _op(reduceOp), group=_pg(group))
+# ---- the ops -----------------------------------------------------------------------------------
+_NS = "_c10d_functional"
+library.define(f"{_NS}::all_reduce", "(Tensor input, str reduce_op, str group_name) -> Tensor")
+library.define(f"{_NS}::all_gather_into_tensor",
+               "(Tensor input, int group_size, str group_name) -> Tensor")
+library.define(f"{_NS}::reduce_scatter_tensor",
+               "(Tensor input, str reduce_op, int group_size, str group_name) -> Tensor")
+library.define(f"{_NS}::all_to_all_single",
+               "(Tensor input, int[] output_split_sizes, int[] input_split_sizes, "
+               "str group_name) -> Tensor")
+library.define(f"{_NS}::broadcast", "(Tensor input, int src, str group_name) -> Tensor")
+library.define(f"{_NS}::wait_tensor", "(Tensor tensor) -> Tensor")
+_DEVICES = ("cpu", "cuda")
+
+
+@library.impl(f"{_NS}::all_reduce", _DEVICES)
+def _all_reduce_kernel(x, reduce_op, group_name):
+    out = x.clone()
+    C.all_reduce(out, _op(reduce_op), group=_NAMES[group_name])
     return out
 
 
+@library.impl(f"{_NS}::all_gather_into_tensor", _DEVICES)
+def _all_gather_kernel(x, group_size, group_name):
+    x = x.contiguous()
+    out = ember.empty((group_size * x.shape[0], *x.shape[1:]), dtype=x.dtype, device=x.device)
+    C.all_gather_into_tensor(out, x, group=_NAMES[group_name])
+    return out
+
+
+@library.impl(f"{_NS}::reduce_scatter_tensor", _DEVICES)
+def _reduce_scatter_kernel(x, reduce_op, group_size, group_name):
+    x = x.contiguous()
+    out = ember.empty((x.shape[0] // group_size, *x.shape[1:]), dtype=x.dtype, device=x.device)
+    C.reduce_scatter_tensor(out, x, _op(reduce_op), group=_NAMES[group_name])
+    return out
+
+
+@library.impl(f"{_NS}::all_to_all_single", _DEVICES)
+def _all_to_all_kernel(x, out_sizes, in_sizes, group_name):
+    rows = sum(out_sizes) if out_sizes else x.shape[0]
+    out = ember.empty((rows, *x.shape[1:]), dtype=x.dtype, device=x.device)
+    C.all_to_all_single(out, x.contiguous(), list(out_sizes) or None, list(in_sizes) or None,
+                        group=_NAMES[group_name])
+    return out
+
+
+@library.impl(f"{_NS}::broadcast", _DEVICES)
+def _broadcast_kernel(x, src, group_name):
+    out = x.clone()
+    C.broadcast(out, src=src, group=_NAMES[group_name])
+    return out
+
+
+@library.impl(f"{_NS}::wait_tensor", _DEVICES)
+def _wait_kernel(x):
+    return x.clone()  # results are complete when their op returns (a fresh tensor: no alias)
+
+
+library.register_fake(f"{_NS}::all_reduce", lambda x, op, g: ember.empty_like(x))
+library.register_fake(f"{_NS}::broadcast", lambda x, src, g: ember.empty_like(x))
+library.register_fake(f"{_NS}::wait_tensor", lambda x: ember.empty_like(x))
+library.register_fake(f"{_NS}::all_gather_into_tensor", lambda x, n, g: x.new_empty(
+    (n * x.shape[0], *x.shape[1:])))
+library.register_fake(f"{_NS}::reduce_scatter_tensor", lambda x, op, n, g: x.new_empty(
+    (x.shape[0] // n, *x.shape[1:])))
+library.register_fake(f"{_NS}::all_to_all_single", lambda x, o, i, g: x.new_empty(
+    (sum(o) if o else x.shape[0], *x.shape[1:])))
+
+
+def _ops():
+    return getattr(ember.ops, _NS)
+
+
+# ---- torch's Python API ------------------------------------------------------------------------
+def _in_graph(fn):
+    fn._ember_allow_in_graph = True  # ember.compile runs it at capture (it only resolves groups)
+    return fn
+
+
+@_in_graph
+def wait_tensor(tensor):
+    """The finished result of a functional collective (they finish when called here)."""
+    return _ops().wait_tensor(tensor)
+
+
+@_in_graph
+def all_reduce(self, reduceOp, group, tag: str = ""):
+    return _ops().all_reduce(self, _op_name(reduceOp), _name(group))
+
+
+@_in_graph
 def all_gather_tensor(self, gather_dim: int, group, tag: str = ""):
     pg = _pg(group)
-    x = self.contiguous()
-    out = ember.empty((pg.size() * x.shape[0], *x.shape[1:]), dtype=x.dtype, device=x.device)
-    C.all_gather_into_tensor(out, x, group=pg)
-    if gather_dim % max(x.dim(), 1) != 0:
+    out = _ops().all_gather_into_tensor(self, pg.size(), _group_name(pg))
+    if gather_dim % max(self.dim(), 1) != 0:
         out = ember.cat(out.chunk(pg.size()), dim=gather_dim)
     return out
 
 
+@_in_graph
 def reduce_scatter_tensor(self, reduceOp, scatter_dim: int, group, tag: str = ""):
     pg = _pg(group)
     x = self
     if scatter_dim % max(x.dim(), 1) != 0:
         x = ember.cat(x.chunk(pg.size(), dim=scatter_dim), dim=0)
-    x = x.contiguous()
-    out = ember.empty((x.shape[0] // pg.size(), *x.shape[1:]), dtype=x.dtype, device=x.device)
-    C.reduce_scatter_tensor(out, x, _op(reduceOp), group=pg)
-    return out
+    return _ops().reduce_scatter_tensor(x, _op_name(reduceOp), pg.size(),
+                                        _group_name(pg))
 
 
+@_in_graph
 def all_to_all_single(self, output_split_sizes, input_split_sizes, group, tag: str = ""):
-    pg = _pg(group)
-    rows = sum(output_split_sizes) if output_split_sizes else self.shape[0]
-    out = ember.empty((rows, *self.shape[1:]), dtype=self.dtype, device=self.device)
-    C.all_to_all_single(out, self.contiguous(), output_split_sizes, input_split_sizes, group=pg)
-    return out
+    return _ops().all_to_all_single(self, list(output_split_sizes or []),
+                                    list(input_split_sizes or []), _name(group))
 
 
+@_in_graph
 def broadcast(self, src: int, group, tag: str = ""):
-    out = self.clone()
-    C.broadcast(out, src=src, group=_pg(group))
-    return out
+    return _ops().broadcast(self, src, _name(group))
 
 
+@_in_graph
 def all_reduce_coalesced(self, reduceOp, group, tag: str = ""):
     return [all_reduce(t, reduceOp, group) for t in self]
 
 
+@_in_graph
 def all_gather_into_tensor_coalesced(self, group, tag: str = ""):
     return [all_gather_tensor(t, 0, group) for t in self]

@@ -14,12 +14,14 @@ from __future__ import annotations
 import importlib
 
 __all__ = ["export", "export_for_training", "save", "load", "Dim", "dims", "ShapesCollection",
-           "ExportedProgram", "ExportGraphSignature", "UserError", "SerializationError"]
+           "ExportedProgram", "ExportGraphSignature", "UserError", "SerializationError",
+           "unflatten", "UnflattenedModule"]
 
 _WHERE = {"Dim": "_dims", "dims": "_dims", "ShapesCollection": "_dims", "UserError": "_dims",
           "SerializationError": "_serde", "load": "_serde", "save": "_serde",
           "export": "_trace", "ExportedProgram": "exported_program",
-          "ExportGraphSignature": "graph_signature"}
+          "ExportGraphSignature": "graph_signature", "unflatten": "_unflatten",
+          "UnflattenedModule": "_unflatten"}
 
 
 def export_for_training(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, **kw):

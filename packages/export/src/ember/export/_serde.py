@@ -42,6 +42,7 @@ _IN_KINDS = {"user_input": InputKind.USER_INPUT, "parameter": InputKind.PARAMETE
 _OUT_KINDS = {"user_output": OutputKind.USER_OUTPUT, "loss_output": OutputKind.LOSS_OUTPUT,
               "buffer_mutation": OutputKind.BUFFER_MUTATION,
               "user_input_mutation": OutputKind.USER_INPUT_MUTATION,
+              "parameter_mutation": OutputKind.PARAMETER_MUTATION,
               "gradient_to_parameter": OutputKind.GRADIENT_TO_PARAMETER,
               "gradient_to_user_input": OutputKind.GRADIENT_TO_USER_INPUT}
 
@@ -151,6 +152,9 @@ def _op_for(target: str):
         return getattr(operator, target[10:])
     if target == "torch.ops.aten.sym_size.int":
         return sym_size
+    if target.startswith("torch.ops.higher_order."):
+        from ._serde_hop import hop_for
+        return hop_for(target)
     parts = target.split(".")
     if len(parts) != 5 or parts[:3] != ["torch", "ops", "aten"]:
         raise SerializationError(f"unsupported call target {target!r} (ember loads "
@@ -184,6 +188,8 @@ def _arg(a: dict, env: dict, where: str):
         return v
     if kind == "as_sym_int":
         return env[v["as_name"]] if "as_name" in v else v["as_int"]
+    if kind == "as_sym_bool":
+        return env[v["as_name"]] if "as_name" in v else v["as_bool"]
     if kind == "as_sym_ints":
         return [env[s["as_name"]] if "as_name" in s else s["as_int"] for s in v]
     if kind == "as_scalar_type":
@@ -218,7 +224,6 @@ def _spec_from_json(text):
 
 def load(f, *, expected_opset_version=None, extra_files=None):
     """Read a PT2 archive (path or file object) written by ember or torch.export.save."""
-    from ember.fx import Graph
 
     from .exported_program import (
         ExportedProgram,
@@ -251,60 +256,8 @@ def load(f, *, expected_opset_version=None, extra_files=None):
                                  f"{SCHEMA_VERSION['major']})")
     gm_json = model["graph_module"]
     g_json = gm_json["graph"]
-    graph = Graph()
-    env: dict = {}
-    specs = {k: _tensor_spec(v, f"tensor '{k}'") for k, v in g_json["tensor_values"].items()}
-    for i in g_json["inputs"]:
-        (kind, v), = ((k, x) for k, x in i.items() if x is not None)
-        if kind != "as_tensor":
-            raise SerializationError(f"unsupported graph input kind {kind}")
-        n = graph.placeholder(v["name"])
-        n.meta["tensor_meta"] = specs.get(v["name"])
-        env[v["name"]] = n
-    for nj in g_json["nodes"]:
-        op = _op_for(nj["target"])
-        where = f"node {nj.get('name', '?')} ({nj['target']})"
-        args, kwargs = [], {}
-        for inp in nj["inputs"]:
-            val = _arg(inp["arg"], env, where)
-            if inp.get("kind", _POSITIONAL) == _KEYWORD:
-                kwargs[inp["name"]] = val
-            else:
-                args.append(val)
-        if hasattr(op, "schema"):
-            names = set(op.arg_names)
-            unknown = [k for k in kwargs if k not in names]
-            if unknown or len(args) > len(op.arg_names):
-                raise SerializationError(f"{where}: arguments {unknown or args} do not fit "
-                                         f"ember's schema {op.schema_text}")
-        node = graph.call_function(op, tuple(args), kwargs)
-        outs = nj["outputs"]
-        if len(outs) == 1 and "as_sym_int" in outs[0]:
-            node.name = outs[0]["as_sym_int"]["as_name"]
-            env[node.name] = node
-            continue
-        nret = op.nret if hasattr(op, "schema") else len(outs)
-        if len(outs) == 1 and "as_tensor" in outs[0] and (nret == 1 or
-                                                            nj.get("is_hop_single_tensor_return")):
-            node.name = outs[0]["as_tensor"]["name"]
-            node.meta["tensor_meta"] = specs.get(node.name)
-            env[node.name] = node
-            continue
-        flat = []
-        for o in outs:
-            if "as_tensors" in o:
-                flat.extend(("list", t["name"]) for t in o["as_tensors"])
-            elif "as_tensor" in o:
-                flat.append(("one", o["as_tensor"]["name"]))
-            elif "as_none" not in o:
-                raise SerializationError(f"{where}: unsupported output {o}")
-        for idx, (_, name) in enumerate(flat):
-            g = graph.call_function(operator.getitem, (node, idx))
-            g.name = name
-            g.meta["tensor_meta"] = specs.get(name)
-            env[name] = g
-    outputs = [_arg(o, env, "graph output") for o in g_json["outputs"]]
-    graph.output(tuple(outputs))
+    attrs: dict = {}      # the cond branches, as the root's attributes
+    graph, env = _graph_from_json(g_json, attrs)
     sig = _signature_from_json(gm_json["signature"])
     for spec in sig.input_specs + sig.output_specs:   # the graph may rename (input -> input_1)
         node = env.get(getattr(spec.arg, "name", None))
@@ -327,7 +280,75 @@ def load(f, *, expected_opset_version=None, extra_files=None):
         mcg.append(ModuleCallEntry(e["fqn"], sig_obj))
     ranges = {Expr("sym", (k,)): ValueRange(v["min_val"], _hi(v["max_val"]))
               for k, v in model.get("range_constraints", {}).items()}
-    return ExportedProgram(None, graph, sig, state, ranges, mcg, constants=constants)
+    return ExportedProgram(attrs or None, graph, sig, state, ranges, mcg,
+                           constants=constants)
+
+
+def _graph_from_json(g_json: dict, attrs: dict):
+    """A Graph from its JSON (inputs, nodes, outputs) -> (graph, {name: node})."""
+    from ember.fx import Graph
+    graph = Graph()
+    env: dict = {}
+    specs = {k: _tensor_spec(v, f"tensor '{k}'") for k, v in g_json["tensor_values"].items()}
+    for i in g_json["inputs"]:
+        (kind, v), = ((k, x) for k, x in i.items() if x is not None)
+        if kind != "as_tensor":
+            raise SerializationError(f"unsupported graph input kind {kind}")
+        n = graph.placeholder(v["name"])
+        n.meta["tensor_meta"] = specs.get(v["name"])
+        env[v["name"]] = n
+    for nj in g_json["nodes"]:
+        op = _op_for(nj["target"])
+        where = f"node {nj.get('name', '?')} ({nj['target']})"
+        args, kwargs = [], {}
+        for inp in nj["inputs"]:
+            if "as_graph" in inp["arg"]:      # a cond branch: its own graph, an attribute
+                from ._serde_hop import branch_from_json
+                val = branch_from_json(inp["arg"]["as_graph"], graph, attrs,
+                                       _graph_from_json)
+            else:
+                val = _arg(inp["arg"], env, where)
+            if inp.get("kind", _POSITIONAL) == _KEYWORD:
+                kwargs[inp["name"]] = val
+            else:
+                args.append(val)
+        if hasattr(op, "schema"):
+            names = set(op.arg_names)
+            unknown = [k for k in kwargs if k not in names]
+            if unknown or len(args) > len(op.arg_names):
+                raise SerializationError(f"{where}: arguments {unknown or args} do not fit "
+                                         f"ember's schema {op.schema_text}")
+        node = graph.call_function(op, tuple(args), kwargs)
+        outs = nj["outputs"]
+        if len(outs) == 1 and ("as_sym_int" in outs[0] or "as_sym_bool" in outs[0]):
+            o = outs[0].get("as_sym_int") or outs[0]["as_sym_bool"]
+            node.name = o["as_name"]
+            env[node.name] = node
+            continue
+        nret = op.nret if hasattr(op, "schema") else 0 if \
+            nj["target"].startswith("torch.ops.higher_order.") else len(outs)  # (cond: a tuple)
+        if len(outs) == 1 and "as_tensor" in outs[0] and (nret == 1 or
+                                                            nj.get("is_hop_single_tensor_return")):
+            node.name = outs[0]["as_tensor"]["name"]
+            node.meta["tensor_meta"] = specs.get(node.name)
+            env[node.name] = node
+            continue
+        flat = []
+        for o in outs:
+            if "as_tensors" in o:
+                flat.extend(("list", t["name"]) for t in o["as_tensors"])
+            elif "as_tensor" in o:
+                flat.append(("one", o["as_tensor"]["name"]))
+            elif "as_none" not in o:
+                raise SerializationError(f"{where}: unsupported output {o}")
+        for idx, (_, name) in enumerate(flat):
+            g = graph.call_function(operator.getitem, (node, idx))
+            g.name = name
+            g.meta["tensor_meta"] = specs.get(name)
+            env[name] = g
+    outputs = [_arg(o, env, "graph output") for o in g_json["outputs"]]
+    graph.output(tuple(outputs))
+    return graph, env
 
 
 def _json_hi(v):
@@ -379,6 +400,9 @@ def _torch_target(op, args: tuple) -> str:
     if op.overload:
         return f"torch.ops.aten.{op.name}.{op.overload}"
     cands = OVERLOADS.get(op.name)
+    if cands and cands[0][0] in ("dim_IntList", "dim") and "dim" in op.arg_names and \
+            args[op.arg_names.index("dim")] is None:
+        return f"torch.ops.aten.{op.name}.default"   # a full reduction: x.sum()
     if not cands:
         return f"torch.ops.aten.{op.name}.default"
     kinds = "".join("S" if not hasattr(args[i], "op") and not isinstance(args[i], ember.Tensor)
@@ -413,8 +437,14 @@ _SYM_TARGETS = {operator.add: "_operator.add", operator.sub: "_operator.sub",
                 operator.mod: "_operator.mod"}
 
 
+_SYM_BOOL_TARGETS = {operator.gt: "_operator.gt", operator.ge: "_operator.ge",
+                     operator.lt: "_operator.lt", operator.le: "_operator.le",
+                     operator.eq: "_operator.eq", operator.ne: "_operator.ne"}
+
+
 def _is_sym(n) -> bool:
-    return n.op == "call_function" and (n.target is sym_size or n.target in _SYM_TARGETS)
+    return n.op == "call_function" and (n.target is sym_size or n.target in _SYM_TARGETS
+                                        or n.target in _SYM_BOOL_TARGETS)
 
 
 def _arg_json(v, names: dict) -> dict:
@@ -422,6 +452,8 @@ def _arg_json(v, names: dict) -> dict:
     if v is None:
         return {"as_none": True}
     if isinstance(v, Node):
+        if _is_sym(v) and v.target in _SYM_BOOL_TARGETS:
+            return {"as_sym_bool": {"as_name": names[v]}}
         if _is_sym(v):
             return {"as_sym_int": {"as_name": names[v]}}
         return {"as_tensor": {"name": names[v]}}
@@ -486,18 +518,20 @@ def _spec_to_json(spec) -> str:
     return json.dumps([1, build(spec)])
 
 
-def _graph_json(ep) -> tuple[dict, dict]:
+def _graph_json(ep, graph=None) -> tuple[dict, dict]:
+    """The JSON of ep's graph (or of one of its cond branches, `graph`)."""
+    from ._serde_hop import hop_node_json, is_hop
     names: dict = {}
     tensor_values: dict = {}
     nodes = []
-    graph = ep.graph
+    graph = ep.graph if graph is None else graph
     getitems = {}
     for n in graph.nodes:
         if n.op == "call_function" and n.target is operator.getitem:
             getitems.setdefault(n.args[0], {})[n.args[1]] = n
     inputs = []
     hints = getattr(ep, "sym_hints", {})
-    sym_values = {}
+    sym_values, sym_bools = {}, {}
     for n in graph.nodes:
         meta = n.meta.get("tensor_meta") or n.meta.get("val")
         if n.op == "placeholder":
@@ -506,6 +540,19 @@ def _graph_json(ep) -> tuple[dict, dict]:
             tensor_values[n.name] = _meta_json(meta, hints)
         elif n.op == "call_function" and n.target is operator.getitem:
             continue
+        elif is_hop(n):
+            names[n] = n.name
+            nodes.append(hop_node_json(ep, n, names, getitems.get(n, {}), tensor_values,
+                                       hints))
+        elif _is_sym(n) and n.target in _SYM_BOOL_TARGETS:    # a SymBool (cond's predicate)
+            names[n] = n.name
+            ins = [{"name": an, "arg": _arg_json(a, names), "kind": _POSITIONAL}
+                   for an, a in zip(("a", "b"), n.args)]
+            nodes.append({"target": _SYM_BOOL_TARGETS[n.target], "inputs": ins,
+                          "outputs": [{"as_sym_bool": {"as_name": n.name}}], "metadata": {},
+                          "is_hop_single_tensor_return": None, "name": n.name})
+            if "sym_bool" in n.meta:
+                sym_bools[n.name] = {"as_expr": {"expr_str": n.meta["sym_bool"], "hint": None}}
         elif _is_sym(n):
             names[n] = n.name
             if n.target is sym_size:
@@ -551,12 +598,15 @@ def _graph_json(ep) -> tuple[dict, dict]:
             nodes.append(entry)
         elif n.op == "output":
             outputs = [_arg_json(o, names) for o in n.args[0]]
+        elif n.op == "get_attr" and isinstance(getattr(graph.owning_module, n.target, None),
+                                               ember.nn.Module):
+            continue     # a cond branch: written inside the cond node
         elif n.op == "get_attr":
             raise SerializationError(f"node {n.name}: constants captured as attributes are not "
                                      f"serializable yet")
     g = {"inputs": inputs, "outputs": outputs, "nodes": nodes, "tensor_values": tensor_values,
-         "sym_int_values": sym_values, "sym_bool_values": {}, "is_single_tensor_return": False,
-         "custom_obj_values": {}, "sym_float_values": {}}
+         "sym_int_values": sym_values, "sym_bool_values": sym_bools,
+         "is_single_tensor_return": False, "custom_obj_values": {}, "sym_float_values": {}}
     return g, names
 
 
@@ -583,6 +633,12 @@ def save(ep, f, *, extra_files=None, opset_version=None, pickle_protocol=None) -
             outs.append({"user_output": {"arg": a}})
         elif s.kind == OutputKind.BUFFER_MUTATION:
             outs.append({"buffer_mutation": {"arg": a["as_tensor"], "buffer_name": s.target}})
+        elif s.kind == OutputKind.USER_INPUT_MUTATION:
+            outs.append({"user_input_mutation": {"arg": a["as_tensor"],
+                                                 "user_input_name": s.target}})
+        elif s.kind == OutputKind.PARAMETER_MUTATION:
+            outs.append({"parameter_mutation": {"arg": a["as_tensor"],
+                                                "parameter_name": s.target}})
         else:
             raise SerializationError(f"cannot serialize an output of kind {s.kind.name}")
     mcg = []

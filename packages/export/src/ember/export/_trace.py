@@ -225,12 +225,15 @@ def export(mod, args: tuple, kwargs: dict | None = None, *, dynamic_shapes=None,
     flat_user, in_spec = pytree.tree_flatten((args, kwargs))
     np_, nb = len(params), len(buffers)
     out_spec = [None]
+    calls: list = []      # the submodule calls, for unflatten
 
     def lifted(*flat):
+        from ._unflatten import record_module_calls
         p, b, user = flat[:np_], flat[np_:np_ + nb], flat[np_ + nb:]
         with _swapped(mod, list(params) + list(buffers), list(p) + list(b)):
             a, k = pytree.tree_unflatten(list(user), in_spec)
-            out = mod(*a, **k)
+            with record_module_calls(mod, calls):
+                out = mod(*a, **k)
         leaves, out_spec[0] = pytree.tree_flatten(out)
         return tuple(leaves)
 
@@ -247,6 +250,9 @@ def export(mod, args: tuple, kwargs: dict | None = None, *, dynamic_shapes=None,
     names = ["p_" + n.replace(".", "_") for n in params] + \
         ["b_" + n.replace(".", "_") for n in buffers] + user_names
     gm = _renamed(traced, names)
+    from ._unflatten import finish_calls
+    old_names = [n.name for n in traced.graph.nodes if n.op == "placeholder"]
+    module_calls = finish_calls(calls, dict(zip(old_names, names)))
     with ember.no_grad():
         _sym_prop_cls()(gm, fake_mode=fake).propagate(*fakes)
     ranges = {_sym_expr(s): ValueRange(dim.min if isinstance(dim, Dim) else 2,
@@ -269,6 +275,7 @@ def export(mod, args: tuple, kwargs: dict | None = None, *, dynamic_shapes=None,
     ep = ExportedProgram(gm, gm.graph, ExportGraphSignature(ins, outs), state, ranges, mcg,
                          example_inputs=(args, kwargs), constants=constants)
     ep.sym_hints = {str(sym): hint for sym, (_, hint) in made.items()}
+    ep._module_calls = module_calls
     return ep
 
 
@@ -310,31 +317,6 @@ def _renamed(traced, names: list[str]):
     return GraphModule(traced, g)
 
 
-def retrace_decomposed(ep, decomp_table):
-    """ExportedProgram.run_decompositions: re-trace the graph with ops decomposed."""
-    from ember._decomp import core_aten_decompositions
-    from ember.fx.experimental.proxy_tensor import make_fx
-
-    from .exported_program import ExportedProgram
-    table = core_aten_decompositions() if decomp_table is None else decomp_table
-    phs = [n for n in ep.graph.nodes if n.op == "placeholder"]
-    example = [_example_for(n) for n in phs]
-    with ember.no_grad():
-        traced = make_fx(ep.graph_module, decomposition_table=table)(*example)
-    gm = _renamed(traced, [n.name for n in phs])
-    with ember.no_grad():
-        _sym_prop_cls()(gm).propagate(*example)
-    return ExportedProgram(gm, gm.graph, ep.graph_signature, ep.state_dict,
-                           ep.range_constraints, ep.module_call_graph, ep.example_inputs,
-                           ep.constants)
-
-
-def _example_for(node):
-    m = node.meta.get("tensor_meta")
-    shape = [s if isinstance(s, int) else 2 for s in m.shape]
-    return ember.zeros(shape, dtype=m.dtype)
-
-
 def _sym_expr(sym):
     from ._symexpr import sym as make
     return make(str(sym))
@@ -372,11 +354,28 @@ def _sym_prop_cls():
             r = super().run_node(n)
             if isinstance(r, SymInt):
                 n.meta["sym"] = _to_spec_expr(r)
+            elif type(r).__name__ == "SymBool":    # (a cond's predicate: the archive's text)
+                import sympy
+                n.meta["sym_bool"] = sympy.srepr(r.expr)
             m = n.meta.get("tensor_meta")
             if m is not None:
                 n.meta["tensor_meta"] = _to_spec(m) if hasattr(m, "dtype") else tuple(
                     _to_spec(x) if hasattr(x, "dtype") else x for x in m)
             return r
+
+        def call_function(self, target, args, kwargs):
+            if getattr(target, "__module__", "") == "ember.ops.higher_order" and \
+                    target.__name__ == "cond":   # the branches' nodes get metadata too
+                from ember.fx.interpreter import Interpreter
+                for sub in args[1:3]:
+                    Interpreter.run(type(self)(sub, fake_mode=self.fake_mode), *args[3])
+            elif getattr(target, "__module__", "") == "ember.ops.higher_order" and \
+                    target.__name__ == "map_impl" and self.fake_mode is not None:
+                from ember._higher_order_ops.map import _slice_fakes
+                from ember.fx.interpreter import Interpreter
+                Interpreter.run(type(self)(args[0], fake_mode=self.fake_mode),
+                                *_slice_fakes(args[1]), *args[2])
+            return super().call_function(target, args, kwargs)
     return SymProp
 
 

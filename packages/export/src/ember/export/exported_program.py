@@ -119,7 +119,7 @@ class ExportedProgram:
     def run_decompositions(self, decomp_table: dict | None = None) -> ExportedProgram:
         """The program with each op that has a decomposition in decomp_table (default: every
         table op with a `decomp`) replaced by its decomposition, re-traced."""
-        from ._trace import retrace_decomposed
+        from ._decompose import retrace_decomposed
         return retrace_decomposed(self, decomp_table)
 
     def validate(self) -> None:

@@ -14,6 +14,7 @@ mul = ember.ops.aten.mul.default(x_1, 2);  x_1 = None
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
 
@@ -61,7 +62,8 @@ class ProxyTorchDispatchMode(DispatchMode):
         self.tracked[id(t)] = (t, node)
         self.by_view[_view_key(t)] = node
 
-    def node_of(self, t: Tensor):
+    def lookup(self, t: Tensor):
+        """The node of a tensor this trace has seen, else None."""
         hit = self.tracked.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
@@ -69,6 +71,11 @@ class ProxyTorchDispatchMode(DispatchMode):
         node = self.by_view.get(_view_key(t))
         if node is not None:
             self.tracked[id(t)] = (t, node)
+        return node
+
+    def node_of(self, t: Tensor):
+        node = self.lookup(t)
+        if node is not None:
             return node
         prefix = "_param_constant" if isinstance(t, Parameter) else "_tensor_constant"
         name = f"{prefix}{sum(k.startswith(prefix) for k in self.constants)}"
@@ -131,6 +138,11 @@ class ProxyTorchDispatchMode(DispatchMode):
             num, den = sympy.fraction(expr.args[0])
             node = self.graph.call_function(operator.floordiv, (self.sym_node(num, env),
                                                                 self.sym_node(den, env)))
+        elif isinstance(expr, sympy.Rel) and type(expr) in _RELATIONS:   # a SymBool
+            node = self.graph.call_function(_RELATIONS[type(expr)], (
+                self.sym_node(expr.lhs, env), self.sym_node(expr.rhs, env)))
+        elif isinstance(expr, sympy.Not):
+            node = self.graph.call_function(operator.not_, (self.sym_node(expr.args[0], env),))
         elif isinstance(expr, sympy.Mod):
             node = self.graph.call_function(operator.mod, tuple(self.sym_node(a, env)
                                                                 for a in expr.args))
@@ -145,10 +157,21 @@ class ProxyTorchDispatchMode(DispatchMode):
         if decomp is not None:
             with self:  # the decomposition's own op calls are recorded
                 return decomp(*args)
+        if op.vjp is None and op.decomp is not None and op.inplace_of is None and \
+                _records_grad(op, args):
+            # autograd differentiates a composite through its decomposition, saving the
+            # decomposition's values for backward: those must be graph values too
+            r = self._trace_composite(op, args)
+            if r is not _DATA_DEPENDENT:
+                return r
         r = call(op, args, out)
         a, kw = split_op_args(op, args)
         self._bind_unbacked(r)
         node = self.graph.call_function(op, self._arg(a), self._arg(kw))
+        if op.name == "copy_" and isinstance(args[1], Tensor):  # (read by functionalization)
+            src, dst = args[1], args[0]
+            node.meta["copy_same_meta"] = src.dtype == dst.dtype and len(src.shape) == len(
+                dst.shape) and all(_same_size(p, q) for p, q in zip(src.shape, dst.shape))
         if isinstance(r, Tensor):
             self.track(r, node)
         elif isinstance(r, (tuple, list)):
@@ -157,6 +180,81 @@ class ProxyTorchDispatchMode(DispatchMode):
                 if isinstance(x, Tensor):
                     self.track(x, self.graph.call_function(operator.getitem, (node, i)))
         return r
+
+
+def _records_grad(op, args) -> bool:
+    """Whether autograd records this call (grad mode on and an input requires grad)."""
+    from ember._state import state
+    if not state.grad_enabled:
+        return False
+    for i in op.tensor_idx:
+        if getattr(args[i], "_requires_grad", False):
+            return True
+    return any(getattr(x, "_requires_grad", False) for i in op.list_idx for x in args[i])
+
+
+def _relations() -> dict:
+    import operator
+
+    import sympy
+    return {sympy.StrictGreaterThan: operator.gt, sympy.GreaterThan: operator.ge,
+            sympy.StrictLessThan: operator.lt, sympy.LessThan: operator.le,
+            sympy.Equality: operator.eq, sympy.Unequality: operator.ne}
+
+
+class _LazyRelations(dict):
+    """sympy's relation classes -> operator functions, built on first use (sympy loads only
+    for symbolic traces)."""
+
+    def __missing__(self, key):
+        self.update(_relations())
+        if key not in self:
+            raise KeyError(key)
+        return self[key]
+
+    def __contains__(self, key):
+        if not len(self):
+            self.update(_relations())
+        return dict.__contains__(self, key)
+
+
+_RELATIONS = _LazyRelations()
+
+
+def _same_size(p, q) -> bool:
+    """Whether two sizes are the same for every input (equal ints or equal expressions)."""
+    return getattr(p, "expr", p) == getattr(q, "expr", q)
+
+
+_DATA_DEPENDENT = object()
+
+
+def _trace_composite(self, op, args):
+    """op's decomposition, recorded; if it reads data (a value check on fake tensors) the
+    nodes it added are taken out again and _DATA_DEPENDENT is returned (the op is then
+    recorded whole, as without grad)."""
+    from ember._subclasses.fake_tensor import DataDependentOutputException
+    mark = self.graph._root._prev
+    try:
+        with self:
+            return op.decomp(*args)
+    except DataDependentOutputException:
+        gone = set()
+        node = self.graph._root._prev
+        while node is not mark:
+            prev = node._prev
+            node.args, node.kwargs = (), {}
+            gone.add(node)
+            node = prev
+        for n in [n for n in self.graph.nodes if n in gone][::-1]:
+            self.graph.erase_node(n)
+        self.sym_nodes = {k: v for k, v in self.sym_nodes.items() if v not in gone}
+        self.tracked = {k: v for k, v in self.tracked.items() if v[1] not in gone}
+        self.by_view = {k: v for k, v in self.by_view.items() if v not in gone}
+        return _DATA_DEPENDENT
+
+
+ProxyTorchDispatchMode._trace_composite = _trace_composite
 
 
 def _view_key(t: Tensor) -> tuple:
@@ -175,6 +273,39 @@ def _placeholder_names(f: Callable, n: int) -> list:
     return [f"{nm}_1" for nm in names[:n]]
 
 
+def _leaf_names(names: list, args) -> tuple[list, list]:
+    """Placeholder names per input leaf (`x_1`; `xs_1, xs_2` for the leaves of a nested xs,
+    as torch's) and each one's key as a source of symbolic sizes (`x`, `xs_1`, ...)."""
+    from ember.utils import _pytree as pytree
+    out, keys = [], []
+    for name, a in zip(names, args):
+        leaves = pytree.tree_leaves(a)
+        if not isinstance(a, (tuple, list, dict)):
+            out.append(name)
+            keys.append(name[:-2])
+            continue
+        base = name[:-2]
+        for j in range(len(leaves)):
+            out.append(f"{base}_{j + 1}")
+            keys.append(f"{base}_{j + 1}")
+    return out, keys
+
+
+def _take_nested_inputs(gm, in_spec) -> None:
+    """gm(*args) with args nested as at trace time: flattened onto the placeholders."""
+    from ember.utils import _pytree as pytree
+    flat_forward = gm.forward
+
+    def forward(*args):
+        flat, spec = pytree.tree_flatten(list(args))
+        if str(spec) != str(in_spec):
+            raise ValueError(f"the traced function took inputs structured as {in_spec}, "
+                             f"got {spec}")
+        return flat_forward(*flat)
+    gm.forward = forward
+    gm._in_spec = in_spec
+
+
 def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: str = "real",
             _allow_non_fake_inputs: bool = True, **kwargs) -> Callable:
     """Return a function that traces f on its arguments into a GraphModule of table ops.
@@ -183,12 +314,16 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
     if tracing_mode not in ("real", "fake", "symbolic"):
         raise AssertionError(f"Unexpected tracing type: {tracing_mode}")
     def wrapped(*args):
+        from ember.utils import _pytree as pytree
         graph = Graph()
         mode = ProxyTorchDispatchMode(graph, decomposition_table)
         from ember._subclasses.fake_tensor import FakeTensor
-        names = _placeholder_names(f, len(args))
+        # nested inputs (tuples, lists, dicts of tensors): one placeholder per leaf
+        flat, in_spec = pytree.tree_flatten(list(args))
+        nested = any(not c.is_leaf() for c in in_spec.children_specs)
+        names, keys = _leaf_names(_placeholder_names(f, len(args)), args)
         # inputs already fake (export makes its own, symbolic only where asked): their mode
-        fake = next((a.fake_mode for a in args if isinstance(a, FakeTensor)), None)
+        fake = next((a.fake_mode for a in flat if isinstance(a, FakeTensor)), None)
         if fake is None and tracing_mode != "real":
             from ember._subclasses.fake_tensor import FakeTensorMode
             env = None
@@ -196,19 +331,16 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
                 from .symbolic_shapes import ShapeEnv  # (sympy loads only for symbolic traces)
                 env = ShapeEnv()
             fake = FakeTensorMode(allow_non_fake_inputs=_allow_non_fake_inputs, shape_env=env)
-            args = tuple(fake.from_tensor(a, source=n[:-2]) if isinstance(a, Tensor) else a
-                         for n, a in zip(names, args))
-        for name, a in zip(names, args):
+            flat = [fake.from_tensor(a, source=k) if isinstance(a, Tensor) else a
+                    for k, a in zip(keys, flat)]
+        for name, key, a in zip(names, keys, flat):
             ph = graph.placeholder(name)
-            mode.inputs[name[:-2]] = ph
+            mode.inputs[key] = ph
             if isinstance(a, Tensor):
                 mode.track(a, ph)
-        if fake is not None:
-            with fake, mode:
-                result = f(*args)
-        else:
-            with mode:
-                result = f(*args)
+        args = pytree.tree_unflatten(flat, in_spec)
+        with (fake if fake is not None else contextlib.nullcontext()), mode:
+            result = f(*args)
         graph.output(mode._arg(result))
         gm = GraphModule(dict(mode.constants), graph, "f" if not hasattr(f, "__name__")
                            or f.__name__ == "<lambda>" else f.__name__)
@@ -217,5 +349,7 @@ def make_fx(f: Callable, decomposition_table: dict | None = None, tracing_mode: 
             functionalize_graph(gm)
         if fake is not None and fake.shape_env is not None:
             gm.shape_env = fake.shape_env  # its guards: what the graph assumed of the sizes
+        if nested:
+            _take_nested_inputs(gm, in_spec)
         return gm
     return wrapped

@@ -20,7 +20,15 @@ import operator
 import sympy
 
 __all__ = ["ShapeEnv", "SymInt", "SymFloat", "SymBool", "is_symbolic", "guard_int",
-           "GuardOnDataDependentSymNode"]
+           "GuardOnDataDependentSymNode", "guard_size_oblivious", "statically_known_true",
+           "statically_known_false", "guard_or_false", "guard_or_true"]
+
+
+class ConstraintViolationError(RuntimeError):
+    """A size marked dynamic (`mark_dynamic`) that the traced program needs to be a constant."""
+
+
+__all__ += ["ConstraintViolationError"]
 
 
 class GuardOnDataDependentSymNode(RuntimeError):
@@ -259,6 +267,12 @@ class SymInt(_SymValue):
     def __round__(self, ndigits=None):
         return self
 
+    def __ceil__(self):
+        return self
+
+    def __floor__(self):
+        return self
+
 
 class SymFloat(_SymValue):
     """A symbolic float (`s0 ** 0.5`, `s0 / 2`)."""
@@ -278,6 +292,12 @@ class SymFloat(_SymValue):
         val = float(self.hint())
         self.env.evaluate_expr(sympy.Eq(self.expr, val))
         return val
+
+    def __ceil__(self):  # math.ceil((end - start) / step) in arange's meta: stays symbolic
+        return wrap_int(sympy.ceiling(self.expr), self.env)
+
+    def __floor__(self):
+        return wrap_int(sympy.floor(self.expr), self.env)
 
     def __bool__(self) -> bool:
         return self.env.evaluate_expr(sympy.Ne(self.expr, 0))
@@ -307,3 +327,49 @@ def is_symbolic(x) -> bool:
 
 def guard_int(x) -> int:
     return int(x)
+
+
+# ---- decisions that take no guard, or that treat unknown sizes as large (PyTorch's names) ----
+def statically_known_true(x) -> bool:
+    """True only if the sizes' ranges alone make x true; never records a guard."""
+    if not isinstance(x, SymBool):
+        return bool(x)
+    return x.env._static(x.expr) is True
+
+
+def statically_known_false(x) -> bool:
+    """True only if the sizes' ranges alone make x false; never records a guard."""
+    if not isinstance(x, SymBool):
+        return not bool(x)
+    return x.env._static(x.expr) is False
+
+
+def guard_size_oblivious(x) -> bool:
+    """x decided as if every data-dependent size were at least 2 (so `u0 == 1` is False and a
+    size-1 broadcast is never assumed); otherwise as `bool(x)`, guarding on input sizes."""
+    if not isinstance(x, SymBool):
+        return bool(x)
+    env = x.env
+    sub = {u: sympy.Symbol(f"_o_{u}", integer=True, nonnegative=True) + 2
+           for u in env.unbacked if u.is_nonnegative}
+    if sub:
+        static = env._static(x.expr.xreplace(sub))
+        if static is not None:
+            return static
+    return bool(x)
+
+
+def guard_or_false(x) -> bool:
+    """bool(x), but False where that would need the data (an unbacked size)."""
+    try:
+        return bool(x)
+    except GuardOnDataDependentSymNode:
+        return False
+
+
+def guard_or_true(x) -> bool:
+    """bool(x), but True where that would need the data (an unbacked size)."""
+    try:
+        return bool(x)
+    except GuardOnDataDependentSymNode:
+        return True

@@ -1,12 +1,10 @@
-"""`ember.distributed.tensor`: DTensor placements, distribute_tensor, from_local, to_local,
-full_tensor and redistribute between any placements over a DeviceMesh.
-
-Not yet: ops on DTensors (sharding propagation) — a DTensor is a container here, not an
-ember.Tensor subclass; compute on `to_local()` and wrap the result with `DTensor.from_local`.
-"""
+"""`ember.distributed.tensor`: DTensor (an ember.Tensor spread over a DeviceMesh), placements,
+distribute_tensor / distribute_module, from_local / to_local / full_tensor / redistribute, and ops
+on DTensors with sharding propagation (see _dispatch.py and _rules.py)."""
 from .._device_mesh import DeviceMesh, init_device_mesh
+from ._api import distribute_module
 from ._dtensor import DTensor, distribute_tensor
 from ._placements import Partial, Placement, Replicate, Shard
 
-__all__ = ["DTensor", "DeviceMesh", "init_device_mesh", "distribute_tensor", "Placement",
-           "Shard", "Replicate", "Partial"]
+__all__ = ["DTensor", "DeviceMesh", "init_device_mesh", "distribute_tensor", "distribute_module",
+           "Placement", "Shard", "Replicate", "Partial"]

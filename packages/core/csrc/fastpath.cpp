@@ -1,0 +1,590 @@
+// The eager hot path of a pointwise CPU op call, replayed in C++ (ember/_native.py is its Python
+// side and says what a hit is; ember/_dispatch.py's `call` is the reference it must equal).
+//
+//   call(op, args, out) -- out given, a mode/autocast on, a subclass, a tensor that requires
+//   grad, another device, mixed or non-float dtypes, a big input ... --> Python's dispatch `call`
+//   hit: [op.check(dtype, *args)] -> plan (one numpy handler, or the op's formula) -> Tensor
+//
+// No op knowledge lives here: Python describes an op once (its formula, check, tensor positions)
+// and builds each plan on a miss; this file only keys, replays and wraps the result.
+
+#include <Python.h>
+#include <structmember.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// numpy's PyArrayObject_fields (numpy/ndarraytypes.h, unchanged since numpy 1.7 up to 2.x):
+// read without numpy's headers; fastpath_init checks the layout against real arrays first.
+struct NpArray {
+  PyObject_HEAD
+  char* data;
+  int nd;
+  Py_ssize_t* dimensions;
+  Py_ssize_t* strides;
+  PyObject* base;
+  PyObject* descr;
+  int flags;
+};
+constexpr int kCContiguous = 0x0001;
+
+// One scalar argument of a call as part of a plan's key (its type and exact value).
+struct KeyItem {
+  PyTypeObject* type = nullptr;  // int, float, bool, NoneType, str
+  long long i = 0;               // int / bool value, or a float's bits
+  PyObject* s = nullptr;         // a str (owned)
+};
+
+struct Plan {
+  PyObject* dtype = nullptr;     // the tensors' ember dtype
+  uint32_t tmask = 0;            // bit i: argument i is a tensor (the scalars' positions)
+  std::vector<KeyItem> key;      // one per scalar position, in order
+  PyObject* fn = nullptr;        // the numpy handler to call (owned); nullptr: run the formula
+  std::vector<int> spec;         // >= 0: argument position; < 0: -1 - index into consts
+  std::vector<PyObject*> consts; // owned
+};
+
+struct OpEntry {
+  bool enabled = false;
+  PyObject* formula = nullptr;   // op.pointwise (borrowed from the op, which lives forever)
+  PyObject* check = nullptr;     // op.check or nullptr
+  PyObject* kernels = nullptr;   // op.kernels (a plain dict: device type -> kernel) or nullptr
+  Py_ssize_t nargs = 0;
+  std::vector<char> is_tensor;   // per position: a Tensor slot of the schema
+  bool promote_bool = false;
+  std::vector<Plan> plans;
+};
+
+struct Globals {
+  bool ready = false;
+  bool enabled = true;             // fastpath_enable(False): every call takes the Python path
+  PyTypeObject* tensor = nullptr;
+  PyTypeObject* ndarray = nullptr;
+  PyObject* cpu = nullptr;
+  PyObject* special = nullptr;   // _dispatch.special: [count of active modes / autocast]
+  PyObject* f32 = nullptr;
+  PyObject* f64 = nullptr;
+  PyObject* boolean = nullptr;
+  PyObject* np_f32 = nullptr;
+  PyObject* np_f64 = nullptr;
+  PyObject* np_bool = nullptr;
+  PyObject* dispatch = nullptr;    // _dispatch's globals: NP (the numpy handler) is read per
+  PyObject* str_NP = nullptr;      // call, as ember._ops._handlers replaces it after import
+  PyObject* str_hook = nullptr;    // _dispatch.autograd_hook (set by ember-autograd)
+  PyObject* state = nullptr;       // ember._state.state (thread-local grad mode)
+  PyObject* str_grad = nullptr;
+  PyObject* str_type = nullptr;
+  PyObject* strides = nullptr;     // _tensor._STRIDES
+  PyObject* c_strides = nullptr;   // _tensor.c_strides
+  PyObject* py_call = nullptr;     // _dispatch.call (the reference path)
+  PyObject* describe = nullptr;    // _native.describe(op) -> None | (formula, check, ...)
+  PyObject* planner = nullptr;     // _native.plan(op, args, arrays) -> None | (fn, spec, consts)
+  PyObject* finish = nullptr;      // _dispatch._fast_finish(r, rdt) -> Tensor | None
+  PyObject* zero = nullptr;
+  PyObject* str_np = nullptr;
+  PyObject* str_rg = nullptr;
+  Py_ssize_t big = 1 << 16;        // inputs this large go to Python (the C++ JIT, chunking)
+  Py_ssize_t off[7] = {0};         // Tensor slots: _st _shape _stride _offset dtype device _npc
+  long hits = 0, misses = 0;
+};
+Globals G;
+std::unordered_map<PyObject*, OpEntry*> g_ops;
+constexpr int kMaxPlans = 16;
+// try_fast's answer for "an input requires grad": autograd records the call
+PyObject* const kRecord = reinterpret_cast<PyObject*>(&G);
+// try_fast's answer for "the first tensor is on another device": its kernel slot may run it
+PyObject* const kDevice = reinterpret_cast<PyObject*>(&g_ops);
+constexpr int kMaxArgs = 16;
+
+enum Slot { ST, SHAPE, STRIDE, OFFSET, DTYPE, DEVICE, NPC };
+
+inline PyObject* slot(PyObject* t, Slot s) {
+  return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(t) + G.off[s]);
+}
+
+inline void set_slot(PyObject* t, Slot s, PyObject* v) {  // on a fresh object: no old value
+  Py_INCREF(v);
+  *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(t) + G.off[s]) = v;
+}
+
+PyObject* fallback(PyObject* op, PyObject* args, PyObject* out) {
+  PyObject* argv[3] = {op, args, out};
+  return PyObject_Vectorcall(G.py_call, argv, 3, nullptr);
+}
+
+OpEntry* entry_of(PyObject* op) {
+  auto it = g_ops.find(op);
+  if (it != g_ops.end()) return it->second;
+  auto* e = new OpEntry();
+  PyObject* d = PyObject_CallOneArg(G.describe, op);
+  if (d == nullptr) {
+    delete e;
+    return nullptr;
+  }
+  // (formula, check or None, is_tensor tuple of bools, promote_bool, kernels)
+  if (d != Py_None && PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 5) {
+    e->formula = PyTuple_GET_ITEM(d, 0);
+    Py_INCREF(e->formula);
+    PyObject* c = PyTuple_GET_ITEM(d, 1);
+    if (c != Py_None) {
+      e->check = c;
+      Py_INCREF(c);
+    }
+    PyObject* ist = PyTuple_GET_ITEM(d, 2);
+    e->nargs = PyTuple_GET_SIZE(ist);
+    for (Py_ssize_t i = 0; i < e->nargs; ++i)
+      e->is_tensor.push_back(PyTuple_GET_ITEM(ist, i) == Py_True);
+    e->promote_bool = PyTuple_GET_ITEM(d, 3) == Py_True;
+    PyObject* k = PyTuple_GET_ITEM(d, 4);
+    if (PyDict_CheckExact(k)) {
+      e->kernels = k;
+      Py_INCREF(k);
+    }
+    e->enabled = e->nargs <= kMaxArgs;
+    e->plans.reserve(kMaxPlans);
+  }
+  Py_DECREF(d);
+  Py_INCREF(op);  // ops live as long as the op table; keep the key alive regardless
+  g_ops.emplace(op, e);
+  return e;
+}
+
+// A scalar argument as a key item; false when its type cannot be keyed by value.
+bool key_item(PyObject* v, KeyItem* k) {
+  PyTypeObject* t = Py_TYPE(v);
+  k->type = t;
+  if (t == &PyFloat_Type) {
+    double f = PyFloat_AS_DOUBLE(v);
+    std::memcpy(&k->i, &f, sizeof f);
+    return true;
+  }
+  if (t == &PyLong_Type) {
+    int overflow = 0;
+    k->i = PyLong_AsLongLongAndOverflow(v, &overflow);
+    return overflow == 0;
+  }
+  if (t == &PyBool_Type) {
+    k->i = v == Py_True;
+    return true;
+  }
+  if (v == Py_None) return true;
+  if (t == &PyUnicode_Type) {
+    k->s = v;  // borrowed until stored in a plan
+    return true;
+  }
+  return false;
+}
+
+bool key_equal(const KeyItem& a, const KeyItem& b) {
+  if (a.type != b.type || a.i != b.i) return false;
+  if (a.s == nullptr) return true;
+  return PyUnicode_Compare(a.s, b.s) == 0;
+}
+
+// Build (ask Python for) the plan of a key not seen before; nullptr when none (run the formula).
+const Plan* add_plan(OpEntry* e, PyObject* op, PyObject* args, PyObject* arrs, PyObject* d,
+                     uint32_t tmask, const std::vector<KeyItem>& key) {
+  if (static_cast<int>(e->plans.size()) >= kMaxPlans) return nullptr;
+  PyObject* argv[3] = {op, args, arrs};
+  PyObject* r = PyObject_Vectorcall(G.planner, argv, 3, nullptr);
+  if (r == nullptr) {  // the planner never raises on purpose: a bug there must not stop a call
+    PyErr_Clear();
+    return nullptr;
+  }
+  // (the planner ran Python: another thread may have added plans meanwhile; the vector's
+  // reserved size must hold, or a plan another thread is using would move)
+  if (static_cast<int>(e->plans.size()) >= kMaxPlans) {
+    Py_DECREF(r);
+    return nullptr;
+  }
+  Plan p;
+  p.dtype = d;
+  p.tmask = tmask;
+  p.key = key;
+  for (auto& k : p.key) Py_XINCREF(k.s);
+  if (r != Py_None) {  // (fn, spec tuple, consts tuple)
+    p.fn = PyTuple_GET_ITEM(r, 0);
+    Py_INCREF(p.fn);
+    PyObject* spec = PyTuple_GET_ITEM(r, 1);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(spec); ++i)
+      p.spec.push_back(static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(spec, i))));
+    PyObject* consts = PyTuple_GET_ITEM(r, 2);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(consts); ++i) {
+      PyObject* c = PyTuple_GET_ITEM(consts, i);
+      Py_INCREF(c);
+      p.consts.push_back(c);
+    }
+  }
+  Py_DECREF(r);
+  e->plans.push_back(std::move(p));  // (reserved: a plan in use never moves)
+  return &e->plans.back();
+}
+
+// The numpy array behind a CPU tensor (its fresh-result array, else `t._np`): new reference.
+PyObject* array_of(PyObject* t) {
+  PyObject* a = slot(t, NPC);
+  if (a != nullptr && a != Py_None) {
+    Py_INCREF(a);
+    return a;
+  }
+  return PyObject_GetAttr(t, G.str_np);
+}
+
+bool requires_grad(PyObject* t) {
+  PyObject** dp = _PyObject_GetDictPtr(t);
+  if (dp == nullptr || *dp == nullptr) return false;  // the class default: False
+  PyObject* v = PyDict_GetItemWithError(*dp, G.str_rg);
+  return v != nullptr && PyObject_IsTrue(v) == 1;
+}
+
+// Wrap a fresh C-contiguous array as a CPU tensor (Tensor._make(None, shape, strides, 0, ...)).
+PyObject* wrap(PyObject* r, PyObject* rdt) {
+  auto* a = reinterpret_cast<NpArray*>(r);
+  PyObject* shape = PyTuple_New(a->nd);
+  if (shape == nullptr) return nullptr;
+  for (int i = 0; i < a->nd; ++i) {
+    PyObject* n = PyLong_FromSsize_t(a->dimensions[i]);
+    if (n == nullptr) {
+      Py_DECREF(shape);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(shape, i, n);
+  }
+  PyObject* st = PyDict_GetItemWithError(G.strides, shape);  // borrowed
+  PyObject* st_owned = nullptr;
+  if (st == nullptr) {
+    if (PyErr_Occurred()) {
+      Py_DECREF(shape);
+      return nullptr;
+    }
+    st = st_owned = PyObject_CallOneArg(G.c_strides, shape);
+    if (st == nullptr) {
+      Py_DECREF(shape);
+      return nullptr;
+    }
+  }
+  PyObject* t = G.tensor->tp_alloc(G.tensor, 0);
+  if (t != nullptr) {
+    set_slot(t, ST, Py_None);
+    set_slot(t, SHAPE, shape);
+    set_slot(t, STRIDE, st);
+    set_slot(t, OFFSET, G.zero);
+    set_slot(t, DTYPE, rdt);
+    set_slot(t, DEVICE, G.cpu);
+    set_slot(t, NPC, r);
+  }
+  Py_DECREF(shape);
+  Py_XDECREF(st_owned);
+  return t;
+}
+
+struct ArgArrays {  // the call's args with tensors replaced by their arrays (owned refs)
+  PyObject* v[kMaxArgs];
+  Py_ssize_t n = 0;
+  ~ArgArrays() {
+    for (Py_ssize_t i = 0; i < n; ++i) Py_DECREF(v[i]);
+  }
+};
+
+PyObject* compute(OpEntry* e, const Plan* p, PyObject* const* av, Py_ssize_t n) {
+  if (p != nullptr && p->fn != nullptr) {
+    PyObject* cv[kMaxArgs + 1];
+    size_t k = 0;
+    for (int s : p->spec) cv[k++] = s >= 0 ? av[s] : p->consts[-1 - s];
+    return PyObject_Vectorcall(p->fn, cv, k, nullptr);
+  }
+  PyObject* fv[kMaxArgs + 1];
+  fv[0] = PyDict_GetItemWithError(G.dispatch, G.str_NP);  // borrowed
+  if (fv[0] == nullptr) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "ember._dispatch.NP is unset");
+    return nullptr;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) fv[i + 1] = av[i];
+  return PyObject_Vectorcall(e->formula, fv, n + 1, nullptr);
+}
+
+// The hit path; returns nullptr with no error set for "take the Python path".
+PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
+  OpEntry* e = entry_of(op);
+  if (e == nullptr) return nullptr;  // error set
+  if (!e->enabled || PyTuple_GET_SIZE(args) != e->nargs) return Py_None;
+  ArgArrays aa;
+  PyObject* d = nullptr;
+  Py_ssize_t big = 0;
+  KeyItem keys[kMaxArgs];
+  int nkeys = 0;
+  uint32_t tmask = 0;
+  bool keyable = true;
+  for (Py_ssize_t i = 0; i < e->nargs; ++i) {
+    PyObject* v = PyTuple_GET_ITEM(args, i);
+    if (Py_TYPE(v) == G.tensor) {
+      if (!e->is_tensor[i]) return Py_None;
+      if (slot(v, DEVICE) != G.cpu)
+        return d == nullptr && !grad_ok && e->kernels != nullptr ? kDevice : Py_None;
+      if (!grad_ok && requires_grad(v)) return kRecord;
+      PyObject* dt = slot(v, DTYPE);
+      if (d == nullptr) {
+        if (dt != G.f32 && dt != G.f64) return Py_None;
+        d = dt;
+      } else if (dt != d) {
+        return Py_None;
+      }
+      tmask |= 1u << i;
+      PyObject* a = array_of(v);
+      if (a == nullptr) return nullptr;
+      aa.v[aa.n++] = a;
+      if (Py_TYPE(a) != G.ndarray) return Py_None;
+      auto* na = reinterpret_cast<NpArray*>(a);
+      Py_ssize_t size = 1;
+      for (int k = 0; k < na->nd; ++k) size *= na->dimensions[k];
+      if (size > big) big = size;
+    } else {
+      PyTypeObject* t = Py_TYPE(v);
+      // a Python scalar for a tensor passes as it is (dispatch's `call` does the same);
+      // autograd's recording takes only tensors there (grad_ok: its reference is record())
+      if (e->is_tensor[i] && (grad_ok || !(t == &PyFloat_Type || t == &PyLong_Type ||
+                                           t == &PyBool_Type || v == Py_None)))
+        return Py_None;  // a subclass, a numpy value, a complex, ...: Python decides
+      if (keyable && !key_item(v, &keys[nkeys++])) keyable = false;
+      Py_INCREF(v);
+      aa.v[aa.n++] = v;
+    }
+  }
+  if (d == nullptr || big >= G.big) return Py_None;
+  const Plan* plan = nullptr;
+  if (keyable) {
+    for (const Plan& p : e->plans) {
+      if (p.dtype != d || p.tmask != tmask) continue;
+      bool same = true;
+      for (int k = 0; k < nkeys && same; ++k) same = key_equal(p.key[k], keys[k]);
+      if (same) {
+        plan = &p;
+        break;
+      }
+    }
+  }
+  if (e->check != nullptr) {
+    PyObject* cv[kMaxArgs + 1];
+    cv[0] = d;
+    for (Py_ssize_t i = 0; i < e->nargs; ++i) cv[i + 1] = PyTuple_GET_ITEM(args, i);
+    PyObject* r = PyObject_Vectorcall(e->check, cv, e->nargs + 1, nullptr);
+    if (r == nullptr) return nullptr;  // PyTorch's argument error, as the Python path raises
+    Py_DECREF(r);
+  }
+  if (plan == nullptr && keyable) {
+    PyObject* arrs = PyTuple_New(aa.n);
+    if (arrs == nullptr) return nullptr;
+    for (Py_ssize_t i = 0; i < aa.n; ++i) {
+      Py_INCREF(aa.v[i]);
+      PyTuple_SET_ITEM(arrs, i, aa.v[i]);
+    }
+    plan = add_plan(e, op, args, arrs, d, tmask, std::vector<KeyItem>(keys, keys + nkeys));
+    Py_DECREF(arrs);
+    ++G.misses;
+  } else {
+    ++G.hits;
+  }
+  PyObject* r = compute(e, plan, aa.v, aa.n);
+  if (r == nullptr) {
+    // as _fast_core: these mean "the general path raises PyTorch's error"
+    if (PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_TypeError) ||
+        PyErr_ExceptionMatches(PyExc_OverflowError)) {
+      PyErr_Clear();
+      return Py_None;
+    }
+    return nullptr;
+  }
+  PyObject* rdt = e->promote_bool ? G.boolean : d;
+  PyObject* npd = e->promote_bool ? G.np_bool : (d == G.f32 ? G.np_f32 : G.np_f64);
+  for (Py_ssize_t i = 0; i < aa.n; ++i) {
+    if (aa.v[i] == r) {  // a formula that hands back its input: never alias it
+      PyObject* c = PyObject_CallMethod(r, "copy", nullptr);
+      Py_DECREF(r);
+      if (c == nullptr) return nullptr;
+      r = c;
+      break;
+    }
+  }
+  bool plain = Py_TYPE(r) == G.ndarray;
+  if (plain) {
+    auto* na = reinterpret_cast<NpArray*>(r);
+    plain = na->descr == npd && na->base == nullptr && (na->nd <= 1 || (na->flags & kCContiguous));
+  }
+  if (plain) {
+    PyObject* t = wrap(r, rdt);
+    Py_DECREF(r);
+    return t;
+  }
+  PyObject* fv[2] = {r, rdt};
+  PyObject* t = PyObject_Vectorcall(G.finish, fv, 2, nullptr);
+  Py_DECREF(r);
+  return t;  // a Tensor, None (take the Python path) or nullptr (error)
+}
+
+// As dispatch's `call` for a pointwise call whose first tensor is on another device (cuda):
+// that device's kernel slot runs it when nothing records (grad off, or no input requires grad).
+// Py_None: take the Python path.
+PyObject* device_call(PyObject* op, PyObject* args, bool grad_on) {
+  OpEntry* e = g_ops.find(op)->second;  // (try_fast made the entry)
+  PyObject* first = nullptr;
+  for (Py_ssize_t i = 0; i < e->nargs; ++i) {
+    if (!e->is_tensor[i]) continue;
+    PyObject* v = PyTuple_GET_ITEM(args, i);
+    PyTypeObject* t = Py_TYPE(v);
+    if (t == G.tensor) {
+      if (first == nullptr) first = v;
+      if (grad_on && requires_grad(v)) return Py_None;
+    } else if (!(t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type || v == Py_None)) {
+      return Py_None;
+    }
+  }
+  PyObject* type = PyObject_GetAttr(slot(first, DEVICE), G.str_type);
+  if (type == nullptr) return nullptr;
+  PyObject* k = PyDict_GetItemWithError(e->kernels, type);  // borrowed
+  Py_DECREF(type);
+  if (k == nullptr) return PyErr_Occurred() ? nullptr : Py_None;
+  return PyObject_Call(k, args, nullptr);
+}
+
+// call(op, args, out=None): dispatch's `call` with a native hit path.
+PyObject* native_call(PyObject*, PyObject* const* argv, Py_ssize_t n) {
+  if (!G.ready) {
+    PyErr_SetString(PyExc_RuntimeError, "ember._C.fast_call before fastpath_init");
+    return nullptr;
+  }
+  if (n < 2 || n > 3 || !PyTuple_Check(argv[1])) {
+    PyErr_SetString(PyExc_TypeError, "call(op, args: tuple, out=None)");
+    return nullptr;
+  }
+  PyObject* out = n == 3 ? argv[2] : Py_None;
+  if (!G.enabled || out != Py_None || PyList_GET_ITEM(G.special, 0) != G.zero)
+    return fallback(argv[0], argv[1], out);
+  PyObject* r = try_fast(argv[0], argv[1], false);
+  if (r == kRecord || r == kDevice) {
+    PyObject* on = PyObject_GetAttr(G.state, G.str_grad);
+    if (on == nullptr) return nullptr;
+    Py_DECREF(on);  // (True / False are immortal enough: compared by identity below)
+    if (r == kDevice) {
+      r = device_call(argv[0], argv[1], on == Py_True);
+      if (r != Py_None) return r;  // the kernel's result (NotImplemented included) or an error
+    }
+  }
+  if (r == kRecord) {  // as `call`: grad on, ember-autograd there -> its hook records the call
+    PyObject* hook = PyDict_GetItemWithError(G.dispatch, G.str_hook);  // borrowed
+    if (hook == nullptr && PyErr_Occurred()) return nullptr;
+    PyObject* on = PyObject_GetAttr(G.state, G.str_grad);
+    if (on == nullptr) return nullptr;
+    Py_DECREF(on);
+    if (hook != nullptr && hook != Py_None && on == Py_True) {
+      PyObject* hv[3] = {argv[0], argv[1], Py_None};
+      return PyObject_Vectorcall(hook, hv, 3, nullptr);
+    }
+    r = Py_None;
+  }
+  if (r == Py_None) return fallback(argv[0], argv[1], out);
+  return r;  // a Tensor or nullptr (error)
+}
+
+// pointwise(op, args) -> Tensor | None: the same hit path for autograd's recording (inputs may
+// require grad; the caller records the node). None: not a hit, take the Python path.
+PyObject* native_pointwise(PyObject*, PyObject* const* argv, Py_ssize_t n) {
+  if (!G.ready) Py_RETURN_NONE;
+  if (n != 2 || !PyTuple_Check(argv[1])) {
+    PyErr_SetString(PyExc_TypeError, "pointwise(op, args: tuple)");
+    return nullptr;
+  }
+  if (!G.enabled || PyList_GET_ITEM(G.special, 0) != G.zero) Py_RETURN_NONE;
+  PyObject* r = try_fast(argv[0], argv[1], true);
+  if (r == Py_None) Py_INCREF(r);
+  return r;
+}
+
+Py_ssize_t member_offset(PyObject* type, const char* name) {
+  PyObject* d = PyObject_GetAttrString(type, "__dict__");
+  if (d == nullptr) throw py::error_already_set();
+  PyObject* m = PyMapping_GetItemString(d, name);
+  Py_DECREF(d);
+  if (m == nullptr) throw py::error_already_set();
+  bool ok = Py_TYPE(m) == &PyMemberDescr_Type;
+  Py_ssize_t off = ok ? reinterpret_cast<PyMemberDescrObject*>(m)->d_member->offset : -1;
+  Py_DECREF(m);
+  if (!ok) throw py::type_error(std::string("Tensor.") + name + " is not a __slots__ member");
+  return off;
+}
+
+PyObject* keep(py::handle h) {
+  PyObject* p = h.ptr();
+  Py_INCREF(p);
+  return p;
+}
+
+// Check numpy's array layout on real arrays before trusting NpArray.
+void check_layout(py::object c2x3, py::object view) {
+  auto* a = reinterpret_cast<NpArray*>(c2x3.ptr());
+  auto* v = reinterpret_cast<NpArray*>(view.ptr());
+  bool ok = a->nd == 2 && a->dimensions[0] == 2 && a->dimensions[1] == 3 &&
+            (a->flags & kCContiguous) && a->base == nullptr &&
+            a->descr == c2x3.attr("dtype").ptr() && v->base == c2x3.ptr() &&
+            !(v->flags & kCContiguous) && v->nd == 2 && v->dimensions[1] == 2;
+  if (!ok) throw py::value_error("numpy's array layout is not the one fastpath.cpp reads");
+}
+
+void fastpath_init(py::dict g) {
+  check_layout(g["c2x3"], g["view"]);
+  G.tensor = reinterpret_cast<PyTypeObject*>(keep(g["Tensor"]));
+  G.ndarray = reinterpret_cast<PyTypeObject*>(keep(g["ndarray"]));
+  G.cpu = keep(g["cpu"]);
+  G.special = keep(g["special"]);
+  if (!PyList_Check(G.special)) throw py::type_error("special must be a list");
+  G.f32 = keep(g["float32"]);
+  G.f64 = keep(g["float64"]);
+  G.boolean = keep(g["bool"]);
+  G.np_f32 = keep(g["float32"].attr("np"));
+  G.np_f64 = keep(g["float64"].attr("np"));
+  G.np_bool = keep(g["bool"].attr("np"));
+  G.dispatch = keep(g["dispatch_globals"]);
+  G.str_NP = PyUnicode_InternFromString("NP");
+  G.str_hook = PyUnicode_InternFromString("autograd_hook");
+  G.state = keep(g["state"]);
+  G.str_grad = PyUnicode_InternFromString("grad_enabled");
+  G.str_type = PyUnicode_InternFromString("type");
+  G.strides = keep(g["strides"]);
+  G.c_strides = keep(g["c_strides"]);
+  G.py_call = keep(g["call"]);
+  G.describe = keep(g["describe"]);
+  G.planner = keep(g["plan"]);
+  G.finish = keep(g["finish"]);
+  G.big = g["big"].cast<Py_ssize_t>();
+  G.zero = PyLong_FromLong(0);  // the small-int singleton that `special[0]` holds when idle
+  G.str_np = PyUnicode_InternFromString("_np");
+  G.str_rg = PyUnicode_InternFromString("_requires_grad");
+  const char* names[7] = {"_st", "_shape", "_stride", "_offset", "dtype", "device", "_npc"};
+  for (int i = 0; i < 7; ++i) G.off[i] = member_offset(g["Tensor"].ptr(), names[i]);
+  G.ready = true;
+}
+
+PyMethodDef kMethods[] = {
+    {"fast_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(native_call)),
+     METH_FASTCALL, "call(op, args, out=None): dispatch with the native hit path"},
+    {"fast_pointwise", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(native_pointwise)),
+     METH_FASTCALL, "pointwise(op, args) -> Tensor | None: a hit computed, else None"},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+void init_fastpath(py::module_& m) {
+  m.def("fastpath_init", &fastpath_init, py::arg("globals"),
+        "Hand the dispatcher's objects to the native hit path (ember/_native.py)");
+  m.def("fastpath_enable", [](bool on) { G.enabled = on; }, py::arg("on"),
+        "Turn the native hit path on or off (off: every call takes the Python path)");
+  m.def("fastpath_stats", []() { return py::make_tuple(G.hits, G.misses, g_ops.size()); },
+        "(hits, misses, ops seen) of the native hit path");
+  if (PyModule_AddFunctions(m.ptr(), kMethods) != 0) throw py::error_already_set();
+}

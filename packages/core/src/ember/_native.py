@@ -1,0 +1,153 @@
+"""The Python side of the native hit path (ember._C, csrc/fastpath.cpp): what C++ asks on a miss.
+
+C++ replays a plain pointwise CPU call (no out=, no mode or autocast, exact Tensors of one float
+dtype, nothing recording, small inputs) from a plan keyed by (op, dtype, each scalar argument's
+type and value); everything else goes to `_dispatch.call`, the readable reference. Python says
+once per op what C++ needs (`describe`) and builds each plan on a miss (`plan`): the numpy handler
+the op's formula calls when it is one handler call on the arguments, else None (C++ then calls
+the formula itself). `EMBER_NATIVE=0` in the environment, or `set_enabled(False)`, turns it off.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+__all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats"]
+
+_C = None
+
+
+def describe(op):
+    """(formula, check, is-tensor flags, promotes to bool, kernel slots) of an op C++ may run,
+    else None. A call whose first tensor is on another device runs that device's slot, as
+    dispatch's `call` does when nothing records."""
+    if op.pointwise is None or op.inplace_of is not None or op.view is not None or \
+            op.mutated_idx or op.list_idx:
+        return None
+    is_tensor = tuple(i in op.tensor_idx for i in range(len(op.schema.args)))
+    return op.pointwise, op.check, is_tensor, op.promote == "bool", op.kernels
+
+
+class _Param:
+    """A tensor argument while a formula is traced: anything but passing it along fails."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+
+class _Result:
+    __slots__ = ()
+
+
+class _Recorder:
+    """An ops handler that records the calls a formula makes to the numpy handler."""
+
+    def __init__(self, np_ops):
+        self._np = np_ops
+        self.calls = []
+
+    def __getattr__(self, name):
+        fn = getattr(self._np, name)
+        if not callable(fn):
+            raise AttributeError(name)  # a constant of the handler: not a one-call plan
+
+        def record(*args, **kwargs):
+            r = _Result()
+            self.calls.append((fn, args, kwargs, r))
+            return r
+        return record
+
+
+_CONST_TYPES = (int, float, bool, type(None))
+
+
+def plan(op, args, arrays):
+    """The plan of a call C++ has not seen: (handler, spec, consts) when op's formula is one
+    handler call on the arguments (spec: argument positions, or -1 - i for consts[i]), else
+    None. Checked once against the formula on this call's arrays before C++ keeps it."""
+    from ._dispatch import NP
+    try:
+        rec = _Recorder(NP)
+        params = [_Param(i) if isinstance(a, np.ndarray) else a for i, a in enumerate(arrays)]
+        res = op.pointwise(rec, *params)
+        if len(rec.calls) != 1:
+            return None
+        fn, cargs, ckw, ret = rec.calls[0]
+        if res is not ret or ckw:
+            return None
+        spec, consts = [], []
+        for c in cargs:
+            if c.__class__ is _Param:
+                spec.append(c.i)
+            elif c.__class__ in _CONST_TYPES:
+                spec.append(-1 - len(consts))
+                consts.append(c)
+            else:
+                return None
+        want = op.pointwise(NP, *arrays)
+        got = fn(*[arrays[s] if s >= 0 else consts[-1 - s] for s in spec])
+        if not _same(want, got):
+            return None
+        return fn, tuple(spec), tuple(consts)
+    except Exception:  # noqa: BLE001 - any surprise means "no plan": C++ runs the formula
+        return None
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+
+
+def _load():
+    """ember._C with its hit path initialized, or None (not built, or EMBER_NATIVE=0)."""
+    if os.environ.get("EMBER_NATIVE", "1") == "0":
+        return None
+    try:
+        from . import _C as C
+    except ImportError:
+        return None
+    if not hasattr(C, "fast_call"):  # an older build of the module
+        return None
+    from . import _dispatch, _tensor
+    from . import _dtype as D
+    base = np.zeros((2, 3), np.float32)
+    C.fastpath_init(dict(
+        c2x3=base, view=base[:, ::2], Tensor=_tensor.Tensor, ndarray=np.ndarray,
+        cpu=_dispatch._CPU, special=_dispatch.special, float32=D.float32, float64=D.float64,
+        bool=D.bool, dispatch_globals=vars(_dispatch), strides=_tensor._STRIDES,
+        c_strides=_tensor.c_strides, state=_dispatch.state,
+        call=_dispatch.call, describe=describe, plan=plan, finish=_dispatch._fast_finish,
+        big=min(_dispatch.JIT_MIN, _dispatch.CHUNK_MIN)))
+    return C
+
+
+def entry_call(py_call):
+    """What generated op functions call: ember._C's `fast_call` (which falls back to py_call)
+    when the native module is there and enabled, else py_call itself."""
+    global _C
+    _C = _load()
+    return py_call if _C is None else _C.fast_call
+
+
+def pointwise_entry():
+    """ember._C's `fast_pointwise(op, args) -> Tensor | None` (inputs may require grad: the
+    caller records), or None without the native module."""
+    return None if _C is None else _C.fast_pointwise
+
+
+def set_enabled(on: bool) -> None:
+    """Turn the native hit path on or off at run time (tests compare both)."""
+    if _C is not None:
+        _C.fastpath_enable(bool(on))
+
+
+def enabled() -> bool:
+    return _C is not None
+
+
+def stats():
+    """(hits, misses, ops seen) of the native hit path, or None without it."""
+    return None if _C is None else _C.fastpath_stats()

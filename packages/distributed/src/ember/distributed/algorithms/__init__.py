@@ -1,0 +1,1 @@
+"""`ember.distributed.algorithms`: DDP communication hooks (torch's package layout)."""
