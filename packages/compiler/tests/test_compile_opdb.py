@@ -1,6 +1,7 @@
 """The op database (core's opdb.RECORDS) through `ember.compile(backend="aot_eager",
 fullgraph=True)`: values equal eager's, and gradients (through the compiled backward) equal
-eager autograd's, at the records' static sizes."""
+eager autograd's, at the records' static sizes; and with dynamic=True (symbolic sizes, the
+joint graph traced on them or, where it cannot be, per size)."""
 import os
 import sys
 
@@ -81,6 +82,22 @@ def test_opdb_compiled_values_and_grads_equal_eager(rec):
         _close(fn(*a2), op(*args, **kw), rec)
         _close([a2[i] for i in op.mutated_idx], [args[i] for i in op.mutated_idx], rec)
         return
+    _check_values_and_grads(op, fn, args, kw, rec)
+
+
+DYNAMIC = [r for r in VALUES if r.name not in DATA_DEPENDENT and not TABLE[r.name].mutated_idx]
+
+
+@pytest.mark.parametrize("rec", DYNAMIC, ids=str)
+def test_opdb_dynamic_compiled_values_and_grads_equal_eager(rec):
+    dynamo.reset()
+    op = TABLE[rec.name]
+    args, kw = _inputs(rec)
+    fn = ember.compile(lambda *a: op(*a, **kw), backend="aot_eager", dynamic=True)
+    _check_values_and_grads(op, fn, args, kw, rec)
+
+
+def _check_values_and_grads(op, fn, args, kw, rec):
     ref = op(*args, **kw)
     leaves = [i for i, a in enumerate(args) if isinstance(a, ember.Tensor)
               and a.dtype.is_floating_point] if rec.grad and (op.vjp or op.decomp) else []

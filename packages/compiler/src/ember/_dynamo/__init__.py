@@ -21,26 +21,48 @@ __all__ = ["config", "exc", "register_backend", "lookup_backend", "list_backends
            "explain", "ExplainOutput", "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
 
 
-def mark_dynamic(t, index, **ranges) -> None:
-    """Record that dim(s) `index` of t should be symbolic. ember's capture has no symbolic
-    sizes yet: the mark is kept (t._dynamo_dynamic_indices) and sizes are still specialized."""
+def _dims(t, index, what) -> list:
     idx = [index] if isinstance(index, int) else list(index)
     for i in idx:
         if not -t.ndim <= i < (t.ndim or 1):
-            raise IndexError(f"mark_dynamic: dim {i} out of range for a {t.ndim}-d tensor")
+            raise IndexError(f"{what}: dim {i} out of range for a {t.ndim}-d tensor")
+    return [i % t.ndim for i in idx]
+
+
+def mark_dynamic(t, index, *, min=None, max=None) -> None:
+    """Make dim(s) `index` of t symbolic from the first capture on (`min`/`max`: the range
+    the size is guarded to stay in). Sizes 0 and 1 are still specialized.
+
+    >>> import ember, ember._dynamo as dynamo
+    >>> x = ember.ones(4, 3)
+    >>> dynamo.mark_dynamic(x, 0, min=2, max=64)
+    >>> ember.compile(lambda x: x * 2, backend="eager")(x).shape
+    ember.Size([4, 3])
+    """
+    dims = _dims(t, index, "mark_dynamic")
     s = set(getattr(t, "_dynamo_dynamic_indices", set()))
-    s.update(i % t.ndim for i in idx)
+    s.update(dims)
     t._dynamo_dynamic_indices = s
+    static = set(getattr(t, "_dynamo_static_indices", set())) - set(dims)
+    t._dynamo_static_indices = static
+    if min is not None or max is not None:
+        ranges = dict(getattr(t, "_dynamo_dynamic_ranges", {}))
+        for d in dims:
+            ranges[d] = (min, max)
+        t._dynamo_dynamic_ranges = ranges
 
 
-maybe_mark_dynamic = mark_dynamic
+def maybe_mark_dynamic(t, index) -> None:
+    """Like mark_dynamic, as a hint: the dim is symbolic unless the trace specializes it."""
+    s = set(getattr(t, "_dynamo_weak_dynamic_indices", set()))
+    s.update(_dims(t, index, "maybe_mark_dynamic"))
+    t._dynamo_weak_dynamic_indices = s
 
 
 def mark_static(t, index=None) -> None:
-    """Mark dims of t static (sizes are specialized: the default here)."""
-    s = set(getattr(t, "_dynamo_dynamic_indices", set()))
-    if index is None:
-        s.clear()
-    else:
-        s.discard(index % t.ndim)
-    t._dynamo_dynamic_indices = s
+    """Keep dim(s) `index` of t (all dims when None) at their size: never symbolic, not even
+    after they change (each new size is a recompile)."""
+    dims = list(range(t.ndim)) if index is None else _dims(t, index, "mark_static")
+    for attr in ("_dynamo_dynamic_indices", "_dynamo_weak_dynamic_indices"):
+        t.__dict__[attr] = set(getattr(t, attr, set())) - set(dims)
+    t._dynamo_static_indices = set(getattr(t, "_dynamo_static_indices", set())) | set(dims)

@@ -9,7 +9,7 @@ import sys
 __all__ = ["ARTIFACTS", "enabled", "set_artifacts", "emit"]
 
 ARTIFACTS = ("graph_breaks", "recompiles", "guards", "graph_code", "cudagraphs",
-             "output_code")
+             "output_code", "dynamic")
 enabled: set = set()
 log = logging.getLogger("ember._dynamo")
 _handler = [None]

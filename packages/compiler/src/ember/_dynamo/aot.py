@@ -1,8 +1,9 @@
 """AOT autograd for the "aot_eager" backend: the joint forward+backward graph is traced with
 make_fx over a function that runs the captured graph and `ember.autograd.grad` (so the backward
-ops are the op table's vjp rules), split into a forward graph (every node that does not depend on
-the incoming gradients, so in-place updates of buffers stay in it) and a backward graph that
-reads what the forward saved; the two run as one autograd Function.
+ops are the op table's vjp rules), split by a partitioner (partitioners.py's min cut by default:
+in-place updates of buffers stay in the forward) into a forward graph and a backward graph that
+reads what the forward saved; the two run as one autograd Function. Graphs with symbolic sizes
+trace their joint graph in aot_symbolic.py instead.
 
 The joint trace runs on clones of the example inputs (real values: ember's fake tensors carry no
 autograd), so capturing costs one extra forward and backward (under fork_rng: random draws
@@ -10,6 +11,7 @@ are restored, so the compiled run draws what eager would).
 """
 from __future__ import annotations
 
+import logging
 import operator
 
 import ember
@@ -18,9 +20,10 @@ from ember._state import state
 from ember.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 from ember.fx.graph import Graph
 from ember.fx.graph_module import GraphModule
-from ember.fx.interpreter import Interpreter
 
-__all__ = ["aot_module"]
+__all__ = ["aot_module", "default_partition"]
+
+log = logging.getLogger("ember._dynamo")
 
 
 def _clone_inputs(example_inputs):
@@ -36,32 +39,65 @@ def _clone_inputs(example_inputs):
     return out
 
 
-def _plain(gm, example_inputs=None):
-    from .runner import fast_callable
-    return fast_callable(gm)
-
-
-def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=None):
+def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=None,
+               _per_size=False, partition_fn=None):
     """A callable running gm; differentiable through a compiled backward where inputs need
     grad (decided once: the entry's guards fix requires_grad and grad mode).
-    fw_compiler / bw_compiler: `(GraphModule, example_inputs or None) -> callable` for the
-    forward and backward graphs (default: run them as they are); the backward's example
-    inputs are not known here (None)."""
+
+    fw_compiler / bw_compiler: `(GraphModule, example_inputs) -> callable` for the forward and
+    backward graphs (default: run them as they are). partition_fn: how the joint graph is
+    split (default: min_cut_rematerialization_partition; `default_partition` is the simpler
+    one: the forward keeps what it computes, only cheap chains move to the backward)."""
     from .cudagraphs import wrap_compiled  # (mode="reduce-overhead": CUDA-graph runners)
-    fw_compiler = fw_compiler or _plain
-    bw_compiler = bw_compiler or _plain
+    from .partitioners import min_cut_rematerialization_partition
+    from .runner import fast_callable
+    partition_fn = partition_fn or min_cut_rematerialization_partition
+    fw_compiler = fw_compiler or (lambda g, ex: fast_callable(g))
+    bw_compiler = bw_compiler or (lambda g, ex: fast_callable(g))
+    from .functionalize import functionalize
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
-        return wrap_compiled(fw_compiler(gm, example_inputs), gm, "inference")
-    import ember.random
-    with ember.random.fork_rng():  # the trace's random draws are not the user's
-        jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
+        fgm = functionalize(gm)
+        return wrap_compiled(fw_compiler(fgm, example_inputs), fgm, "inference")
+    from .aot_symbolic import SymbolicTraceError, is_symbolic_graph, trace_joint_symbolic
+    if not _per_size and is_symbolic_graph(gm):
+        try:
+            jgm, n_out, diff = trace_joint_symbolic(gm, need)
+        except Exception as e:  # noqa: BLE001 - any gap of the symbolic trace: per-size graphs
+            if not isinstance(e, SymbolicTraceError):
+                log.info("aot_eager: symbolic joint trace failed (%s: %s); one joint graph per "
+                         "set of sizes instead", type(e).__name__, e)
+            return _PerSizes(gm, fw_compiler, bw_compiler, partition_fn)
+    else:
+        import ember.random
+        with ember.random.fork_rng():  # the trace's random draws are not the user's
+            jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
     if jgm is None:
-        return wrap_compiled(fw_compiler(gm, example_inputs), gm, "inference")
-    fwd, bwd, n_saved = partition(jgm, len(example_inputs), n_out)
+        fgm = functionalize(gm)
+        return wrap_compiled(fw_compiler(fgm, example_inputs), fgm, "inference")
+    fwd, bwd, n_saved = partition_fn(jgm, len(example_inputs), n_out)
+    fwd = functionalize(fwd, n_out)  # in-place updates of inputs: one write-back at the end
     return _make_runtime(wrap_compiled(fw_compiler(fwd, example_inputs), fwd, "forward"),
                          wrap_compiled(bw_compiler(bwd, None), bwd, "backward"), n_out,
                          n_saved, need, diff, (fwd, bwd))
+
+
+class _PerSizes:
+    """A graph with symbolic sizes that the symbolic joint trace does not model (in-place
+    ops, ...): one joint graph traced per set of input sizes, on the call's real inputs."""
+
+    def __init__(self, gm, fw_compiler, bw_compiler, partition_fn):
+        self.gm, self.fw, self.bw = gm, fw_compiler, bw_compiler
+        self.partition_fn = partition_fn
+        self.cache: dict = {}
+
+    def __call__(self, *inputs):
+        key = tuple(tuple(x._shape) if isinstance(x, Tensor) else x for x in inputs)
+        fn = self.cache.get(key)
+        if fn is None:
+            fn = self.cache[key] = aot_module(self.gm, list(inputs), self.fw, self.bw,
+                                              _per_size=True, partition_fn=self.partition_fn)
+        return fn(*inputs)
 
 
 def _trace_joint(gm, primals, need):
@@ -75,9 +111,10 @@ def _trace_joint(gm, primals, need):
         ph = graph.placeholder(f"primal{i}")
         if isinstance(a, Tensor):
             mode.track(a, ph)
+    from .partitioners import TaggingInterpreter
     with ember.enable_grad():
         with mode:
-            outs = tuple(Interpreter(gm).run(*primals))
+            outs = tuple(TaggingInterpreter(gm, graph).run(*primals))
         diff = [isinstance(o, Tensor) and o.requires_grad for o in outs]
         if not any(diff):
             return None, len(outs), diff
@@ -120,6 +157,8 @@ class _AliasProxyMode(ProxyTorchDispatchMode):
 
     def track(self, t, node):
         super().track(t, node)
+        node.meta.setdefault("nbytes", t.numel() * t.dtype.itemsize)
+        node.meta.setdefault("tmeta", (str(tuple(t._shape)), t.dtype))
         key = self._key(t)
         if key is not None:
             self.by_mem.setdefault(key, node)
@@ -150,8 +189,9 @@ def _composites() -> dict:
     return _COMPOSITES
 
 
-def partition(jgm: GraphModule, n_in: int, n_out: int):
-    """(forward GraphModule, backward GraphModule, number of saved values)."""
+def default_partition(jgm: GraphModule, n_in: int, n_out: int):
+    """(forward GraphModule, backward GraphModule, number of saved values): the forward keeps
+    every node that does not read a tangent; cheap chains only the backward uses move there."""
     g = jgm.graph
     phs = [n for n in g.nodes if n.op == "placeholder"]
     out_node = next(n for n in g.nodes if n.op == "output")
@@ -226,6 +266,9 @@ def _recompute_cheap(g, bwd_nodes: set, fwd_outs: set) -> None:
             if len(new) <= 1:  # saving at most one value instead of n's result
                 bwd_nodes.add(n)
                 changed = True
+
+
+partition = default_partition  # (the name before the min-cut partitioner)
 
 
 def _attrs(gm):

@@ -7,6 +7,7 @@ else is a graph break.
 from __future__ import annotations
 
 import builtins
+import itertools
 import types
 
 from ember._subclasses.fake_tensor import FakeTensor
@@ -89,14 +90,23 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
         raise GraphBreak(f"{getattr(fn, '__qualname__', fn)} is ember.compiler.disable'd")
     from .interp import _is_user_fn
     if _is_user_fn(fn):
+        from .optim_support import substitute
+        sub = substitute(fn)
+        if sub is not None:
+            return sub(frame, args, kwargs)
         return inline_call(tr, fn, args, kwargs, frame.depth + 1)
     if getattr(fn, "__module__", "") == "ember.utils.checkpoint" and \
             getattr(fn, "__name__", "") == "checkpoint" and args:
-        # activation checkpointing: the function's ops are captured inline (same values; the
-        # partitioner does not yet honor the recompute request)
+        # activation checkpointing: the function's ops are captured inline, tagged so that
+        # the partitioner recomputes them in the backward instead of saving them
         kw = {k: v for k, v in kwargs.items() if k not in (
             "use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug")}
-        return call_value(frame, args[0], list(args[1:]), kw)
+        before = set(tr.graph.nodes)
+        r = call_value(frame, args[0], list(args[1:]), kw)
+        for n in tr.graph.nodes:
+            if n not in before and n.op == "call_function":
+                n.meta["recompute"] = True
+        return r
     special = _SPECIAL.get(fn) if _hashable(fn) else None
     if special is not None:
         return special(frame, args, kwargs)
@@ -360,7 +370,13 @@ def _b_hasattr(frame, args, kwargs):
     return V(hasattr(frame.tr.unwrap(args[0]), frame.tr.unwrap(args[1])))
 
 
-_SPECIAL = {builtins.len: _b_len, builtins.range: _b_range, builtins.enumerate: _b_enumerate,
+def _b_chain(frame, args, kwargs):
+    from .interp import Iter
+    return V(Iter([x for a in args for x in frame.items(a)]))
+
+
+_SPECIAL = {itertools.chain: _b_chain, builtins.len: _b_len, builtins.range: _b_range,
+            builtins.enumerate: _b_enumerate,
             builtins.zip: _b_zip, builtins.reversed: _b_reversed, builtins.list: _b_list,
             builtins.tuple: _b_tuple, builtins.dict: _b_dict,
             builtins.isinstance: _b_isinstance, builtins.print: _b_print,

@@ -99,6 +99,11 @@ class CacheEntry:
         exec(f"def ___inputs(A, K):\n    return [{', '.join(tr.inputs)}]\n", ns)  # noqa: S102
         self.check_fn = ns["___guard"]
         self.inputs = ns["___inputs"]
+        self.effects = None
+        if tr.side_effects:  # attribute stores the frame made: replayed after the graph
+            body = "\n".join(f"    setattr({s}, {n!r}, {v!r})" for s, n, v in tr.side_effects)
+            exec(f"def ___effects(A, K):\n{body}\n", ns)  # noqa: S102
+            self.effects = ns["___effects"]
         self.eager_reason = eager_reason
         self.compiled = None
         self.spec = None
@@ -124,7 +129,7 @@ class CacheEntry:
         if fn is None:
             rf = resume_function(r["fn"], r["code"], nxt, list(nulls))
             fn = self.resumes[(nxt, nulls)] = _CompiledFn(
-                rf, self.owner._backend, hooks=self.owner._hooks)
+                rf, self.owner._backend, dynamic=self.owner._dynamic, hooks=self.owner._hooks)
         return fn(*local, *[x for x in stack if x is not NULL], *cells)
 
     def failing_guard(self, A, K) -> str:
@@ -141,6 +146,8 @@ class CacheEntry:
         if self.eager_reason is not None:
             return orig(*A, **K)
         outs = self.compiled(*self.inputs(A, K))
+        if self.effects is not None:
+            self.effects(A, K)
         if self.spec[0] == "resume":
             return self._resume(outs, A, K)
         return _rebuild(self.spec, outs, A, K, self.env)
@@ -173,6 +180,8 @@ class _CompiledFn:
         self._backend = backend
         self._fullgraph = fullgraph
         self._dynamic = dynamic
+        from .shapes import DynamicPolicy
+        self._dyn = DynamicPolicy(dynamic)
         self._entries: list = []
         self._warned = False
         self._nested: dict = {}
@@ -225,7 +234,7 @@ class _CompiledFn:
     # ---- capture ----------------------------------------------------------------------------
     def _capture(self, A, K) -> CacheEntry:
         from .capture import capture_call
-        tr = Tracer()
+        tr = Tracer(self._dyn)
         _compiling[0] += 1
         try:
             result = capture_call(tr, self, A, K)
@@ -248,19 +257,32 @@ class _CompiledFn:
             return self._broke(tr, GraphBreak(f"internal: {type(e).__name__}: {e}"))
         finally:
             _compiling[0] -= 1
-        entry = CacheEntry(tr)
         gm, spec = _finish_graph(tr, result)
+        if not any(n.op == "call_function" for n in gm.graph.nodes):
+            from .runner import fast_callable
+            compiled = fast_callable(gm)      # nothing to compile
+        else:
+            compiled = self._compile_graph(gm, tr)
+        entry = self._entry(tr, gm)
         entry.spec = spec
+        entry.compiled = compiled
+        return entry
+
+    def _compile_graph(self, gm, tr):
+        """The backend's callable for gm (run before the entry's guards are fixed: symbolic
+        sizes the backend decides on add guards too)."""
+        return self._backend(gm, list(tr.examples))
+
+    def _entry(self, tr, gm) -> CacheEntry:
+        from .shapes import shape_guards
+        for code, what in shape_guards(tr):
+            tr.add_guard(code, what)
+        entry = CacheEntry(tr)
         _logs.emit("guards", "GUARDS:\n" + "\n".join(f"  {w}" for _, w in tr.guards))
         _logs.emit("graph_code", f"TRACED GRAPH {self._name()}\n{gm.code}")
         if self._hooks is not None:
             self._hooks["graphs"].append(gm)
             self._hooks["guards"].append(list(tr.guards))
-        if not any(n.op == "call_function" for n in gm.graph.nodes):
-            from .runner import fast_callable
-            entry.compiled = fast_callable(gm)      # nothing to compile
-        else:
-            entry.compiled = self._backend(gm, list(tr.examples))
         return entry
 
     def _resume_entry(self, tr, e: GraphBreak) -> CacheEntry:
@@ -277,23 +299,24 @@ class _CompiledFn:
         n_stack, n_loc = len(r["stack"]), len(names)
         tr.graph.output(tuple(outs))
         gm = GraphModule(dict(tr.proxy.constants), tr.graph, "GraphModule")
-        entry = CacheEntry(tr)
+        has_ops = any(n.op == "call_function" for n in gm.graph.nodes)
+        compiled = self._compile_graph(gm, tr) if has_ops else gm
+        msg = f"Graph break in {self._name()}: {e.reason} (at {e.where}); resuming after it"
+        _logs.emit("graph_breaks", msg)
+        if self._hooks is not None:
+            self._hooks["breaks"].append((e.reason, e.where))
+        if has_ops:
+            entry = self._entry(tr, gm)
+        else:
+            from .shapes import shape_guards
+            for code, what in shape_guards(tr):
+                tr.add_guard(code, what)
+            entry = CacheEntry(tr)
         entry.spec = ("resume", specs[:n_stack], specs[n_stack:n_stack + n_loc],
                       specs[n_stack + n_loc:])
         entry.resume = r
         entry.owner = self
-        msg = f"Graph break in {self._name()}: {e.reason} (at {e.where}); resuming after it"
-        _logs.emit("graph_breaks", msg)
-        _logs.emit("graph_code", f"TRACED GRAPH {self._name()} (up to the break)\n{gm.code}")
-        if self._hooks is not None:
-            self._hooks["breaks"].append((e.reason, e.where))
-        if any(n.op == "call_function" for n in gm.graph.nodes):
-            if self._hooks is not None:
-                self._hooks["graphs"].append(gm)
-                self._hooks["guards"].append(list(tr.guards))
-            entry.compiled = self._backend(gm, list(tr.examples))
-        else:
-            entry.compiled = gm
+        entry.compiled = compiled
         return entry
 
     def _call_nested(self, fn, args, kwargs):
@@ -346,6 +369,8 @@ def _code_of(fn):
 
 def _finish_graph(tr, result: V):
     from ember.fx.graph_module import GraphModule
+
+    from .shapes import is_sym
     outs: list = []
     index: dict = {}
 
@@ -363,6 +388,9 @@ def _finish_graph(tr, result: V):
                 i = index[id(v.val)] = len(outs)
                 outs.append(tr.proxy.node_of(v.val))
             return ("t", i)
+        if is_sym(v.val):  # a size computed from symbolic sizes: a graph output too
+            outs.append(tr.proxy.sym_node(v.val.expr, v.val.env))
+            return ("t", len(outs) - 1)
         if v.src is not None and not isinstance(v.val, (int, float, str, bool, type(None))):
             return ("s", v.src)
         return ("k", v.val)
@@ -432,10 +460,6 @@ def optimize(model, *, backend="inductor", mode=None, dynamic=None, fullgraph=Fa
     if not callable(model):
         raise RuntimeError("torch.compile: model must be a callable (function or nn.Module)")
     be = lookup_backend(backend, mode=mode, options=options)
-    if dynamic and "dynamic" not in _noted:
-        _noted.add("dynamic")
-        log.warning("ember.compile(dynamic=True): symbolic sizes are not supported yet; "
-                    "graphs are specialized to the sizes they see (one entry per size)")
     if isinstance(model, __getattr__("OptimizedModule")):
         model = model._orig_mod
     if isinstance(model, Module):

@@ -70,8 +70,13 @@ class Iter:
 def _is_user_fn(fn) -> bool:
     from .eval_frame import _ALLOW_IN_GRAPH
     mod = getattr(fn, "__module__", "") or ""
-    return (isinstance(fn, types.FunctionType) and not mod.startswith("ember")
+    # ember.optim's steps are inlined like user code (their per-parameter updates captured)
+    return (isinstance(fn, types.FunctionType) and (not mod.startswith("ember") or
+                                                    mod.startswith(_INLINED))
             and fn not in _ALLOW_IN_GRAPH)
+
+
+_INLINED = ("ember.optim.",)
 
 
 def bind_args(tr, code, name, defaults, kwdefaults, args, kwargs) -> dict:
@@ -378,6 +383,9 @@ class Frame:
         val = obj.val
         if obj.ctype is not None:
             return V(ContainerMethod(obj, name))
+        hit = tr.attr_overlay.get((id(val), name))
+        if hit is not None:
+            return V(hit[1])
         if isinstance(val, FakeTensor):
             if name == "grad" and obj.src is not None:
                 real = tr.examples[tr.inputs.index(obj.src)] if obj.src in tr.inputs else None
@@ -412,7 +420,17 @@ class Frame:
 
     def op_STORE_ATTR(self, ins):
         obj = self.pop()
-        self.pop()
+        val = self.pop()
+        c = self.tr.unwrap(val) if val.ctype is None else None
+        if obj.src is not None and obj.ctype is None and type(c) in (bool, int, float, str,
+                                                                      type(None)) \
+                and not isinstance(obj.val, FakeTensor) and \
+                attr_src(obj.src, ins.argval) not in self.tr._memo:
+            # a constant stored on an object of the guard environment: replayed after the
+            # graph runs (each call), seen by later reads in the frame. (Not where the frame
+            # read it first, `self.calls += 1`: its guard would fail at every call.)
+            self.tr.store_attr(obj, ins.argval, c)
+            return
         raise GraphBreak(f"assignment to attribute {ins.argval!r} of "
                          f"{type(obj.val).__name__} (side effect on a Python object)")
 
@@ -506,7 +524,24 @@ class Frame:
             return r
         if isinstance(obj.val, Module) and obj.src is not None and not isinstance(key, slice):
             return tr.wrap(obj.val[key], f"{obj.src}[{key!r}]")
+        if isinstance(obj.val, dict) and isinstance(key, FakeTensor):
+            return self._tensor_keyed(obj, idx)
         return self.call(V(operator.getitem), [obj, idx])
+
+    def _tensor_keyed(self, obj: V, idx: V) -> V:
+        """`optimizer.state[p]`: a dict keyed by an input tensor (by identity), read at capture
+        and guarded to hold that key."""
+        tr = self.tr
+        if obj.src is None or idx.src is None or idx.src not in tr.inputs:
+            raise GraphBreak("a dict keyed by a tensor made in the frame")
+        real = tr.examples[tr.inputs.index(idx.src)]
+        if real not in obj.val.keys():
+            # the frame runs in Python this time; once the key exists, a capture again
+            tr.add_guard(f"{idx.src} not in {obj.src}.keys()",
+                         f"{idx.src} is not a key of {obj.src}")
+            raise GraphBreak("a tensor-keyed dict without that key (reading it would add it)")
+        tr.add_guard(f"{idx.src} in {obj.src}.keys()", f"{idx.src} is a key of {obj.src}")
+        return tr.wrap(obj.val[real], f"{obj.src}[{idx.src}]")
 
     def op_BINARY_SLICE(self, ins):
         end, start, obj = self.pop(), self.pop(), self.pop()

@@ -237,6 +237,9 @@ def state_spec(tr, roots, outs: list, index: dict, callees=()):
                 i = index[id(val)] = len(outs)
                 outs.append(tr.proxy.node_of(val))
             return ("t", i)
+        if getattr(type(val), "_sym_kind", None) is not None:  # a symbolic size
+            outs.append(tr.proxy.sym_node(val.expr, val.env))
+            return ("t", len(outs) - 1)
         if isinstance(val, Iter):
             return ("iter", [spec(x) for x in val.items[val.pos:]])
         owner = getattr(val, "__self__", None)

@@ -14,6 +14,7 @@ import builtins
 import math
 import operator
 import types
+from collections import OrderedDict
 
 from ember import Tensor
 from ember._dispatch import DispatchMode
@@ -101,11 +102,15 @@ TENSOR_BREAK = {"item", "tolist", "numpy", "backward", "register_hook", "retain_
 class Tracer:
     """One capture attempt: graph, modes, guards, inputs; `wrap` reads a sourced value."""
 
-    def __init__(self):
+    def __init__(self, dyn=None):
         self.graph = Graph()
+        self.dyn = dyn              # shapes.DynamicPolicy: which input dims are symbolic
+        self.shape_env = None       # made at the first symbolic size
+        self.strict: list = []      # (source, dim, symbol) of mark_dynamic dims
         self.fake = FakeTensorMode(allow_non_fake_inputs=True)
         self.proxy = ProxyTorchDispatchMode(self.graph)
         self.env: dict = {"___t": check_tensor, "___hooks_empty": _hooks_empty,
+                          "OrderedDict": OrderedDict,
                           "___rest": _iter_rest,
                           "___grad": lambda: state.grad_enabled}
         self._env_ids: dict = {}
@@ -128,9 +133,17 @@ class Tracer:
         self.env["___ddt"] = ember.get_default_dtype
         self.env["___ddt0"] = ember.get_default_dtype()
         self.add_guard("___ddt() is ___ddt0", f"default dtype {ember.get_default_dtype()}")
+        self.attr_overlay: dict = {}   # (id(obj), name) -> (obj, value) stored in the frame
+        self.side_effects: list = []   # (source, name, value): attribute stores to replay
         self.ops = 0
         self.mutations = 0   # writes to the frame's containers and cells (resume checks them)
         self.top = None      # (code, depth) of the frame a break can resume in
+
+    def get_shape_env(self):
+        if self.shape_env is None:
+            from ember.fx.experimental.symbolic_shapes import ShapeEnv
+            self.shape_env = ShapeEnv()
+        return self.shape_env
 
     # ---- guard environment -----------------------------------------------------------------
     def obj(self, o, prefix="O") -> str:
@@ -147,6 +160,11 @@ class Tracer:
         if code not in self._guard_set:
             self._guard_set.add(code)
             self.guards.append((code, what))
+
+    def store_attr(self, obj: V, name: str, value) -> None:
+        self.attr_overlay[(id(obj.val), name)] = (obj.val, value)
+        self.side_effects.append((obj.src, name, value))
+        self.mutations += 1
 
     # ---- reading sourced values ------------------------------------------------------------
     def wrap(self, val, src: str | None) -> V:
@@ -184,9 +202,9 @@ class Tracer:
                            f"{src}: {t.__name__} of length {len(val)}")
             items = [self.wrap(e, f"{src}[{i}]") for i, e in enumerate(val)]
             return V(list(items) if t is list else tuple(items), src, t)
-        if t is dict and all(type(k) in (str, int) for k in val):
+        if t in (dict, OrderedDict) and all(type(k) in (str, int) for k in val):
             keys = list(val)
-            self.add_guard(f"type({src}) is dict and list({src}.keys()) == {keys!r}",
+            self.add_guard(f"type({src}) is {t.__name__} and list({src}.keys()) == {keys!r}",
                            f"{src}: dict with keys {keys}")
             return V({k: self.wrap(val[k], f"{src}[{k!r}]") for k in keys}, src, dict)
         from ember.nn import Module
@@ -207,24 +225,39 @@ class Tracer:
         if hit is not None and hit[0] is t:  # the same tensor under another source: aliasing
             self.add_guard(f"{src} is {hit[1]}", f"{src} is {hit[1]}")
             return hit[2]
+        dims = self.dyn.dims(t, src) if self.dyn is not None else set()
         meta = (type(t), t.dtype, t.device, tuple(t._shape), tuple(t._stride),
                 bool(t._requires_grad))
         name = self.obj(meta, "M")
         # inline (one Python call fewer per tensor): what check_tensor checks
         self.env[name + "c"], self.env[name + "d"], self.env[name + "v"] = meta[:3]
+        if dims:
+            from ember._size import contiguous_strides
+            self.env["___cs"] = contiguous_strides
+            sizes = " and ".join([f"len(___x._shape) == {t.ndim}"] + [
+                f"___x._shape[{d}] == {n}" for d, n in enumerate(meta[3]) if d not in dims])
+            geometry = f"{sizes} and ___x._stride == ___cs(___x._shape)"
+            shown = [f"s{d}" if d in dims else n for d, n in enumerate(meta[3])]
+            what = f"size={shown} (dims {sorted(dims)} symbolic) contiguous"
+        else:
+            geometry = f"___x._shape == {meta[3]!r} and ___x._stride == {meta[4]!r}"
+            what = f"size={list(meta[3])} stride={list(meta[4])}"
         self.add_guard(f"(___x := {src}).__class__ is {name}c and ___x.dtype is {name}d and "
-                       f"___x._shape == {meta[3]!r} and ___x._stride == {meta[4]!r} and "
+                       f"{geometry} and "
                        f"___x._requires_grad is {meta[5]!r} and ___x.device == {name}v",
-                       f"{src}: {meta[0].__name__} {t.dtype} {t.device} size={list(meta[3])} "
-                       f"stride={list(meta[4])} requires_grad={meta[5]}")
-        v = V(self.lift(t, src), src)
+                       f"{src}: {meta[0].__name__} {t.dtype} {t.device} {what} "
+                       f"requires_grad={meta[5]}")
+        v = V(self.lift(t, src, dims), src)
         self._real_src[id(t)] = (t, src, v)
         return v
 
-    def lift(self, t: Tensor, src: str) -> FakeTensor:
-        """A graph input for the real tensor t (read at call time from src): its fake twin."""
+    def _placeholder(self, base: str):
         g = self.graph
-        base = "".join(c if c.isalnum() else "_" for c in src).strip("_")[:40] or "arg"
+        used = {n.name for n in g.nodes if n.op == "placeholder"}
+        name, k = base, 1
+        while name in used or name.lower() in used:
+            name, k = f"{base}_{k}", k + 1
+        base = name
         if self._last_ph is None:
             first = next(iter(g.nodes), None)
             ctx = g.inserting_before(first) if first is not None else g.inserting_after(None)
@@ -233,7 +266,41 @@ class Tracer:
         with ctx:
             ph = g.placeholder(base)
         self._last_ph = ph
-        f = self.fake.from_tensor(t)
+        return ph
+
+    def lift(self, t: Tensor, src: str, dims=()) -> FakeTensor:
+        """A graph input for the real tensor t (read at call time from src): its fake twin;
+        with symbolic dims, each new size symbol is a graph input (`s0`) before it."""
+        base = "".join(c if c.isalnum() else "_" for c in src).strip("_")[:40] or "arg"
+        if dims:
+            from .shapes import size_src, symbolic_fake
+            f, syms = symbolic_fake(self, t, src, dims)
+            for s, d, new in syms:
+                here = size_src(src, d)
+                if not new:  # duck shaping: an equal size already has this symbol
+                    first = size_src(*self.shape_env.var_to_sources[s][0])
+                    self.add_guard(f"{here} == {first}", f"{src}.size()[{d}] == "
+                                   f"{first.replace('._shape[', '.size()[')}  (duck-shaped {s})")
+                    continue
+                if d in getattr(t, "_dynamo_dynamic_indices", ()):
+                    self.strict.append((src, d, s))   # mark_dynamic: must stay symbolic
+                ph = self._placeholder(str(s))
+                ph.meta["val"] = f.shape[d]
+                self.proxy.sym_nodes[s] = ph
+                self.inputs.append(here)
+                self.examples.append(t._shape[d])
+                self.add_guard(f"{here} >= 2", f"{src}.size()[{d}] >= 2  (symbolic {s})")
+                lo, hi = getattr(t, "_dynamo_dynamic_ranges", {}).get(d, (None, None))
+                if lo is not None:
+                    self.add_guard(f"{here} >= {lo}", f"{src}.size()[{d}] >= {lo}  (min)")
+                if hi is not None:
+                    self.add_guard(f"{here} <= {hi}", f"{src}.size()[{d}] <= {hi}  (max)")
+                from . import _logs
+                _logs.emit("dynamic", f"create_symbol {s} = {t._shape[d]} for "
+                           f"{src}.size()[{d}]")
+        else:
+            f = self.fake.from_tensor(t)
+        ph = self._placeholder(base)
         ph.meta["val"] = f
         self.proxy.track(t, ph)
         self.proxy.track(f, ph)
@@ -310,6 +377,8 @@ def _plain(x) -> bool:
     """A value library code can only read: numbers, strings, tensors of the trace, ember's
     dtype/device/Size, and tuples/lists/dicts of those."""
     if isinstance(x, _PLAIN) or isinstance(x, FakeTensor):
+        return True
+    if getattr(type(x), "_sym_kind", None) is not None:  # SymInt / SymFloat / SymBool
         return True
     t = type(x)
     if t in (tuple, list) or (isinstance(x, tuple) and t.__module__.startswith("ember")):

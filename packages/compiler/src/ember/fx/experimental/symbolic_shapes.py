@@ -20,7 +20,11 @@ import operator
 import sympy
 
 __all__ = ["ShapeEnv", "SymInt", "SymFloat", "SymBool", "is_symbolic", "guard_int",
-           "GuardOnDataDependentSymNode"]
+           "GuardOnDataDependentSymNode", "ConstraintViolationError"]
+
+
+class ConstraintViolationError(RuntimeError):
+    """A size marked dynamic (`mark_dynamic`) that the traced program needs to be a constant."""
 
 
 class GuardOnDataDependentSymNode(RuntimeError):
@@ -259,6 +263,12 @@ class SymInt(_SymValue):
     def __round__(self, ndigits=None):
         return self
 
+    def __ceil__(self):
+        return self
+
+    def __floor__(self):
+        return self
+
 
 class SymFloat(_SymValue):
     """A symbolic float (`s0 ** 0.5`, `s0 / 2`)."""
@@ -278,6 +288,12 @@ class SymFloat(_SymValue):
         val = float(self.hint())
         self.env.evaluate_expr(sympy.Eq(self.expr, val))
         return val
+
+    def __ceil__(self):  # math.ceil((end - start) / step) in arange's meta: stays symbolic
+        return wrap_int(sympy.ceiling(self.expr), self.env)
+
+    def __floor__(self):
+        return wrap_int(sympy.floor(self.expr), self.env)
 
     def __bool__(self) -> bool:
         return self.env.evaluate_expr(sympy.Ne(self.expr, 0))
