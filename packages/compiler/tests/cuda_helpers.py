@@ -17,8 +17,14 @@ def has_gpu() -> bool:
 
 
 def run_script(script: str, name: str, timeout: int = 600) -> None:
-    if has_gpu():
-        exec(compile(script, name, "exec"), {"__name__": name, "ON_GPU": True})
+    if has_gpu():  # from a file: Triton's @jit reads its kernels' source through inspect
+        import runpy
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, f"{name}.py")
+            with open(path, "w") as f:
+                f.write(script)
+            runpy.run_path(path, init_globals={"ON_GPU": True}, run_name=name)
         return
     pytest.importorskip("triton")
     env = dict(os.environ, EMBER_CUDA_FAKE="1", TRITON_INTERPRET="1",

@@ -5,9 +5,11 @@ in-place updates of buffers stay in the forward) into a forward graph and a back
 reads what the forward saved; the two run as one autograd Function. Graphs with symbolic sizes
 trace their joint graph in aot_symbolic.py instead.
 
-The joint trace runs on clones of the example inputs (real values: ember's fake tensors carry no
-autograd), so capturing costs one extra forward and backward (under fork_rng: random draws
-are restored, so the compiled run draws what eager would).
+By default the joint graph is traced on the capture's fake tensors (aot_symbolic.py walks the
+forward's op calls backwards through their vjp rules: nothing is computed). Where that trace
+has a gap, or with config.aot_fake_joint=False, it runs on clones of the example inputs (real
+values; the autograd engine differentiates them), costing one extra forward and backward
+(under fork_rng: random draws are restored, so the compiled run draws what eager would).
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from ember._state import state
 from ember.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 from ember.fx.graph import Graph
 from ember.fx.graph_module import GraphModule
+
+from . import config
 
 __all__ = ["aot_module", "default_partition"]
 
@@ -39,22 +43,27 @@ def _clone_inputs(example_inputs):
     return out
 
 
+def _plain(gm, example_inputs=None):
+    from .runner import fast_callable
+    return fast_callable(gm)
+
+
 def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=None,
                _per_size=False, partition_fn=None):
     """A callable running gm; differentiable through a compiled backward where inputs need
     grad (decided once: the entry's guards fix requires_grad and grad mode).
 
-    fw_compiler / bw_compiler: `(GraphModule, example_inputs) -> callable` for the forward and
-    backward graphs (default: run them as they are). partition_fn: how the joint graph is
+    fw_compiler / bw_compiler: `(GraphModule, example_inputs or None) -> callable` for the
+    forward and backward graphs (default: run them as they are); the backward's example
+    inputs are not known here (None). partition_fn: how the joint graph is
     split (default: min_cut_rematerialization_partition; `default_partition` is the simpler
     one: the forward keeps what it computes, only cheap chains move to the backward)."""
     from .cudagraphs import wrap_compiled  # (mode="reduce-overhead": CUDA-graph runners)
-    from .partitioners import min_cut_rematerialization_partition
-    from .runner import fast_callable
-    partition_fn = partition_fn or min_cut_rematerialization_partition
-    fw_compiler = fw_compiler or (lambda g, ex: fast_callable(g))
-    bw_compiler = bw_compiler or (lambda g, ex: fast_callable(g))
     from .functionalize import functionalize
+    from .partitioners import min_cut_rematerialization_partition
+    partition_fn = partition_fn or min_cut_rematerialization_partition
+    fw_compiler = fw_compiler or _plain
+    bw_compiler = bw_compiler or _plain
     need = [isinstance(t, Tensor) and t.requires_grad for t in example_inputs]
     if not any(need) or not state.grad_enabled:
         fgm = functionalize(gm)
@@ -69,9 +78,18 @@ def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=No
                          "set of sizes instead", type(e).__name__, e)
             return _PerSizes(gm, fw_compiler, bw_compiler, partition_fn)
     else:
-        import ember.random
-        with ember.random.fork_rng():  # the trace's random draws are not the user's
-            jgm, n_out, diff = _trace_joint(gm, _clone_inputs(example_inputs), need)
+        traced = None
+        if not _per_size and config.aot_fake_joint and _has_fakes(gm):
+            try:  # on the capture's fake tensors: no forward and backward computed here
+                traced = trace_joint_symbolic(gm, need)
+            except Exception as e:  # noqa: BLE001 - a gap of the fake trace: the real one
+                log.info("aot_eager: joint trace on fake tensors failed (%s: %s); tracing on "
+                         "real tensors", type(e).__name__, e)
+        if traced is None:
+            import ember.random
+            with ember.random.fork_rng():  # the trace's random draws are not the user's
+                traced = _trace_joint(gm, _clone_inputs(example_inputs), need)
+        jgm, n_out, diff = traced
     if jgm is None:
         fgm = functionalize(gm)
         return wrap_compiled(fw_compiler(fgm, example_inputs), fgm, "inference")
@@ -80,6 +98,11 @@ def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=No
     return _make_runtime(wrap_compiled(fw_compiler(fwd, example_inputs), fwd, "forward"),
                          wrap_compiled(bw_compiler(bwd, None), bwd, "backward"), n_out,
                          n_saved, need, diff, (fwd, bwd))
+
+
+def _has_fakes(gm) -> bool:
+    """Every placeholder of gm carries its capture-time value (a fake tensor or a size)."""
+    return all("val" in n.meta for n in gm.graph.nodes if n.op == "placeholder")
 
 
 class _PerSizes:

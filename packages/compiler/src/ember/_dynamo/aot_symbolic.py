@@ -1,9 +1,10 @@
-"""The joint forward+backward graph of a captured graph with symbolic sizes: the forward is
-re-run on the capture's fake tensors (SymInt sizes from its ShapeEnv) under recording, each op
-call kept on a tape, then the tape is walked backwards calling each entry's `vjp` rule on fake
-tensors, so the backward ops are recorded with symbolic sizes too and the joint graph runs on
-every size the capture's guards admit. (The static path in aot.py runs the autograd engine on
-real tensors instead; ember's fake tensors carry no autograd graph.)
+"""The joint forward+backward graph of a captured graph, traced on its fake tensors: the forward
+is re-run on the capture's fake tensors (static sizes, or SymInt sizes from its ShapeEnv) under
+recording, each op call kept on a tape, then the tape is walked backwards calling each entry's
+`vjp` rule on fake tensors, so the backward ops are recorded (with symbolic sizes too: the joint
+graph then runs on every size the capture's guards admit) and nothing is computed. (aot.py's
+fallback runs the autograd engine on real tensors instead; ember's fake tensors carry no
+autograd graph.)
 
 Decisions the vjp rules take on sizes become guards of the capture's ShapeEnv: the compiled
 entry's guards are fixed after the backend has run.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import operator
 
 from ember import Tensor
+from ember._state import state
 from ember.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 from ember.fx.graph import Graph
 from ember.fx.graph_module import GraphModule
@@ -57,8 +59,8 @@ class _TapeMode(ProxyTorchDispatchMode):
         if out is not None:
             raise SymbolicTraceError(f"{op.qualname} with out=")
         r = super().__ember_dispatch__(op, args, out)
-        if self.taping and op not in self.decomposition_table:
-            self.tape.append((op, tuple(args), r))
+        if self.taping and op not in self.decomposition_table and state.grad_enabled:
+            self.tape.append((op, tuple(args), r))  # (under no_grad: nothing to differentiate)
         return r
 
 
@@ -80,9 +82,10 @@ def trace_joint_symbolic(gm, need):
         elif _is_sym(v):
             mode.sym_nodes[v.expr] = ph
     req = {id(v) for v, r in zip(vals, need) if r}
-    with ember.no_grad(), fake, mode:
-        from .partitioners import TaggingInterpreter
+    from .partitioners import TaggingInterpreter
+    with ember.enable_grad(), fake, mode:  # the graph's own no_grad regions switch it off
         outs = tuple(TaggingInterpreter(gm, graph).run(*vals))
+    with ember.no_grad(), fake, mode:
         for op, args, r in mode.tape:
             _propagate(op, args, r, req)
         _check_writes(mode.tape, outs, req)
@@ -218,8 +221,7 @@ def _backward(tape, outs, tans, req: set) -> dict:
 
 
 def _size_key(n):
-    import sympy
-    return n.expr if _is_sym(n) else sympy.Integer(n)
+    return n.expr if _is_sym(n) else n   # (a sympy Integer equals its int: no sympy import)
 
 
 def _fix(g, x):

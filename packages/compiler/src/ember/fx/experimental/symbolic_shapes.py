@@ -20,11 +20,14 @@ import operator
 import sympy
 
 __all__ = ["ShapeEnv", "SymInt", "SymFloat", "SymBool", "is_symbolic", "guard_int",
-           "GuardOnDataDependentSymNode", "ConstraintViolationError"]
+           "GuardOnDataDependentSymNode"]
 
 
 class ConstraintViolationError(RuntimeError):
     """A size marked dynamic (`mark_dynamic`) that the traced program needs to be a constant."""
+
+
+__all__ += ["ConstraintViolationError"]
 
 
 class GuardOnDataDependentSymNode(RuntimeError):
