@@ -1,5 +1,6 @@
 """backend="inductor": ops lowered into fused kernels rather than extern calls (logsumexp as a
-max and a sum-exp reduction), equal to PyTorch eager, values and gradients, with kernel counts."""
+max and a sum-exp reduction; where, masked_fill and clamp as pointwise formulas), equal to
+PyTorch eager, values and gradients, with kernel counts."""
 import numpy as np
 import pytest
 import torch
@@ -54,3 +55,16 @@ def test_logsumexp_gradient():
     torch.logsumexp(t, 1).sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)
     assert all(e == 0 for _, e in rec.counts())
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("where", lambda t, a: t.where(a > 0, a, a * 2) + 1),
+    ("masked_fill", lambda t, a: a.masked_fill(a > 0.5, 0.0) * 2),
+    ("clamp", lambda t, a: a.clamp(-0.5, 0.5) * 2),
+])
+def test_where_masked_fill_clamp_fuse_into_one_kernel(name, fn):
+    x = np.random.default_rng(2).standard_normal((8, 8)).astype(np.float32)
+    rec = Recorder()
+    out = ember.compile(lambda a: fn(ember, a), backend=rec)(ember.tensor(x))
+    np.testing.assert_allclose(out.numpy(), fn(torch, torch.tensor(x)).numpy(), rtol=1e-6)
+    assert rec.counts() == [(1, 0)]
