@@ -262,7 +262,7 @@ def test_deferred_compiles_once_and_graphs_still_run():
         np.testing.assert_allclose(c.numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_mutation_falls_back_to_the_captured_graph():
+def test_input_mutation_is_written_back():
     def f(x, buf):
         buf.add_(1)
         return x * buf

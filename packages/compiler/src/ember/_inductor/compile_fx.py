@@ -1,7 +1,8 @@
 """The "inductor" backend: AOT autograd's forward and backward graphs, each compiled per
-input layout (sizes, strides, dtypes) into fused C++ kernels plus extern calls. A graph the
-lowering cannot take (mutation, non-CPU tensors, unsupported dtypes) runs as captured, with
-the reason logged once.
+input layout (sizes, strides, dtypes) into fused C++ kernels plus extern calls. Functionalized
+write-backs into inputs (optimizer state, BatchNorm's running stats) are computed by the kernels
+and copied into the inputs last. A graph the lowering cannot take (other in-place ops, non-CPU
+tensors, unsupported dtypes) runs as captured, with the reason logged once.
 """
 from __future__ import annotations
 
@@ -31,13 +32,59 @@ class CompiledFxGraph:
         self.gm = gm
         self.variants: dict = {}
         self.last = None
+        self.plan = None          # dynamic.SymPlan, False (no symbolic sizes), None: not yet
+        self.sym_variants: dict = {}
+        self.n_compiles = 0       # wrappers built (tests count them)
 
     def __call__(self, *args):
         key = _key(args)
         fn = self.variants.get(key)
         if fn is None:
-            fn = self.variants[key] = self._compile(args)
+            fn = self._symbolic(args)
+            if fn is None:
+                fn = self.variants[key] = self._compile(args)
         return fn(*args)
+
+    def _symbolic(self, args):
+        """The one wrapper for every size (graphs with symbolic sizes), or None."""
+        from . import dynamic
+        if self.plan is None:
+            self.plan = dynamic.plan(self.gm, args)
+        if not self.plan:
+            return None
+        skey = dynamic.key(self.plan, args)
+        if skey is None:
+            return None
+        if skey not in self.sym_variants:
+            self.sym_variants[skey] = self._compile_symbolic(args)
+        return self.sym_variants[skey]
+
+    def _compile_symbolic(self, args):
+        from . import dynamic
+        arts = []
+        try:
+            for primes in (dynamic._PRIMES, dynamic._PRIMES[::-1]):
+                primes = primes[:len(self.plan.symbols)]
+                g = GraphLowering(self.gm, dynamic.fake_inputs(self.plan, args, primes),
+                                  device="cpu", sym_ints=True).run()
+                sym = dynamic.size_exprs(g.sv, self.plan, primes)
+                arts.append((build(g, sym, self.plan, compile_kernels=False), sym))
+        except Exception as e:  # noqa: BLE001 - any gap of the symbolic lowering: per size
+            log.info("ember inductor: sizes specialized (%s: %s)", type(e).__name__, e)
+            return None
+        (a, sa), (b, sb) = arts
+        if a.wrapper != b.wrapper or a.sources != b.sources or sa != sb:
+            log.info("ember inductor: sizes specialized (the lowering depends on them)")
+            return None
+        from .graph import load_kernels
+        if load_kernels(a.sources) is None:
+            return None   # deferred
+        self.n_compiles += 1
+        compiled = codecache.load(a, self.gm)
+        self.last = compiled
+        from ember._dynamo import _logs
+        _logs.emit("output_code", compiled.code())
+        return compiled
 
     def _compile(self, args):
         try:
@@ -49,6 +96,7 @@ class CompiledFxGraph:
                     from ember._dynamo.runner import fast_callable
                     return _once(fast_callable(self.gm), self, _key(args))
                 codecache.save(self.gm, args, art)
+            self.n_compiles += 1
             compiled = codecache.load(art, self.gm)
             if compiled is None:  # kernels deferred (see graph.deferred)
                 from ember._dynamo.runner import fast_callable

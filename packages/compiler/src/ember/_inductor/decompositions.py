@@ -298,3 +298,32 @@ def _layer_norm_composite(g, op, args, margs, meta):
     r = _layer_norm(g, OPS["native_layer_norm"], (x, normalized_shape, weight, bias, eps),
                     None, metas)
     return None if r is None else r[0]
+
+
+@register_lowering("logsumexp")
+def _logsumexp(g, op, args, margs, meta):
+    """max, then sum of exp(x - max) (a slice of infinities shifts by 0, as eager)."""
+    x, dim, keepdim = args[:3]
+    if not isinstance(meta, Tensor) or meta.dtype._cat != 2 or not isinstance(x, TBox) or \
+            any(s == 0 for s in x.shape):
+        return None
+    cd = kdtype(meta.dtype)
+    nd = len(x.shape)
+    dims = _dims(dim, nd)
+    xc = TBox(x.shape, cd, lambda h, idx: cast(h, x.load(h, idx), cd))
+    m, _ = reduction(g, xc, dims, True, "max", cd)
+
+    def shift(h, idx):   # the max, 0 where it is infinite
+        v = bcast_load(h, m, idx)
+        return h.where(h.isinf(v), cd.np.type(0.0), v)
+    e = TBox(x.shape, cd, lambda h, idx: h.exp(h.sub(xc.load(h, idx), shift(h, idx))))
+    s, _ = reduction(g, e, dims, True, "sum", cd)
+
+    def out(h, idx):
+        full = list(idx)
+        if not keepdim:   # the reduced dims back, at 0
+            it = iter(idx)
+            full = [sympy.Integer(0) if i in dims else next(it) for i in range(nd)]
+        r = h.add(h.log(cast(h, s.load(h, full), cd)), shift(h, full))
+        return cast(h, r, meta.dtype)
+    return TBox(g.sv.shape(meta.shape), meta.dtype, out)

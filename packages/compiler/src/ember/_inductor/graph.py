@@ -10,6 +10,7 @@ import hashlib
 import os
 
 import numpy as np
+import sympy
 
 from ember import _flags
 from ember._ops import _cpujit
@@ -17,7 +18,9 @@ from ember._tensor import Tensor
 
 from . import cpp
 from .ir import ComputedBuffer, ExternBuffer, InputBuffer, TBox
+from .lowering import SymVal
 from .scheduler import Kernel, reads_of, schedule
+from .sizevars import pyexpr
 
 __all__ = ["CompiledGraph", "build"]
 
@@ -58,7 +61,7 @@ def _stored(g, steps) -> set:
         else:
             for tb in _tboxes((s.args, s.kwargs)):
                 stored.add(tb.buf.name)
-    for o in g.outputs:
+    for o in list(g.outputs) + [src for _, src in g.mutations]:
         if isinstance(o, TBox):
             stored.add(o.buf.name)
     return stored
@@ -75,8 +78,9 @@ def _tboxes(a):
             yield from _tboxes(x)
 
 
-def build(g):
-    """Schedule, generate and compile a lowered graph (GraphLowering)."""
+def build(g, sym=None, plan=None, compile_kernels=True):
+    """Schedule, generate and compile a lowered graph (GraphLowering). With `sym` and `plan`
+    (dynamic.py) the wrapper reads its sizes from the inputs at each call."""
     counter = iter(range(1 << 30))
     steps = schedule(g.buffers, lambda: next(counter))
     stored = _stored(g, steps)
@@ -101,10 +105,11 @@ def build(g):
     art.sources = [kernels[k][0] for k in kernels]
     art.ks = [g.sv.values[s] for s in g.sv.ordered()]
     art.dtypes = sorted({str(b.dtype) for b in g.buffers if isinstance(b, ComputedBuffer)})
-    art.wrapper = _wrapper(g, steps, stored, kernels, art)
+    art.wrapper = _wrapper(g, steps, stored, kernels, art, sym, plan)
     art.n_kernels = len(kernels)
-    art.n_extern = sum(isinstance(s, ExternBuffer) for s in steps)
-    if not cuda and load_kernels(art.sources) is None:
+    art.n_extern = sum(isinstance(s, ExternBuffer) and not getattr(s, "grad_toggle", False)
+                       for s in steps)
+    if compile_kernels and not cuda and load_kernels(art.sources) is None:
         return None  # deferred: compiled later with other graphs' kernels
     return art
 
@@ -142,7 +147,8 @@ def load(art: Artifact, gm) -> CompiledGraph | None:
         return None  # deferred: the kernels are compiled later, with other graphs'
     env = {"_launch": _launch_triton, "_empty": _empty_device, "_np": np, "_Tensor": Tensor,
            "_ptrs": _ptrs, "_ext": _extern_call, "_as": _as_tensor, "_relayout": _relayout,
-           "_out": _out,
+           "_out": _out, "_wb": _writeback, "_nt": _nthreads,
+           "_KSA": ctypes.c_int64 * max(1, len(art.ks)),
            "_KS": (ctypes.c_int64 * max(1, len(art.ks)))(*art.ks),
            "_D": {name: getattr(ember, name.split(".")[-1]).np for name in art.dtypes},
            "_E": {name: getattr(ember, name.split(".")[-1]) for name in art.dtypes}}
@@ -238,12 +244,53 @@ class deferred:  # noqa: N801 - a context manager, used as `with deferred():`
 
 
 # ---- the wrapper ---------------------------------------------------------------------------
-def _wrapper(g, steps, stored, kernels, art):  # noqa: C901
+class _Fmt:
+    """Sizes as the wrapper's source: values (one wrapper per size) or, with `sym`
+    ({ks symbol: expression of the graph's symbols}), Python expressions evaluated per call."""
+
+    def __init__(self, sv, sym=None):
+        self.sv, self.sym = sv, sym
+
+    def __call__(self, e) -> str:
+        if self.sym is None:
+            return str(self.sv.hint(e))
+        return pyexpr(sympy.sympify(e))
+
+    def tup(self, xs) -> str:
+        if self.sym is None:
+            return str(tuple(self.sv.hint(x) for x in xs))
+        return "(" + "".join(self(x) + ", " for x in xs) + ")"
+
+    def numel(self, shape):
+        """(source of max(1, numel), the buffer pool's key for it)."""
+        if self.sym is None:
+            n = max(1, self.sv.numel(shape))
+            return str(n), n
+        n = sympy.expand(sympy.Mul(*shape)) if shape else sympy.Integer(1)
+        return f"max(1, {pyexpr(n)})", n
+
+    def prologue(self, plan) -> list:
+        """The graph's symbols read from the inputs, then every ks size and the _KS array."""
+        if self.sym is None:
+            return []
+        out = []
+        for s in plan.symbols:
+            i, d = plan.sources[s]
+            out.append(f"    {s} = in{i}" + (f".shape[{d}]" if d is not None else ""))
+        ks = self.sv.ordered()
+        for k in ks:
+            out.append(f"    {k} = {pyexpr(self.sym[k])}")
+        out.append(f"    _KS = _KSA({''.join(str(k) + ', ' for k in ks)})")
+        return out
+
+
+def _wrapper(g, steps, stored, kernels, art, sym=None, plan=None):  # noqa: C901
     sv = g.sv
-    hint = sv.hint
+    fmt = _Fmt(sv, sym)
     lines = ["def call(args):"]
     names = [f"in{i}" for i in range(len(g.inputs))]
     lines.append(f"    {', '.join(names) + ',' if names else '_'} = args")
+    lines += fmt.prologue(plan)
     for buf, target in g.constants:
         art.consts[buf.name] = target
     last_use = _last_uses(g, steps, stored)
@@ -262,8 +309,8 @@ def _wrapper(g, steps, stored, kernels, art):  # noqa: C901
             src, args, syms = kernels[s.name]
             for b in s.nodes:
                 if b.name in stored:
-                    n = max(1, sv.numel(b.shape))
-                    key = (b.dtype, n)
+                    n, nkey = fmt.numel(b.shape)
+                    key = (b.dtype, nkey)
                     if pool.get(key):
                         old = pool[key].pop()
                         lines.append(f"    {b.name} = {old}  # reuses {old}'s memory")
@@ -281,33 +328,39 @@ def _wrapper(g, steps, stored, kernels, art):  # noqa: C901
                 grid = (-(-xn // XBLOCK),) if not s.K else (xn,)
                 lines.append(f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, "
                              f"{XBLOCK if not s.K else 1}, {RBLOCK})")
+            elif sym is not None:
+                work = sympy.Mul(*s.R) * sympy.Mul(*s.K)
+                lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, _nt({pyexpr(work)}))")
             else:
                 work = sv.numel(s.R) * max(1, sv.numel(s.K))
                 nt = max(1, min(_flags._threads or _NCPU, work // _GRAIN))
                 lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nt})")
         else:
             art.externs[s.name + "_op"] = s.target
-            a = _arg_src((s.args, s.kwargs), where, sv, extern_read)
+            a = _arg_src((s.args, s.kwargs), where, fmt, extern_read)
             lines.append(f"    {s.name} = _ext({s.name}_op, {a})")
             for k, o in enumerate(s.outputs):
                 if o is None:
                     continue
-                shape = tuple(hint(x) for x in o.shape)
-                stride = tuple(hint(x) for x in o.stride)
-                lines.append(f"    {o.name} = _relayout({s.name}[{k}], {shape}, {stride})")
+                lines.append(f"    {o.name} = _relayout({s.name}[{k}], {fmt.tup(o.shape)}, "
+                             f"{fmt.tup(o.stride)})")
                 where[o.name] = o.name
         for name in last_use.get(i, ()):
             if name in where and name not in extern_read and _is_computed(g, name):
                 b = _buffer(g, name)
-                pool.setdefault((b.dtype, max(1, sv.numel(b.shape))), []).append(name)
+                pool.setdefault((b.dtype, fmt.numel(b.shape)[1]), []).append(name)
+    for dst, src in g.mutations:   # functionalization's write-backs, after every kernel
+        kind = "a" if isinstance(src.buf, ComputedBuffer) and g.device == "cpu" else "t"
+        lines.append(f"    _wb(in{dst.buf.index}, {where[src.buf.name]}, {kind!r}, "
+                     f"{fmt.tup(src.shape)}, {fmt.tup(src.stride)}, {fmt(src.offset)})")
     outs = []
     for o in g.outputs:
         if isinstance(o, TBox):
-            shape = tuple(hint(x) for x in o.shape)
-            stride = tuple(hint(x) for x in o.stride)
             kind = "a" if isinstance(o.buf, ComputedBuffer) and g.device == "cpu" else "t"
-            outs.append(f"_out({where[o.buf.name]}, {kind!r}, {shape}, {stride}, "
-                        f"{hint(o.offset)})")
+            outs.append(f"_out({where[o.buf.name]}, {kind!r}, {fmt.tup(o.shape)}, "
+                        f"{fmt.tup(o.stride)}, {fmt(o.offset)})")
+        elif isinstance(o, SymVal):
+            outs.append(fmt(o.expr))
         else:
             name = f"_c{len(art.literals)}"
             art.literals[name] = o
@@ -340,7 +393,8 @@ def _last_uses(g, steps, stored) -> dict:
         else:
             for tb in _tboxes((s.args, s.kwargs)):
                 last[tb.buf.name] = i
-    outs = {o.buf.name for o in g.outputs if isinstance(o, TBox)}
+    outs = {o.buf.name for o in list(g.outputs) + [s for _, s in g.mutations]
+            if isinstance(o, TBox)}
     by_step: dict = {}
     for name, i in last.items():
         if name not in outs and name in stored:
@@ -352,15 +406,16 @@ def _ptr_expr(where, b) -> str:
     return where[b.name]
 
 
-def _arg_src(a, where, sv, extern_read) -> str:
-    hint = sv.hint
+def _arg_src(a, where, fmt, extern_read) -> str:
+    sv = fmt
+    if isinstance(a, SymVal):
+        return fmt(a.expr)
     if isinstance(a, TBox):
         extern_read.add(a.buf.name)
-        shape = tuple(hint(x) for x in a.shape)
-        stride = tuple(hint(x) for x in a.stride)
+        shape, stride = fmt.tup(a.shape), fmt.tup(a.stride)
         kind = "a" if isinstance(a.buf, ComputedBuffer) and isinstance(
             where.get(a.buf.name + ".np"), type(None)) and not where.get("@cuda") else "t"
-        return f"_as({where[a.buf.name]}, {kind!r}, {shape}, {stride}, {hint(a.offset)})"
+        return f"_as({where[a.buf.name]}, {kind!r}, {shape}, {stride}, {fmt(a.offset)})"
     if isinstance(a, tuple) and not hasattr(a, "_fields"):
         return "(" + "".join(_arg_src(x, where, sv, extern_read) + ", " for x in a) + ")"
     if isinstance(a, list):
@@ -427,6 +482,17 @@ def _numel(shape):
 
 def _out(x, kind, shape, stride, offset):
     return _as_tensor(x, kind, shape, stride, offset)
+
+
+def _nthreads(work):
+    return max(1, min(_flags._threads or _NCPU, work // _GRAIN))
+
+
+def _writeback(dst, x, kind, shape, stride, offset):
+    """An input's new value copied into it (as eager's in-place op: its version bumps)."""
+    import ember
+    with ember.no_grad():
+        dst.copy_(_as_tensor(x, kind, shape, stride, offset))
 
 
 def _relayout(t, shape, stride):

@@ -72,7 +72,7 @@ class ExternBuffer(Buffer):
     become tensors; `layouts` are the results' (shape, stride) by output index."""
 
     def __init__(self, name, target, args, kwargs, results, origins=()):
-        shape, dtype = (results[0][0], results[0][2]) if results else ((), None)
+        shape, dtype = (results[0][0], results[0][2]) if results and results[0] else ((), None)
         super().__init__(name, shape, dtype, origins)
         self.target, self.args, self.kwargs = target, args, kwargs
         self.results = results  # [(shape, stride, dtype) or None] per output (None: not a tensor)

@@ -32,8 +32,8 @@ _INLINE_LIMIT = 48  # a lazy value whose element costs more lines is computed on
 
 
 class Fallback(Exception):
-    """The graph cannot be lowered (mutation, a non-CPU device, a dtype without kernels): it
-    runs as captured instead."""
+    """The graph cannot be lowered (in-place ops other than write-backs, a device other than
+    CPU or CUDA, a dtype without kernels): it runs as captured instead."""
 
 
 def register_lowering(*names):
@@ -63,6 +63,25 @@ class Probe(CppOps):
     def load(self, buf, index):
         return Var(f"ld{self.n}", kdtype(buf.dtype))
 
+    def index_expr(self, e):
+        self.n += 1
+        return Var(f"ix{self.n}", D.int64)
+
+
+class SymVal:
+    """A size used as a value (dynamic graphs): `expr` over the lowering's size symbols;
+    kernels read it through `index_expr`, extern calls and outputs through the wrapper."""
+
+    def __init__(self, expr):
+        self.expr = expr
+
+    def __repr__(self):
+        return f"SymVal({self.expr})"
+
+
+_SYM_ARITH = {operator.add: lambda a, b: a + b, operator.sub: lambda a, b: a - b,
+              operator.mul: lambda a, b: a * b}
+
 
 def _meta_like(shape, stride, offset, dtype):
     extent = 1 + offset + sum((n - 1) * s for n, s in zip(shape, stride) if n > 0)
@@ -73,8 +92,10 @@ def _meta_like(shape, stride, offset, dtype):
 class GraphLowering:
     """Lowers one GraphModule for its example inputs (static sizes, bound as symbols)."""
 
-    def __init__(self, gm, example_inputs):
+    def __init__(self, gm, example_inputs, device=None, sym_ints=False):
         self.gm, self.example_inputs = gm, list(example_inputs)
+        self.sym_ints = sym_ints        # int inputs are sizes: SymVal values (dynamic.py)
+        self.as_device = device         # meta inputs standing for this device's (dynamic.py)
         self.sv = SizeVars()
         self.inputs: list[InputBuffer] = []
         self.constants: list = []       # (InputBuffer, tensor) for get_attr values
@@ -82,6 +103,8 @@ class GraphLowering:
         self.env: dict = {}
         self.meta: dict = {}
         self.outputs: list = []         # TBox or a Python value, per graph output
+        self.mutations: list = []       # (input TBox, new value TBox): written back at the end
+        self.grad_mode = [None, None]   # grad mode the graph set last, the one the wrapper set
         self.names = 0
         self.device = "cpu"            # where the graph's tensors live: "cpu" or "cuda"
 
@@ -132,6 +155,8 @@ class GraphLowering:
             self.meta[n] = self._input_meta(t)
             self.env[n] = self._input(n.name, t, len(self.inputs)) if isinstance(t, Tensor) \
                 else t
+            if self.sym_ints and type(t) is int and t >= 2:
+                self.env[n] = SymVal(self.sv.sym(t))
             self.inputs.append(self.env[n] if isinstance(t, Tensor) else t)
         elif n.op == "get_attr":
             obj = self.gm
@@ -144,6 +169,8 @@ class GraphLowering:
                 self.env[n] = tb
             else:
                 self.env[n] = obj
+        elif n.op == "call_function" and _is_grad_toggle(n):
+            self.grad_mode[0] = n.args[0]   # set lazily: only extern calls see grad mode
         elif n.op == "call_function":
             self.meta[n] = self._run_meta(n)
             first = len(self.buffers)
@@ -154,6 +181,7 @@ class GraphLowering:
                                                     self.cost(tb) > _INLINE_LIMIT):
                 self.env[n] = self.realize(tb, [n.name])
         elif n.op == "output":
+            self._sync_grad_mode()
             outs = n.args[0]
             outs = outs if isinstance(outs, (tuple, list)) else (outs,)
             self.outputs = [self.realize(self.env[o], [o.name]) if isinstance(o, Node) else o
@@ -179,7 +207,7 @@ class GraphLowering:
                 tb.origins = org
 
     def _input(self, name, t, index):
-        dev = t.device.type
+        dev = self.as_device if t.device.type == "meta" and self.as_device else t.device.type
         if dev not in ("cpu", "cuda") or (self.inputs + self.constants and dev != self.device):
             raise Fallback(f"tensors on {dev} (and {self.device})")
         self.device = dev
@@ -207,6 +235,14 @@ class GraphLowering:
         meta = self.meta[n]
         if op is operator.getitem:
             return self.env[n.args[0]][n.args[1]]
+        if op in _SYM_ARITH and len(n.args) == 2 and not n.kwargs:
+            a, b = (self.env[x] if isinstance(x, Node) else x for x in n.args)
+            if any(isinstance(x, SymVal) for x in (a, b)) and \
+                    all(isinstance(x, (SymVal, int)) for x in (a, b)):
+                a, b = (x.expr if isinstance(x, SymVal) else sympy.Integer(x) for x in (a, b))
+                return SymVal(sympy.expand(_SYM_ARITH[op](a, b)))
+        if getattr(op, "qualname", None) == "copy_" and _is_writeback(n):
+            return self.lower_writeback(n)
         if "inplace" in getattr(op, "tags", ()) or getattr(op, "mutated_idx", None):
             raise Fallback(f"{_name(op)} mutates its input")
         args = _map(n.args, lambda a: self.env[a])
@@ -230,6 +266,20 @@ class GraphLowering:
                 if r is not None:
                     return r
         return self.extern(n, op, args, kwargs, meta)
+
+    def lower_writeback(self, n: Node):
+        """Functionalization's `copy_(input, new)` at the end of a graph: the new value is
+        computed into a buffer by the kernels; the wrapper copies it into the input last."""
+        dst, src = self.env[n.args[0]], self.env[n.args[1]]
+        if not isinstance(src, TBox) or tuple(src.shape) != tuple(dst.shape) or \
+                src.dtype != dst.dtype:
+            raise Fallback("a write-back of another shape or dtype")
+        if any(d is dst for d, _ in self.mutations):
+            raise Fallback("an input written back twice")
+        if src.buf is dst.buf and src.stride == dst.stride and src.offset == dst.offset:
+            return dst   # unchanged
+        self.mutations.append((dst, self.realize(src, [n.name])))
+        return dst
 
     # ---- pointwise -------------------------------------------------------------------------
     def lower_pointwise(self, op, args, margs, meta):
@@ -255,7 +305,9 @@ class GraphLowering:
                     a[i] = cast(h, v, cdt) if i in pw else v
             for i in op.pw_idx:
                 x = args[i]
-                if x is not None and not isinstance(x, TBox):
+                if isinstance(x, SymVal):
+                    a[i] = cast(h, h.index_expr(x.expr), cdt)
+                elif x is not None and not isinstance(x, TBox):
                     a[i] = cdt.np.type(x)
             return cast(h, op.pointwise(h, *a), rdt)
         if not self.probe(loader, shape):
@@ -322,7 +374,19 @@ class GraphLowering:
         return TBox(shape, src.dtype, loader)
 
     # ---- extern calls ----------------------------------------------------------------------
+    def _sync_grad_mode(self):
+        """One grad-mode switch where the graph's mode differs from the wrapper's last one
+        (the graph toggles it around each write; only extern calls and the caller see it)."""
+        want, have = self.grad_mode
+        if want is not None and want != have:
+            from ember._dynamo.tracer import set_grad_enabled
+            ext = ExternBuffer(self.new_name("ext"), set_grad_enabled, (want,), {}, [None])
+            ext.outputs, ext.grad_toggle = [None], True
+            self.buffers.append(ext)
+            self.grad_mode[1] = want
+
     def extern(self, n, op, args, kwargs, meta):
+        self._sync_grad_mode()
         args = _tree(args, lambda a: self.realize(a, [n.name]))
         kwargs = _tree(kwargs, lambda a: self.realize(a, [n.name]))
         flat, rebuild = _flatten(meta)
@@ -348,6 +412,18 @@ class GraphLowering:
         vals = [TBox.of(b, stride=b.stride) if b is not None else v
                 for b, v in zip(ext.outputs, flat)]
         return rebuild(vals)
+
+
+def _is_grad_toggle(n: Node) -> bool:
+    from ember._dynamo.tracer import set_grad_enabled
+    return n.target is set_grad_enabled and len(n.args) == 1 and not n.kwargs
+
+
+def _is_writeback(n: Node) -> bool:
+    """`copy_(placeholder, value)` with no later reader: functionalization's write-back."""
+    dst = n.args[0] if n.args else None
+    return (len(n.args) == 2 and not n.kwargs and isinstance(dst, Node) and
+            dst.op == "placeholder" and not n.users)
 
 
 def bcast_load(h, tb: TBox, idx):
