@@ -54,6 +54,7 @@ THIRD_PARTY = {
     "setuptools": "setuptools",
     "pybind11": "pybind11",
     "tensorboard": "tensorboard",
+    "onnx": "onnx",
 }
 
 # design.md, "Packages and layering": package -> what it may import (packages and distributions).
@@ -70,9 +71,10 @@ ALLOWED = {
 # Beyond design.md's table (the wheels declare these as extras, and the import sits in the
 # function that needs it): core's ember.utils.safetensors uses the safetensors package (issue 5
 # asks for safetensors I/O in core), and ember.utils.tensorboard the tensorboard package's event
-# writer (issue 17: SummaryWriter writes real event files); ember_abi's extension-build helper uses setuptools and
+# writer (issue 17: SummaryWriter writes real event files), ember.onnx the onnx package's
+# ModelProto builders and checker (issue 17: torch.onnx.export); ember_abi's extension-build helper uses setuptools and
 # pybind11, which only someone building an extension needs.
-OPTIONAL = {"compiler": {"devices"}, "core": {"safetensors", "tensorboard"},
+OPTIONAL = {"compiler": {"devices"}, "core": {"safetensors", "tensorboard", "onnx"},
             "stable_abi": {"setuptools", "pybind11"}}
 
 PACKAGES = list(ALLOWED)

@@ -3,11 +3,15 @@ NodeDef per placeholder, weight and op, named by the fx node, with its inputs, o
 dtype as attributes."""
 from __future__ import annotations
 
-from tensorboard.compat.proto.attr_value_pb2 import AttrValue
-from tensorboard.compat.proto.graph_pb2 import GraphDef
-from tensorboard.compat.proto.node_def_pb2 import NodeDef
-from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
-from tensorboard.compat.proto.versions_pb2 import VersionDef
+try:  # core's optional extra "tensorboard" (SummaryWriter imports this module on use)
+    from tensorboard.compat.proto.attr_value_pb2 import AttrValue
+    from tensorboard.compat.proto.graph_pb2 import GraphDef
+    from tensorboard.compat.proto.node_def_pb2 import NodeDef
+    from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+    from tensorboard.compat.proto.versions_pb2 import VersionDef
+except ImportError as e:
+    raise ImportError("SummaryWriter.add_graph needs the tensorboard package (pip install "
+                      "tensorboard, or ember[tensorboard])") from e
 
 
 def _trace(model, args):
