@@ -93,13 +93,15 @@ def adam(p, g, m, v, step, lr, beta1, beta2, eps, wd, decoupled, maximize) -> bo
     if fn is None or not (p.flags.c_contiguous and g.flags.c_contiguous and m.flags.c_contiguous
                           and v.flags.c_contiguous and p.flags.writeable):
         return False
-    from ember import _flags
+    from ember import _blas, _flags
     from ember._ops import _cpujit
     n = p.size
     bc1 = 1 - beta1 ** step
     bc2s = (1 - beta2 ** step) ** 0.5
     h = (ctypes.c_double * 7)(lr, beta1, beta2, eps, wd, bc1, bc2s)
     nt = min(_cpujit._threads_after_fork or _flags._threads or _cpujit._NCPU, n // _GRAIN + 1)
+    if nt > 1:
+        nt = min(nt, _blas.free_cores())
     fn(p.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data, n, h,
        (1 if decoupled else 0) | (2 if maximize else 0), nt)
     return True

@@ -30,7 +30,7 @@ import tempfile
 
 import numpy as np
 
-from .. import _dispatch, _flags
+from .. import _blas, _dispatch, _flags
 from .. import _dtype as D
 from .._size import broadcast_shapes, collapse_dims
 from .._tensor import Tensor
@@ -509,6 +509,8 @@ def run(op, args, rdt, cdt):
     fa = (ctypes.c_double * max(1, len(fs)))(*fs)
     ia = (ctypes.c_int64 * max(1, len(is_)))(*is_)
     nt = min(_threads_after_fork or _flags._threads or _NCPU, c.n // e[3] + 1)
+    if nt > 1:  # a thread the machine cannot run now stalls the statically split loop
+        nt = min(nt, _blas.free_cores())
     if fn(ptrs, sizes, strides, c.n, fa, ia, nt):
         raise RuntimeError("ZeroDivisionError")
     return out
