@@ -7,6 +7,7 @@ import ember
 from ember import _dispatch
 from ember._device import get_backend
 
+from . import _cpu_fused
 from .optimizer import Optimizer, _get_value, _inc_step, _step_tensor, _use_grad
 
 __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
@@ -63,6 +64,10 @@ def _adam_fused(p, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, wd, d
     """One Adam/AdamW step on numpy views with in-place ufuncs: the same operations, in the same
     order and dtype, as the op-by-op update in Adam.step, without its temporaries."""
     pp, g, m, v = p._np, grad._np, exp_avg._np, exp_avg_sq._np
+    if _cpu_fused.adam(pp, g, m, v, step, lr, beta1, beta2, eps, wd, decoupled, maximize):
+        for x in (p, exp_avg, exp_avg_sq):
+            x._bump()
+        return
     if maximize:
         g = np.negative(g)
     if wd != 0:

@@ -30,7 +30,7 @@ import tempfile
 
 import numpy as np
 
-from .. import _dispatch, _flags
+from .. import _blas, _dispatch, _flags
 from .. import _dtype as D
 from .._size import broadcast_shapes, collapse_dims
 from .._tensor import Tensor
@@ -51,6 +51,12 @@ _STORE[D.float16] = "_Float16"
 _log = logging.getLogger("ember.cpu_jit")
 
 _compiler = None   # (path, version line), or False when unavailable / disabled
+# vectorized for the running CPU (AVX2 + FMA units, libmvec's wide variants: gelu 6.2 -> 4.4 ms
+# on 4M floats); no contraction into FMAs, so results stay numpy's roundings. EMBER_CPU_NATIVE=0:
+# portable code only
+NATIVE_FLAGS = ("-march=native", "-ffp-contract=off")
+_native = None     # False once a native build failed (or EMBER_CPU_NATIVE=0)
+_isa_sig = None
 _mvec = None       # glibc's vector math library links here (x86-64 glibc >= 2.35)
 _MVEC_FLAGS = ("-DEMBER_MVEC", "-lmvec")
 _kernels: dict = {}  # key -> [(guards, fn or None)]
@@ -89,24 +95,60 @@ def available() -> bool:
 _broken = False  # the compiler failed on the bare prelude, or no private cache: no kernels
 
 
+def _native_ok() -> bool:
+    global _native
+    if _native is None:
+        _native = os.environ.get("EMBER_CPU_NATIVE", "1") != "0"
+    return _native
+
+
+def _isa() -> str:
+    """The running CPU's identity for the cache key: its model and feature flags."""
+    global _isa_sig
+    if _isa_sig is None:
+        sig = [os.uname().machine]
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith(("model name", "flags", "Features", "cpu model")):
+                        sig.append(line.strip())
+                    if line.strip() == "":
+                        break  # the first processor's block
+        except OSError:
+            pass
+        _isa_sig = "\n".join(sig)
+    return _isa_sig
+
+
 def _build(sources: list[str]):
     """Compile kernel sources into one shared library (or load it from the disk cache).
     None when it cannot: the caller runs numpy (an OS error here never fails the user's op)."""
-    global _broken
+    global _broken, _native
     try:
         d = _kcache.cache_dir()
         if d is None:  # (warned once) nowhere safe to keep libraries: numpy for this process
             _broken = True
             return None
-        flags = FLAGS + (_MVEC_FLAGS if _use_mvec(d) else ())
         src = PRELUDE + "\n".join(sources)
-        h = hashlib.sha256("\0".join((src, _compiler[1], " ".join(flags))).encode()).hexdigest()
-        h = h[:32]
-        path = os.path.join(d, f"{h}.so")
-        if not (os.path.exists(path) and _kcache.verified(h, path)):
-            if not _compile(src, flags, d, path, bool(sources)):
+        for native in ((True, False) if _native_ok() else (False,)):
+            flags = FLAGS + (_MVEC_FLAGS if _use_mvec(d) else ()) + (NATIVE_FLAGS if native
+                                                                      else ())
+            # the ISA is in the key: a cache directory shared by different CPUs (a network
+            # home) never hands one of them another's -march=native library
+            h = hashlib.sha256("\0".join((src, _compiler[1], " ".join(flags),
+                                          _isa() if native else "")).encode()).hexdigest()
+            h = h[:32]
+            path = os.path.join(d, f"{h}.so")
+            if os.path.exists(path) and _kcache.verified(h, path):
+                break
+            if _compile(src, flags, d, path, bool(sources) and not native):
+                _kcache.record_digest(h, path)
+                if not native and _native:  # native failed where portable builds: stop trying
+                    _native = False
+                break
+            if not native:
                 return None
-            _kcache.record_digest(h, path)
+            # else the portable build is the fallback (a compiler without -march=native)
     except OSError as e:
         _log.warning("ember: C++ kernel cache failed, using numpy kernels: %s", e)
         return None
@@ -509,6 +551,8 @@ def run(op, args, rdt, cdt):
     fa = (ctypes.c_double * max(1, len(fs)))(*fs)
     ia = (ctypes.c_int64 * max(1, len(is_)))(*is_)
     nt = min(_threads_after_fork or _flags._threads or _NCPU, c.n // e[3] + 1)
+    if nt > 1:  # a thread the machine cannot run now stalls the statically split loop
+        nt = min(nt, _blas.free_cores())
     if fn(ptrs, sizes, strides, c.n, fa, ia, nt):
         raise RuntimeError("ZeroDivisionError")
     return out

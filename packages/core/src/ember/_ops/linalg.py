@@ -163,7 +163,12 @@ def _matmul_vjp(g, out, a, b):
         if a.ndim == 1:
             ga = ga.reshape(tuple(ga.shape[:-2]) + (ga.shape[-1],))
     if b.requires_grad:
-        if b.ndim == 2 and a.ndim > 2:  # linear's weight grad: one GEMM over the flat batch
+        if b.ndim == 2 and a.ndim >= 2 and b.shape[0] > 1 and b.stride() == (1, b.shape[0]):
+            # b is a transposed weight (linear's w.t()): its grad as the transpose of a
+            # row-major GEMM, so the weight's own grad comes out contiguous (no strided copy)
+            k, m = a.shape[-1], g2.shape[-1]
+            gb = mH(matmul(mH(g2.reshape(-1, m)), a.reshape(-1, k)))    # (k, m)
+        elif b.ndim == 2 and a.ndim > 2:  # linear's weight grad: one GEMM over the flat batch
             k, m = a.shape[-1], g2.shape[-1]
             gb = matmul(mH(a.reshape(-1, k)), g2.reshape(-1, m))         # (k, m)
         else:
