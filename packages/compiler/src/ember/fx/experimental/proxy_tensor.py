@@ -173,6 +173,10 @@ class ProxyTorchDispatchMode(DispatchMode):
             node.meta["copy_same_meta"] = src.dtype == dst.dtype and len(src.shape) == len(
                 dst.shape) and all(_same_size(p, q) for p, q in zip(src.shape, dst.shape))
         if isinstance(r, Tensor):
+            if not op.mutated_idx and args and isinstance(args[0], Tensor) and \
+                    r._storage is args[0]._storage:   # (read by functionalization)
+                node.meta["aliases_input"] = True     # a view (`reshape` when it can be one)
+                node.meta["same_view"] = _view_key(r) == _view_key(args[0])  # (`contiguous`)
             self.track(r, node)
         elif isinstance(r, (tuple, list)):
             import operator
