@@ -116,3 +116,22 @@ def test_write_through_unfold_is_refused():
         return x
     with pytest.raises(NotImplementedError, match="through the view"):
         make_fx(functionalize(g))(ember.ones(4))
+
+
+def test_write_through_unbind_is_refused_and_reads_regenerate():
+    def g(x):
+        x.unbind(0)[1].add_(1)
+        return x
+    with pytest.raises(NotImplementedError, match="through the view"):
+        make_fx(functionalize(g))(ember.ones(2, 3))
+
+    def h(x):
+        a, b = x.unbind(0)
+        x.mul_(2)            # the base written: the earlier unbind's items see it
+        return a + b
+    data = _input((2, 3))
+    gm = make_fx(functionalize(h))(ember.tensor(data))
+    x = ember.tensor(data)
+    ref = _torch.func.functionalize(h)(tx := _torch.tensor(data))
+    np.testing.assert_allclose(gm(x).numpy(), ref.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(x.numpy(), tx.numpy(), rtol=1e-6)

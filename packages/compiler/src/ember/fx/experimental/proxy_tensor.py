@@ -182,7 +182,11 @@ class ProxyTorchDispatchMode(DispatchMode):
             import operator
             for i, x in enumerate(r):
                 if isinstance(x, Tensor):
-                    self.track(x, self.graph.call_function(operator.getitem, (node, i)))
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    if args and isinstance(args[0], Tensor) and not op.mutated_idx and \
+                            x._storage is args[0]._storage:   # (`unbind`, `split` views)
+                        item.meta["aliases_input"] = node.meta["aliases_input"] = True
+                    self.track(x, item)
         return r
 
 

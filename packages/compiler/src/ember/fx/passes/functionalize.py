@@ -30,9 +30,10 @@ def _functional_of(op):
 
 
 def _is_view(node) -> bool:
+    if node.op == "call_function" and node.meta.get("aliases_input", False):
+        return True   # (make_fx saw its result share its input's storage)
     return node.op == "call_function" and is_opdef(node.target) and (
-        node.target.view is not None or "view" in node.target.tags
-        or node.meta.get("aliases_input", False))
+        node.target.view is not None or "view" in node.target.tags)
 
 
 def functionalize_graph(gm: GraphModule) -> GraphModule:
@@ -65,14 +66,14 @@ def functionalize_mutations(gm: GraphModule) -> dict:
         orig = node.args[0] if node.args else None
         node.args = _remap(st, graph, node, node.args)
         node.kwargs = _remap(st, graph, node, node.kwargs)
-        if node.op != "call_function" or not is_opdef(node.target):
-            continue
-        op = node.target
-        if _is_view(node) and hasattr(orig, "op"):
+        if _is_view(node) and hasattr(orig, "op"):   # (`unbind` and its items too)
             base, chain = st.alias.get(orig, (orig, ()))
             st.alias[node] = (base, (*chain, node))
             st.made_from[node] = st.latest.get(base, base)
             continue
+        if node.op != "call_function" or not is_opdef(node.target):
+            continue
+        op = node.target
         if not op.mutated_idx:
             continue
         base, chain = st.alias.get(orig, (orig, ()))
@@ -128,18 +129,19 @@ def _scatter_back(graph, st, base, chain, value):
         return value
     parents = _replay(graph, st.latest.get(base, base), chain[:-1])
     for v, parent in zip(reversed(chain), reversed(parents)):
-        if v.meta.get("same_view", False) and v.target.name not in _INVERSE:
+        if v.meta.get("same_view", False) and getattr(v.target, "name", None) not in _INVERSE:
             continue   # an op that returned its input's very view (`contiguous`, `to`)
         value = graph.call_function(_inverse(v), _inverse_args(v, parent, value))
     return value
 
 
 def _inverse(v):
-    name = v.target.name
+    name = getattr(v.target, "name", None)
     op = _INVERSE.get(name)
     if op is None or v.target.overload == "dtype":
         raise NotImplementedError(f"functionalize: a write through the view {v.name} "
-                                  f"({v.target.qualname}) is not supported")
+                                  f"({getattr(v.target, 'qualname', v.target)}) is not "
+                                  "supported")
     return OPS[op]
 
 
