@@ -71,8 +71,15 @@ def _identity_alias(x):
     return x + 0
 
 
-CASES = [_identity_alias, _sel, _flat_slice, _transpose_fill, _diag, _chained, _permute_reshape,
-         _narrow_strided, _base_then_view, _intermediate]
+def _setitem(x):
+    x[0] = 5
+    x[1:3] = x[3:4] * 2                       # broadcast copy_ into a slice
+    x[:, 0] = (x[0, :1] * 3).double()         # and a dtype cast
+    return x + 0
+
+
+CASES = [_identity_alias, _setitem, _sel, _flat_slice, _transpose_fill, _diag, _chained,
+         _permute_reshape, _narrow_strided, _base_then_view, _intermediate]
 
 
 def _input(shape=(3, 4)):
@@ -82,7 +89,7 @@ def _input(shape=(3, 4)):
 @pytest.mark.parametrize("f", CASES, ids=lambda f: f.__name__)
 def test_writes_through_views_match_torch_functionalize(f):
     shape = (4, 3) if f is _permute_reshape else (3, 4)
-    if f in (_sel, _diag, _chained, _transpose_fill):
+    if f in (_sel, _diag, _chained, _transpose_fill, _setitem):
         shape = (4, 4)
     data = _input(shape)
     gm = make_fx(functionalize(f))(ember.tensor(data))

@@ -172,6 +172,7 @@ class ProxyTorchDispatchMode(DispatchMode):
             src, dst = args[1], args[0]
             node.meta["copy_same_meta"] = src.dtype == dst.dtype and len(src.shape) == len(
                 dst.shape) and all(_same_size(p, q) for p, q in zip(src.shape, dst.shape))
+            node.meta["copy_dtype"] = dst.dtype
         if isinstance(r, Tensor):
             if not op.mutated_idx and args and isinstance(args[0], Tensor) and \
                     r._storage is args[0]._storage:   # (read by functionalization)

@@ -77,11 +77,12 @@ def functionalize_mutations(gm: GraphModule) -> dict:
         if not op.mutated_idx:
             continue
         base, chain = st.alias.get(orig, (orig, ()))
-        value = _functional_copy(node) if op.name == "copy_" else _functional_node(
+        after = node.next   # (where the base's new value is computed)
+        value = _functional_copy(node, orig) if op.name == "copy_" else _functional_node(
             graph, node, op)
         if value is node:   # the in-place op's result aliases its target: later uses read it
             node.replace_all_uses_with(orig, delete_user_cb=lambda u, n=node: u is not n)
-        with graph.inserting_after(value):
+        with graph.inserting_before(after):
             st.latest[base] = _scatter_back(graph, st, base, chain, value)
     gm.recompile()
     return {b: v for b, v in st.latest.items() if b.op == "placeholder"}
@@ -201,23 +202,23 @@ def _retarget(graph, node, fn):
     return node
 
 
-def _functional_copy(node):
+def _functional_copy(node, orig):
     """`dst.copy_(src)`: dst's new value is src itself when shapes and dtypes agree (what
-    make_fx noted when it recorded the call); the copy node goes away."""
-    if not node.meta.get("copy_same_meta", False):
+    make_fx noted when it recorded the call), else src cast to dst's dtype, expanded to dst's
+    shape and cloned; the copy node goes away, its uses read dst."""
+    src, dst = node.args[0:2][::-1]
+    graph = node.graph
+    if node.meta.get("copy_same_meta", False):
+        value = src
+    elif "copy_dtype" in node.meta and hasattr(src, "op"):
+        with graph.inserting_before(node):
+            value = graph.call_function(OPS["_to_copy"], (src,),
+                                        {"dtype": node.meta["copy_dtype"]})
+            value = graph.call_function(OPS["expand_as"], (value, dst))
+            value = graph.call_function(OPS["clone"], (value,))
+    else:
         raise NotImplementedError(f"functionalize: {node.name} copies a value of another shape "
                                   "or dtype into a tensor; ember has no functional copy op yet")
-    src = node.args[1]
-    node.replace_all_uses_with(src)
-    node.graph.erase_node(node)
-    return src
-
-
-def _before(a, b) -> bool:
-    """Whether node a comes before node b in their graph."""
-    cur = a._next
-    while cur is not a.graph._root:
-        if cur is b:
-            return True
-        cur = cur._next
-    return False
+    node.replace_all_uses_with(orig)
+    graph.erase_node(node)
+    return value
