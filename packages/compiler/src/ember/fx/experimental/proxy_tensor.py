@@ -172,13 +172,22 @@ class ProxyTorchDispatchMode(DispatchMode):
             src, dst = args[1], args[0]
             node.meta["copy_same_meta"] = src.dtype == dst.dtype and len(src.shape) == len(
                 dst.shape) and all(_same_size(p, q) for p, q in zip(src.shape, dst.shape))
+            node.meta["copy_dtype"] = dst.dtype
         if isinstance(r, Tensor):
+            if not op.mutated_idx and args and isinstance(args[0], Tensor) and \
+                    r._storage is args[0]._storage:   # (read by functionalization)
+                node.meta["aliases_input"] = True     # a view (`reshape` when it can be one)
+                node.meta["same_view"] = _view_key(r) == _view_key(args[0])  # (`contiguous`)
             self.track(r, node)
         elif isinstance(r, (tuple, list)):
             import operator
             for i, x in enumerate(r):
                 if isinstance(x, Tensor):
-                    self.track(x, self.graph.call_function(operator.getitem, (node, i)))
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    if args and isinstance(args[0], Tensor) and not op.mutated_idx and \
+                            x._storage is args[0]._storage:   # (`unbind`, `split` views)
+                        item.meta["aliases_input"] = node.meta["aliases_input"] = True
+                    self.track(x, item)
         return r
 
 
