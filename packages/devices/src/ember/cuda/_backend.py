@@ -1,7 +1,7 @@
 """The cuda DeviceBackend: storage from the caching allocator, copies, and kernels.
 
-Kernels live in the op entries' cuda slots (`register_kernel`, see `_ops.register`): pointwise
-ops from their formulas (Triton, `_pointwise`, a cached launch plan per call signature here),
+Kernels live in the op entries' cuda slots (`register_kernel`, see `kernels.register`): pointwise
+ops from their formulas (Triton, `kernels.pointwise`, a cached launch plan per call signature here),
 hand-written kernels for the rest. The ops listed in HOST run their CPU kernel on host copies
 (correct but slow: `fallback_ops` counts which ops took that path, so the gaps are visible).
 """
@@ -17,8 +17,8 @@ from ember._device import device as Device
 from ember._dispatch import pointwise_prepare
 from ember._tensor import Storage, Tensor, c_strides
 
-from ._pointwise import Operand, PointwiseCache, Unsupported, run_op
-from ._tritonops import InterpreterLimit
+from .kernels.pointwise import Operand, PointwiseCache, Unsupported, run_op
+from .kernels.triton_handler import InterpreterLimit
 from .runtime import driver as rt
 from .runtime.allocator import CachingAllocator
 
@@ -477,7 +477,7 @@ class CudaBackend(DeviceBackend):
 
     def fused_optim(self, kind, tensors, hyper) -> bool:
         """ember.optim's fused update (one kernel per parameter); False: take the op path."""
-        from ._optim import fused_optim
+        from .kernels.optim import fused_optim
         return fused_optim(self, kind, tensors, hyper)
 
     def _host_call(self, op, args, count=True):

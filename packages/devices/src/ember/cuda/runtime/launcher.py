@@ -8,7 +8,7 @@ pointers, the part that really launches (a few us).
 """
 from __future__ import annotations
 
-from .._pointwise import Operand
+from ..kernels.pointwise import Operand
 from . import driver as rt
 from .streams import current_stream_handle
 

@@ -1,6 +1,6 @@
 """GPU kernels: random ops from a counter-based (Philox4x32-10) generator.
 
-Every op is one launch of `_kernels_random.sample` (or `.randint`) writing a contiguous result;
+Every op is one launch of `random_tl.sample` (or `.randint`) writing a contiguous result;
 seed and first counter come from the generator (`_random`). Each 128-bit Philox counter gives 4
 values (2 for float64 samples and integer ranges over 2**32): the generator's offset advances by
 4 * ceil(n / values per counter) words a launch (see _random for what that means for splitting a
@@ -22,18 +22,14 @@ from ember import _dtype as D
 from ember._dispatch import torch_name
 from ember._tensor import Tensor
 
-from ._ops import cuda_kernel
-from ._random import generator_for
+from .._random import generator_for
+from .base import _cont, _launch, _lazy, cuda_kernel
+from .creation import factory_output
 
 _BLOCK = 1024          # values a program writes (counters a program: _BLOCK / values a counter)
 _BITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53}
 _FLOATS = tuple(_BITS)
 _INTS = (D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64)
-
-
-def _ops():
-    from . import _ops
-    return _ops
 
 
 def _bits(v: float) -> int:
@@ -51,9 +47,9 @@ def _sample(be, out, gen, dist, a=0.0, b=0.0, pa=None, pb=None, f64=None):
         f64 = out.dtype is D.float64
     vpc = 2 if f64 else 4
     seed, ctr = generator_for(gen, out.device).take(-(-n // vpc))
-    K = _ops()._lazy("_kernels_random")
+    K = _lazy("random_tl")
     bits = _BITS.get(out.dtype, 24)
-    _ops()._launch(be, K.sample, (-(-n // _BLOCK),),
+    _launch(be, K.sample, (-(-n // _BLOCK),),
                    [out, out if pa is None else pa, out if pb is None else pb, n, seed, ctr,
                     _bits(a), _bits(b)], (),
                    {"DIST": dist, "F64": f64, "BITS": bits, "HAS_A": pa is not None,
@@ -82,7 +78,7 @@ def _float_only(dt, kernel):
 
 def _new_like_meta(be, op, args, like):
     """The output of a factory (like: a *_like op) on cuda from the op's meta, or None."""
-    return _ops().factory_output(be, op, args, like)
+    return factory_output(be, op, args, like)
 
 
 def _finish(t, rg):
@@ -123,8 +119,8 @@ def _randint_into(be, out, low, high, gen):
     rng &= (1 << 64) - 1
     vpc = 2 if wide else 4
     seed, ctr = generator_for(gen, out.device).take(-(-n // vpc))
-    K = _ops()._lazy("_kernels_random")
-    _ops()._launch(be, K.randint, (-(-n // _BLOCK),),
+    K = _lazy("random_tl")
+    _launch(be, K.randint, (-(-n // _BLOCK),),
                    [out, n, seed, ctr, low, rng - (1 << 64) if rng >= 1 << 63 else rng], (),
                    {"WIDE": wide, "FULL": full,
                     "HALF": out.dtype in (D.float16, D.bfloat16), "BLOCK": _BLOCK // vpc})
@@ -308,7 +304,7 @@ def _normal_ff(be, op, mean, std, size, gen, *rest):
 @cuda_kernel("randperm")
 def _randperm(be, op, n, gen, *rest):
     """randperm(n): the argsort of n random int64 keys (ember's GPU sort: a rank sort up to
-    _ops_sort.RANK_MAX keys; longer rows go through that family's own host fallback). Keys tie
+    sorting.RANK_MAX keys; longer rows go through that family's own host fallback). Keys tie
     with probability < n**2 / 2**65; a tie is broken by position (stable sort)."""
     r = _new_like_meta(be, op, (n, gen, *rest), False)
     if r is None:
@@ -353,7 +349,7 @@ def _check_probs(rows, n, replacement):
 def _multinomial(be, op, p, n, replacement, gen):
     """multinomial on the GPU. Without replacement (or one sample): the Gumbel-top-k trick, as
     PyTorch: keys p / E with E ~ Exp(1) > 0 drawn in one launch, then topk (ember's GPU sort:
-    rows up to _ops_sort.RANK_MAX categories); the probability checks sync once, as PyTorch's.
+    rows up to sorting.RANK_MAX categories); the probability checks sync once, as PyTorch's.
     With replacement: inverse CDF, one launch of a binary search per sample over the float64
     running sums (cumsum) of each row; invalid rows are not checked there (PyTorch asserts on
     the device): they give an unspecified category in range."""
@@ -376,9 +372,9 @@ def _multinomial(be, op, p, n, replacement, gen):
         cdf = _expand_to(be, rows, (R, C), D.float64).cumsum(-1)
         out = be._new((R, n), D.int64, p.device)
         seed, ctr = g.take(R * n)
-        K = _ops()._lazy("_kernels_random")
-        _ops()._launch(be, K.multinomial_search, (-(-(R * n) // _MN_BLOCK),),
-                       [_ops()._cont(be, cdf), out, C, n, R * n, seed, ctr], (),
+        K = _lazy("random_tl")
+        _launch(be, K.multinomial_search, (-(-(R * n) // _MN_BLOCK),),
+                       [_cont(be, cdf), out, C, n, R * n, seed, ctr], (),
                        {"STEPS": max(1, (C - 1).bit_length()), "BLOCK": _MN_BLOCK})
     return out.reshape(tuple(shape))
 
@@ -393,10 +389,10 @@ def _poisson(be, op, rates, gen):
     n = out.numel()
     if n == 0:
         return out
-    x = _ops()._cont(be, rates)
+    x = _cont(be, rates)
     seed, ctr = generator_for(gen, rates.device).take(n)
-    K = _ops()._lazy("_kernels_random")
-    _ops()._launch(be, K.poisson, (-(-n // _PO_BLOCK),), [x, out, n, seed, ctr], (),
+    K = _lazy("random_tl")
+    _launch(be, K.poisson, (-(-n // _PO_BLOCK),), [x, out, n, seed, ctr], (),
                    {"MAXIT": _PO_MAXIT, "BLOCK": _PO_BLOCK})
     return out
 

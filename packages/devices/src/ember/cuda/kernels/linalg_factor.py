@@ -1,5 +1,5 @@
 """GPU kernels for linear algebra: factorizations through cuSOLVER, triangular solves through
-cuBLAS (`_solver`: the glue, and the fake device's numpy stand-ins).
+cuBLAS (`..solver`: the glue, and the fake device's numpy stand-ins).
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
 (NotImplemented declines a call). HOST lists the linear-algebra ops that still run their CPU
@@ -22,8 +22,8 @@ from __future__ import annotations
 from ember import _dtype as D
 from ember._tensor import Tensor
 
-from . import _solver as S
-from ._ops import cuda_kernel
+from .. import solver as S
+from .base import cuda_kernel
 
 
 def _as(t, shape, stride, offset=None):
