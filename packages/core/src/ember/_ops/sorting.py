@@ -11,6 +11,7 @@ import numpy as np
 from .. import _dtype as D
 from .._dispatch import TensorMeta, torch_name
 from .._size import normalize_dim
+from . import _sorting_decomp as _decomp
 from ._registry import FUNCTIONS, METHODS, OPS, bind_overloads, defop
 from .reduction import (
     check_nonempty,
@@ -188,8 +189,16 @@ def _mode_kernel(x, dim, keepdim):
     return vals, idx
 
 
+def mode_meta(x, dim, keepdim):
+    """mode's checks (an empty reduced dim raises IndexError) and output metas."""
+    if x.ndim:
+        check_nonempty("mode", x, (normalize_dim(dim, x.ndim),), False)
+    return _select_meta(x, dim, keepdim)
+
+
 defop("mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",
-      kernels={"cpu": _mode_kernel}, meta=_select_meta, differentiable=("self",),
+      kernels={"cpu": _mode_kernel}, meta=mode_meta, decomp=_decomp.mode,
+      differentiable=("self",),
       vjp=lambda g, out, x, dim, keepdim: (select_vjp(g[0], out[1], x, dim, keepdim),))
 
 
@@ -320,7 +329,7 @@ def _quantile(name, ignore_nan):
 
     defop(f"{name}(Tensor self, Tensor q, int? dim=None, bool keepdim=False, *, "
           "str interpolation='linear') -> Tensor", kernels={"cpu": kernel}, meta=meta,
-          vjp=vjp, differentiable=("self", "q"))
+          decomp=_decomp.quantile(name, ignore_nan), vjp=vjp, differentiable=("self", "q"))
 
 
 class _Meta:
@@ -382,13 +391,15 @@ def _unique_consecutive_kernel(x, return_inverse, return_counts, dim):
 
 defop("_unique2(Tensor self, bool sorted=True, bool return_inverse=False, "
       "bool return_counts=False) -> (Tensor, Tensor, Tensor)", function=False, method=False,
-      kernels={"cpu": _unique_kernel}, differentiable=())
+      kernels={"cpu": _unique_kernel}, decomp=_decomp.unique2, differentiable=())
 defop("unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, "
       "bool return_counts=False) -> (Tensor, Tensor, Tensor)", function=False, method=False,
-      kernels={"cpu": _unique_dim_kernel}, differentiable=())
+      kernels={"cpu": _unique_dim_kernel}, decomp=_decomp.unique_dim,
+      differentiable=())
 defop("unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, "
       "int? dim=None) -> (Tensor, Tensor, Tensor)", function=False, method=False,
-      kernels={"cpu": _unique_consecutive_kernel}, differentiable=())
+      kernels={"cpu": _unique_consecutive_kernel},
+      decomp=_decomp.unique_consecutive, differentiable=())
 
 
 def _outputs(r, return_inverse, return_counts):

@@ -1,5 +1,6 @@
 """GPU kernels for linear algebra: matmul (cuBLAS/cuBLASLt through `..blas`), the cross product,
-cdist, trace and einsum (pairwise contractions through the backend's own matmul)."""
+cdist and trace. einsum has no kernel here: its entry's decomposition (core's
+`_ops/_einsum_decomp.py`) contracts pairwise through this matmul."""
 from __future__ import annotations
 
 import math
@@ -82,84 +83,6 @@ def _linalg_cross(be, op, a, b, dim=-1):
         _pw(be, _CrossPart, (comp(a, sa, i), comp(b, sb, j), comp(a, sa, j), comp(b, sb, i)),
             {0, 1, 2, 3}, comp(out, list(out._stride), c), m.dtype, cdt)
     return out
-
-
-# ---- einsum: pairwise contractions through the backend's own ops (cuBLAS matmul) ----------------
-@cuda_kernel("einsum")
-def _einsum(be, op, equation, tensors, path=None):
-    from ember._ops.einsum import _check
-    ts = list(tensors)
-    dev = _on_cuda(*ts) if ts else None
-    subs, out, size = _check(equation, ts)  # PyTorch's errors
-    if dev is None or ts[0].dtype not in (D.float16, D.bfloat16, D.float32, D.float64):
-        return NotImplemented  # integers: no cuBLAS path; complex: no codegen
-    from ember._grad_mode import no_grad
-    with no_grad():
-        ops = []
-        for t, s in zip(ts, subs):
-            t, s = _einsum_prep(t.detach(), s, size)
-            ops.append((t, s))
-        cur, cs = ops[0]
-        for k in range(1, len(ops)):
-            later = set(out).union(*(set(s) for _, s in ops[k + 1:]))
-            cur, cs = _einsum_pair(cur, cs, ops[k][0], ops[k][1], later, size)
-        keep = set(out)
-        alone = tuple(i for i, c in enumerate(cs) if c not in keep)
-        if alone:
-            cur = cur.sum(alone)
-            cs = "".join(c for c in cs if c in keep)
-        r = cur.permute([cs.index(c) for c in out]) if out else cur
-        if not r.is_contiguous() or any(r._storage is t._storage for t in ts):
-            r = be._copy_new(r, r.dtype)  # a fresh tensor, never a view of an input
-        return r
-
-
-def _einsum_prep(t, s, size):
-    """t with its repeated subscripts reduced to diagonals and size-1 dims broadcast."""
-    while True:
-        rep = next((c for c in s if s.count(c) > 1), None)
-        if rep is None:
-            break
-        i = s.index(rep)
-        j = s.index(rep, i + 1)
-        t = t.diagonal(0, i, j)  # the diagonal goes last
-        s = "".join(c for k, c in enumerate(s) if k not in (i, j)) + rep
-    want = tuple(size[c] for c in s)
-    if tuple(t.shape) != want:
-        t = t.expand(want)
-    return t, s
-
-
-def _einsum_pair(a, sa, b, sb, later, size):
-    """Contract two operands as one batched matmul: batch letters (both, kept), left (a only),
-    right (b only), contracted (both, not kept); letters only one side has and nobody needs
-    are summed first."""
-    def sum_alone(x, s, other):
-        alone = tuple(i for i, c in enumerate(s) if c not in later and c not in other)
-        if not alone:
-            return x, s
-        return x.sum(alone), "".join(c for i, c in enumerate(s) if i not in alone)
-
-    a, sa2 = sum_alone(a, sa, sb)
-    b, sb = sum_alone(b, sb, sa)
-    sa = sa2
-    batch = [c for c in sa if c in sb and c in later]
-    left = [c for c in sa if c not in sb]
-    right = [c for c in sb if c not in sa]
-    contr = [c for c in sa if c in sb and c not in later]
-
-    def n(cs):
-        p = 1
-        for c in cs:
-            p *= size[c]
-        return p
-
-    a2 = a.permute([sa.index(c) for c in batch + left + contr]).reshape(
-        (n(batch), n(left), n(contr)))
-    b2 = b.permute([sb.index(c) for c in batch + contr + right]).reshape(
-        (n(batch), n(contr), n(right)))
-    r = (a2 @ b2).reshape(tuple(size[c] for c in batch + left + right))
-    return r, "".join(batch + left + right)
 
 
 # ---- cdist ---------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""GPU kernels for sorting and selection: sort, topk, kthvalue, median/nanmedian, mode,
-quantile/nanquantile, unique*, bincount and histc.
+"""GPU kernels for sorting and selection: sort, topk, kthvalue, median/nanmedian, bincount and
+histc.
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
 (NotImplemented declines a call). HOST lists the ops of this family that still run their CPU
@@ -18,11 +18,10 @@ Sorting (sort, argsort, topk and, through sort, kthvalue/median/nanmedian):
   1024 x 1024 float64 sort on an H100 against PyTorch's 0.09 ms).
 - longer rows: host copies (NotImplemented), the documented fallback.
 
-mode, quantile/nanquantile and unique/unique(dim)/unique_consecutive are compositions of the GPU
-ops above and of other families (gather, cumsum, nonzero, index_select, scatter), no kernels of
-their own: their sorts have the limits above (a flat unique of more than RANK_MAX elements sorts on
-host copies), unique(dim) sorts once per column of the slices (stable, last column first), and
-unique* read their output size back once (nonzero), as PyTorch does.
+mode, quantile/nanquantile and unique/unique(dim)/unique_consecutive have no kernel here: their
+entries' decompositions (core's `_ops/_sorting_decomp.py`) run through the sorts above and the
+other families' kernels, with the sorts' limits (a flat unique of more than RANK_MAX elements
+sorts on host copies).
 """
 from __future__ import annotations
 
@@ -200,199 +199,10 @@ def _median_all(mode):
     return f
 
 
-# ---- compositions of GPU ops: mode, quantile, unique ------------------------------------------
-# These call ember ops (sort, cummax, gather, cumsum, nonzero, ...) on the cuda tensors: each runs
-# its own GPU kernel, no new Triton code. unique* read their output size back once (nonzero), as
-# PyTorch does.
-def _em():
-    import ember
-    return ember
-
-
-@cuda_kernel("mode")
-def _mode(be, op, x, dim=-1, keepdim=False):
-    """The smallest of the most frequent values of each row, at its last position (core's CPU
-    kernel): runs of the sorted row, their lengths by a running max of run starts."""
-    from ember._size import normalize_dim
-    E = _em()
-    vm, im = op.meta(x, dim, keepdim)
-    if not _ok(x.dtype):
-        return NotImplemented
-    if x.ndim == 0:
-        return be._copy_new(x, x.dtype), be.fill_(be._new((), D.int64, x.device), 0)
-    d = normalize_dim(dim, x.ndim)
-    n = x.shape[d]
-    if n == 0:
-        return NotImplemented  # the CPU kernel raises PyTorch's IndexError
-    if x.numel() == 0:
-        return be._new(tuple(vm.shape), x.dtype, x.device), \
-            be._new(tuple(im.shape), D.int64, x.device)
-    rows = x.movedim(d, -1)
-    srt = rows.sort(-1)[0]
-    pos = E.arange(n, dtype=D.int64, device=x.device)
-    starts = E.cat([E.ones(tuple(srt.shape[:-1]) + (1,), dtype=D.bool, device=x.device),
-                    srt[..., 1:] != srt[..., :-1]], -1)
-    first = E.where(starts, pos, E.zeros((), dtype=D.int64, device=x.device)).cummax(-1)[0]
-    runlen = pos - first + 1
-    top = runlen == runlen.max(-1, keepdim=True)[0]    # (amax: floats only)
-    best = E.where(top, pos, E.full((), n, dtype=D.int64, device=x.device)).min(-1, True)[0]
-    vals = srt.gather(-1, best)                          # (..., 1)
-    last = E.where(rows == vals, pos, E.full((), -1, dtype=D.int64, device=x.device)).max(-1)[0]
-    last = E.where(last < 0, E.full((), n - 1, dtype=D.int64, device=x.device), last)  # all NaN
-    vals = vals.squeeze(-1)
-    if keepdim:
-        vals, last = vals.unsqueeze(d), last.unsqueeze(d)
-    return be._copy_new(vals, x.dtype), be._copy_new(last, D.int64)
-
-
-def _quantile(ignore_nan):
-    name = "nanquantile" if ignore_nan else "quantile"
-
-    def f(be, op, x, q, dim=None, keepdim=False, interpolation="linear"):
-        from ember._size import normalize_dim
-        E = _em()
-        op.meta(x, q, dim, keepdim, interpolation)     # PyTorch's checks
-        qt = q if isinstance(q, E.Tensor) else E.full((), q, dtype=x.dtype, device=x.device)
-        if qt.device != x.device:
-            return NotImplemented
-        if isinstance(q, E.Tensor) and qt.numel():
-            # the value check reads one flag back, as PyTorch's (a float q: checked by the meta)
-            if bool((~((qt >= 0) & (qt <= 1))).any().item()):
-                raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
-        a = x.reshape(-1) if dim is None or x.ndim == 0 else x.movedim(normalize_dim(dim, x.ndim),
-                                                                      -1)
-        n = a.shape[-1]
-        vals = a.sort(-1)[0]                                 # NaN last
-        nan = a.isnan()
-        valid = n - nan.sum(-1)                              # (...,) int64
-        m = qt.numel()
-        # positions in float64 (core's numpy promotes q * count to float64), q rounded to x's
-        # dtype first
-        qq = qt.reshape(-1).double()                         # (m,)
-        if ignore_nan:
-            span = (valid.clamp(min=1) - 1).double().unsqueeze(-1)      # (..., 1)
-        else:
-            span = E.full((), float(n - 1), dtype=D.float64, device=x.device)
-        rank = qq * span                                     # (..., m) or (m,)
-        rank = rank.expand(tuple(a.shape[:-1]) + (m,))
-        lo, hi = rank.floor(), rank.ceil()
-        if interpolation == "lower":
-            hi, w = lo, rank * 0
-        elif interpolation == "higher":
-            lo, w = hi, rank * 0 + 1
-        elif interpolation == "nearest":
-            lo = hi = rank.round()                           # half to even
-            w = rank * 0
-        else:
-            w = rank * 0 + 0.5 if interpolation == "midpoint" else rank - lo
-        w = w.to(x.dtype)
-        v_lo = vals.gather(-1, lo.long().contiguous())
-        v_hi = vals.gather(-1, hi.long().contiguous())
-        r = v_lo + (v_hi - v_lo) * w                         # (..., m)
-        bad = (valid == 0) if ignore_nan else (valid < n)
-        r = E.where(bad.unsqueeze(-1), E.full((), math.nan, dtype=x.dtype, device=x.device), r)
-        r = r.movedim(-1, 0)                                 # (m, ...)
-        if keepdim:
-            if dim is None:
-                r = r.reshape((m,) + (1,) * x.ndim)
-            else:
-                r = r.unsqueeze(normalize_dim(dim, x.ndim) + 1 if x.ndim else 1)
-        if not isinstance(q, E.Tensor) or q.ndim == 0:
-            r = r[0]
-        return be._copy_new(r, x.dtype)
-    return f
-
-
-def _runs(E, change, n, dev):
-    """(start positions (k,), inverse (n,), counts (k,)) of the runs that `change` (n - 1 flags:
-    element i + 1 starts a new run) cuts n elements into; one read back (nonzero)."""
-    starts = E.cat([E.ones((1,), dtype=D.bool, device=dev), change])
-    inv = starts.long().cumsum(0) - 1
-    first = starts.nonzero().reshape(-1)
-    ends = E.cat([first[1:], E.full((1,), n, dtype=D.int64, device=dev)])
-    return first, inv, ends - first
-
-
-def _empty_unique(be, x, inv_shape, u_shape):
-    return (be._new(u_shape, x.dtype, x.device), be._new(inv_shape, D.int64, x.device),
-            be._new((0,), D.int64, x.device))
-
-
-@cuda_kernel("_unique2")
-def _unique2(be, op, x, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
-    """Sorted unique values (NaNs all distinct, last), inverse and counts (core's CPU kernel
-    returns all three)."""
-    E = _em()
-    if not _ok(x.dtype):
-        return NotImplemented
-    n = x.numel()
-    if n == 0:
-        return _empty_unique(be, x, tuple(x.shape), (0,))
-    srt, order = x.reshape(-1).sort(0, stable=True)
-    first, inv_s, counts = _runs(E, srt[1:] != srt[:-1], n, x.device)
-    inv = E.empty((n,), dtype=D.int64, device=x.device).scatter(0, order, inv_s)
-    return (be._copy_new(srt.index_select(0, first), x.dtype), inv.reshape(tuple(x.shape)),
-            be._copy_new(counts, D.int64))
-
-
-@cuda_kernel("unique_dim")
-def _unique_dim(be, op, x, dim, sorted=True, return_inverse=False,  # noqa: A002
-                return_counts=False):
-    """Unique slices along dim in lexicographic order (core's numpy.unique(axis=)): stable sorts
-    by each column from the last to the first (one sort a column), then runs of equal slices."""
-    from ember._size import normalize_dim
-    E = _em()
-    d = normalize_dim(dim, x.ndim)
-    if not _ok(x.dtype) or x.numel() == 0:
-        return NotImplemented  # empty: numpy's own rules, on host copies
-    n = x.shape[d]
-    rows = x.movedim(d, 0).reshape(n, -1)                # (n, k)
-    k = rows.shape[1]
-    perm = E.arange(n, dtype=D.int64, device=x.device)
-    for j in range(k - 1, -1, -1):
-        col = rows[:, j].index_select(0, perm)
-        perm = perm.index_select(0, col.sort(0, stable=True)[1])
-    srt = rows.index_select(0, perm)
-    change = (srt[1:] != srt[:-1]).any(1)
-    first, inv_s, counts = _runs(E, change, n, x.device)
-    inv = E.empty((n,), dtype=D.int64, device=x.device).scatter(0, perm, inv_s)
-    u = x.index_select(d, perm.index_select(0, first))
-    return be._copy_new(u, x.dtype), inv, be._copy_new(counts, D.int64)
-
-
-@cuda_kernel("unique_consecutive")
-def _unique_consecutive(be, op, x, return_inverse=False, return_counts=False, dim=None):
-    """Runs of equal consecutive elements (or slices along dim): values, inverse, counts."""
-    from ember._size import normalize_dim
-    E = _em()
-    if dim is not None:
-        d = normalize_dim(dim, x.ndim)
-    if not _ok(x.dtype):
-        return NotImplemented
-    if dim is None:
-        n = x.numel()
-        if n == 0:
-            return _empty_unique(be, x, tuple(x.shape), (0,))
-        a = x.reshape(-1)
-        first, inv, counts = _runs(E, a[1:] != a[:-1], n, x.device)
-        return (be._copy_new(a.index_select(0, first), x.dtype), inv.reshape(tuple(x.shape)),
-                be._copy_new(counts, D.int64))
-    n = x.shape[d]
-    if x.numel() == 0:
-        return NotImplemented  # core's numpy rules for empty slices, on host copies
-    a = x.movedim(d, 0)
-    rest = x.numel() // n
-    change = (a[1:] != a[:-1]).reshape(n - 1, rest).any(1)
-    first, inv, counts = _runs(E, change, n, x.device)
-    return be._copy_new(x.index_select(d, first), x.dtype), inv, be._copy_new(counts, D.int64)
-
-
 cuda_kernel("median.dim")(_median_dim(1))
 cuda_kernel("nanmedian.dim")(_median_dim(2))
 cuda_kernel("median")(_median_all(1))
 cuda_kernel("nanmedian")(_median_all(2))
-cuda_kernel("quantile")(_quantile(False))
-cuda_kernel("nanquantile")(_quantile(True))
 
 HOST: dict[str, str] = {}
 
