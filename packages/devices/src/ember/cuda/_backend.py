@@ -239,6 +239,7 @@ class CudaBackend(DeviceBackend):
         """dst[...] = src (both on this device; src broadcastable; dtype converted)."""
         if dst.numel() == 0:
             return
+        rt.context(dst.device.index)   # launch in dst's device (its context, stream, kernels)
         if (src.dtype is dst.dtype and tuple(src.shape) == tuple(dst.shape)
                 and src.is_contiguous() and dst.is_contiguous()):
             rt.memcpy_dtod(dst.data_ptr(), src.data_ptr(), dst.nbytes, _stream(dst.device.index))
@@ -273,9 +274,8 @@ class CudaBackend(DeviceBackend):
             src = tensor if tensor.is_contiguous() else self._copy_new(tensor, tensor.dtype)
             out = self._new(tuple(src.shape), src.dtype, dev)
             rt.ensure_context(dev.index)
-            rt.check(rt.cu().cuMemcpyPeerAsync(out.data_ptr(), rt.context(dev.index),
-                                               src.data_ptr(), rt.context(src.device.index),
-                                               src.nbytes, _stream(dev.index)))
+            rt.memcpy_peer(out.data_ptr(), dev.index, src.data_ptr(), src.device.index,
+                           src.nbytes, _stream(dev.index))
             return out if dtype is out.dtype else self._copy_new(out, dtype)
         try:
             return self._copy_new(tensor, dtype)
@@ -326,6 +326,7 @@ class CudaBackend(DeviceBackend):
     def _launch_plan(self, plan, args, into=None):
         (shape, stride, nbytes, dev, alloc, tens, scal, run, prefix, cvals, grid, tail, rdt,
          _) = plan
+        rt.context(dev.index)  # the plan's kernel was loaded in dev's context: launch there
         stream = _stream(dev.index)
         if into is not None:  # an in-place op: the output is the first argument's memory
             out = None
@@ -472,6 +473,7 @@ class CudaBackend(DeviceBackend):
         if t.dtype not in _TL_OK or isinstance(value, complex):
             raise Unsupported("fill")
         if t.numel():
+            rt.context(t.device.index)
             self.pw.run(_FillOp, [value], lambda i: False, self._operand(t), t.dtype, t.dtype)
         return t
 
