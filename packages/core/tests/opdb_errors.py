@@ -49,8 +49,28 @@ ERRORS = [
     _r("nll_loss_forward", lambda s: (s.randn(3, 5), s.int(3, hi=5), s.randn(4), 1, -100),
        "nll_loss-weight"),
     _r("embedding", lambda s: (s.randn(5, 3), s.randn(4)), "embedding-float-index"),
+    # ---- random: argument checks (the in-place samplers, bernoulli's p, normal's std) ----------
+    _r("uniform_", lambda s: (s.randn(3), 2.0, 1.0), "uniform_-range"),
+    _r("normal_", lambda s: (s.randn(3), 0.0, -1.0), "normal_-std"),
+    _r("exponential_", lambda s: (s.randn(3), -1.0), "exponential_-lambda"),
+    _r("exponential_", lambda s: (s.int(3), 1.0), "exponential_-int"),
+    _r("geometric_", lambda s: (s.randn(3), 1.5), "geometric_-p"),
+    _r("cauchy_", lambda s: (s.randn(3), 0.0, -1.0), "cauchy_-sigma"),
+    _r("log_normal_", lambda s: (s.randn(3), 1.0, 0.0), "log_normal_-std"),
+    _r("bernoulli.p", lambda s: (s.randn(3), 1.5), "bernoulli-p"),
+    _r("bernoulli_.float", lambda s: (s.randn(3), -0.5), "bernoulli_-p"),
+    _r("normal.Tensor_float", lambda s: (s.randn(3), -2.0), "normal-std"),
+    _r("normal.float_float", lambda s: (0.0, -2.0, [3]), "normal-float-std"),
+    # ---- sorting --------------------------------------------------------------------------------
+    _r("mode", lambda s: (s.randn(3, 0), 1), "mode-empty-dim"),
     # ---- others ---------------------------------------------------------------------------------
     _r("histc", lambda s: (s.randn(10), 0, 0.0, 1.0), "histc-bins"),
     _r("linalg_solve_triangular", lambda s: (s.randn(3), s.randn(3, 2)),
        "solve_triangular-rank", kw={"upper": True}),
+    _r("linalg_solve_triangular", lambda s: (s.randn(3, 3), s.randn(4, 2)),
+       "solve_triangular-shapes", kw={"upper": True}),
+    _r("linalg_solve_triangular", lambda s: (s.randn(3, 3), s.randn(3)),
+       "solve_triangular-b-rank", kw={"upper": True}),
+    _r("linalg_solve_triangular", lambda s: (s.randn(3, 3), s.randn(2, 4)),
+       "solve_triangular-right", kw={"upper": True, "left": False}),
 ]

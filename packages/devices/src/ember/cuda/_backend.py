@@ -14,7 +14,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._device import DeviceBackend
 from ember._device import device as Device
-from ember._dispatch import pointwise_prepare
+from ember._ops.registry import pointwise_prepare
 from ember._tensor import Storage, Tensor, c_strides
 
 from .kernels.pointwise import Operand, PointwiseCache, Unsupported, run_op
@@ -302,7 +302,7 @@ class CudaBackend(DeviceBackend):
         if sig is not None and pw is not None and pw.last_plan is not None:
             launcher = pw.launch
             if getattr(launcher, "last", None) is not None:
-                from ember._dispatch import pointwise_dtypes
+                from ember._ops.registry import pointwise_dtypes
                 grid, tail = pw.last_plan
                 run, prefix, cvals = launcher.last
                 pws = set(op.pw_idx)

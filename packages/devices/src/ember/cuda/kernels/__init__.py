@@ -20,7 +20,7 @@ def register(backend) -> None:
     """Fill the cuda slots of the op entries: pointwise ops and their in-place forms get the
     backend's cached Triton launch; the family modules, imported here, fill the rest. The
     backend's HOST gathers the families' host lists."""
-    from ember._ops import OPS, register_kernel
+    from ember._ops.registry import OPS, register_kernel
     host: dict = {}
     for name in FAMILIES:
         host.update(getattr(importlib.import_module(f"{__name__}.{name}"), "HOST", {}))

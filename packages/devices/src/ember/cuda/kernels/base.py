@@ -12,7 +12,7 @@ import importlib
 
 from ember import _dtype as D
 from ember._device import get_backend
-from ember._ops import lookup, register_kernel
+from ember._ops.registry import lookup, register_kernel
 from ember._tensor import Tensor
 
 from ..runtime import driver as rt

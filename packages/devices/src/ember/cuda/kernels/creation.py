@@ -49,7 +49,7 @@ def _bits(v: float) -> int:
 
 def _space(log):
     def f(be, op, *args):
-        from ember._ops.creation import _scalar
+        from ember._ops.registry import scalar_value
         start, end, steps = args[0], args[1], args[2]
         if steps < 0:
             raise RuntimeError("linspace(): number of steps must be non-negative")
@@ -65,7 +65,7 @@ def _space(log):
         out = be._new(tuple(m.shape), m.dtype, dev)
         n = out.numel()
         if n:
-            s, e = float(_scalar(start)), float(_scalar(end))
+            s, e = float(scalar_value(start)), float(scalar_value(end))
             if isinstance(s, complex) or isinstance(e, complex):
                 return NotImplemented
             step = (e - s) / (n - 1) if n > 1 else 0.0
@@ -87,7 +87,7 @@ cuda_kernel("logspace")(_space(True))
 
 # ---- factories: the op's meta gives shape and dtype (PyTorch's defaults), then one fill ----
 def _meta_of(op, args, tensor_idx=None):
-    from ember._dispatch import execute
+    from ember._ops.registry import execute
     a = list(args)
     a[op.device_idx] = "meta"
     if tensor_idx is not None:

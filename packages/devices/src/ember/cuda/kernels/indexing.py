@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember import _dtype as D
-from ember._dispatch import DynamicOutputShape
+from ember._ops.registry import DynamicOutputShape
 from ember._size import broadcast_shapes
 from ember._tensor import Tensor
 

@@ -38,12 +38,12 @@ from .pointwise import Unsupported
 # ---- cat ----------------------------------------------------------------------------------------
 @cuda_kernel("cat")
 def _cat(be, op, tensors, dim=0):
-    from ember._ops.joining import _cat_inputs
+    from ember._ops.registry import cat_inputs
     ts = list(tensors)
     dev = _on_cuda(*ts) if ts else None
     if dev is None:
         return NotImplemented
-    keep, d, shape, dtype = _cat_inputs([(tuple(t.shape), t.dtype) for t in ts], dim)
+    keep, d, shape, dtype = cat_inputs([(tuple(t.shape), t.dtype) for t in ts], dim)
     ok = be_dtypes()
     if dtype not in ok or any(ts[i].dtype not in ok for i in keep):
         return NotImplemented  # complex
@@ -66,8 +66,8 @@ def _cat(be, op, tensors, dim=0):
 # ---- flip, roll, repeat -------------------------------------------------------------------------
 @cuda_kernel("flip")
 def _flip(be, op, x, dims):
-    from ember._ops.joining import _flip_dims
-    dims = _flip_dims(x.ndim, dims)
+    from ember._ops.registry import flip_dims
+    dims = flip_dims(x.ndim, dims)
     if x.dtype not in be_dtypes():
         return NotImplemented
     out = be._new(tuple(x.shape), x.dtype, x.device)
@@ -83,8 +83,8 @@ def _flip(be, op, x, dims):
 
 @cuda_kernel("roll")
 def _roll(be, op, x, shifts, dims=()):
-    from ember._ops.joining import _roll_args
-    shifts, dims = _roll_args(x.ndim, shifts, dims)
+    from ember._ops.registry import roll_args
+    shifts, dims = roll_args(x.ndim, shifts, dims)
     if x.dtype not in be_dtypes():
         return NotImplemented
     out = be._new(tuple(x.shape), x.dtype, x.device)
@@ -124,8 +124,8 @@ def _roll_blocks(be, out, x, rolls):
 
 @cuda_kernel("repeat")
 def _repeat(be, op, x, repeats):
-    from ember._ops.joining import _repeat_shape
-    padded, shape = _repeat_shape(tuple(x.shape), repeats)
+    from ember._ops.registry import repeat_shape
+    padded, shape = repeat_shape(tuple(x.shape), repeats)
     if x.dtype not in be_dtypes():
         return NotImplemented
     out = be._new(shape, x.dtype, x.device)
@@ -144,7 +144,7 @@ def _repeat(be, op, x, repeats):
 # ---- diagonals and eye --------------------------------------------------------------------------
 @cuda_kernel("diag")
 def _diag(be, op, x, diagonal=0):
-    from ember._ops import movement as M
+    from ember._ops.registry import diagonal_view
     m = op.meta(x, diagonal)  # PyTorch's errors
     if x.dtype not in be_dtypes():
         return NotImplemented
@@ -152,26 +152,25 @@ def _diag(be, op, x, diagonal=0):
     if x.ndim == 1:
         if out.numel():
             be.fill_(out, 0)
-            shape, stride, off = M._diagonal(out, diagonal, 0, 1)
+            shape, stride, off = diagonal_view(out, diagonal, 0, 1)
             be._copy_into(_view(out, shape, stride, off), x)
         return out
-    shape, stride, off = M._diagonal(x, diagonal, 0, 1)
+    shape, stride, off = diagonal_view(x, diagonal, 0, 1)
     be._copy_into(out, _view(x, shape, stride, off))
     return out
 
 
 @cuda_kernel("diag_embed")
 def _diag_embed(be, op, x, offset=0, dim1=-2, dim2=-1):
-    from ember._ops import movement as M
-    from ember._ops.joining import _diag_embed_dims
+    from ember._ops.registry import diag_embed_dims, diagonal_view
     m = op.meta(x, offset, dim1, dim2)
     if x.dtype not in be_dtypes():
         return NotImplemented
-    d1, d2 = _diag_embed_dims(x.ndim, offset, dim1, dim2)
+    d1, d2 = diag_embed_dims(x.ndim, offset, dim1, dim2)
     out = be._new(tuple(m.shape), x.dtype, x.device)
     if out.numel():
         be.fill_(out, 0)
-        shape, stride, off = M._diagonal(out, offset, d1, d2)
+        shape, stride, off = diagonal_view(out, offset, d1, d2)
         be._copy_into(_view(out, shape, stride, off), x)
     return out
 
@@ -200,9 +199,9 @@ def _into_view(rule):
 
 
 def _view_rules():
-    from ember._ops import movement as M
-    return {"select_scatter": M._select, "diagonal_scatter": M._diagonal,
-            "as_strided_scatter": M._as_strided}
+    from ember._ops.registry import as_strided_view, diagonal_view, select_view
+    return {"select_scatter": select_view, "diagonal_scatter": diagonal_view,
+            "as_strided_scatter": as_strided_view}
 
 
 def _lazy_rule(name):

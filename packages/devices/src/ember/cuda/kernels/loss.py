@@ -8,6 +8,7 @@ from .base import _ACC, _cont, _launch, _lazy, cuda_kernel
 
 @cuda_kernel("nll_loss_forward")
 def _nll_forward(be, op, x, t, w, reduction, ignore_index):
+    op.meta(x, t, w, reduction, ignore_index)   # PyTorch's shape and dtype errors
     if x.ndim != 2 or t.ndim != 1 or x.dtype not in _ACC or x.dtype._cat < 2:
         return NotImplemented
     K = _lazy("loss_tl")

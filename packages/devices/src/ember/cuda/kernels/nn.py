@@ -23,7 +23,7 @@ from .indexing import (
 # ---- constant_pad_nd: a fill and one strided copy ------------------------------------------------
 @cuda_kernel("constant_pad_nd")
 def _constant_pad(be, op, x, pad, value=0):
-    from ember._ops.nn import _pad_pairs
+    from ember._ops.registry import pad_pairs
 
     from .pointwise import Unsupported
     m = op.meta(x, pad, value)  # checks and the output shape
@@ -34,7 +34,7 @@ def _constant_pad(be, op, x, pad, value=0):
     except Unsupported:
         return NotImplemented
     src_shape, src_off, dst_off = list(x.shape), 0, 0
-    for d, lo, hi in _pad_pairs(pad, x.ndim, "constant_pad_nd"):
+    for d, lo, hi in pad_pairs(pad, x.ndim, "constant_pad_nd"):
         src_off += max(-lo, 0) * x.stride(d)
         dst_off += max(lo, 0) * out.stride(d)
         src_shape[d] = max(0, x.shape[d] - max(-lo, 0) - max(-hi, 0))
@@ -74,9 +74,9 @@ _PAD_MODE = {"reflect": 0, "replicate": 1, "circular": 2}
 def _pad_geometry(shape, pad, mode):
     """(M, (N1, N2, N3), (L1, L2, L3), (O1, O2, O3)) with the padded dims last, unpadded ones
     as size 1; PyTorch's errors from core's checks."""
-    from ember._ops.nn import _check_index_pad, _pad_pairs
-    pairs = _pad_pairs(pad, len(shape), mode)
-    _check_index_pad(shape, pairs, mode)
+    from ember._ops.registry import check_index_pad, pad_pairs
+    pairs = pad_pairs(pad, len(shape), mode)
+    check_index_pad(shape, pairs, mode)
     k = len(pairs)
     if k > 3:
         return None
@@ -265,6 +265,7 @@ def _embedding_renorm(be, op, w, idx, max_norm, norm_type):
 
 @cuda_kernel("embedding")
 def _embedding(be, op, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    op.meta(w, idx, padding_idx, scale_grad_by_freq, sparse)   # PyTorch's rank/dtype errors
     if w.ndim != 2 or idx.dtype not in (D.int64, D.int32) or w.dtype not in _ACC:
         return NotImplemented
     K = _lazy("nn_tl")

@@ -33,11 +33,11 @@ def _pad3(v, n, fill):
 
 def _max_pool(n):
     def f(be, op, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-        from ember._ops.pool import _norm_args
+        from ember._ops.registry import pool_args
         if x.dtype not in _FLOAT:
             return NotImplemented
         y_meta, _ = op.meta(x, kernel_size, stride, padding, dilation, ceil_mode)  # checks
-        k, s, p, d = _norm_args(n, kernel_size, stride, padding, dilation)
+        k, s, p, d = pool_args(n, kernel_size, stride, padding, dilation)
         x = _cont(be, x.detach())
         y = be._new(tuple(y_meta.shape), x.dtype, x.device)
         idx = be._new(tuple(y_meta.shape), D.int64, x.device)
@@ -58,7 +58,7 @@ def _max_pool(n):
 def _avg_pool(n):
     def f(be, op, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
           divisor_override=None):
-        from ember._ops.pool import _avg_args
+        from ember._ops.registry import avg_pool_args
         if x.dtype not in _FLOAT:
             return NotImplemented
         args = (x, kernel_size, stride, padding, ceil_mode, count_include_pad)
@@ -67,7 +67,7 @@ def _avg_pool(n):
         y_meta = op.meta(*args)  # checks
         if divisor_override is not None and divisor_override == 0:
             raise RuntimeError("divisor must be not zero")
-        k, s, p = _avg_args(n, kernel_size, stride, padding)
+        k, s, p = avg_pool_args(n, kernel_size, stride, padding)
         x = _cont(be, x.detach())
         y = be._new(tuple(y_meta.shape), x.dtype, x.device)
         total = y.numel()
@@ -113,12 +113,12 @@ def _kmax(size, out):
 
 def _adaptive(kind):
     def f(be, op, x, output_size):
-        from ember._ops.pool import _check_adaptive
+        from ember._ops.registry import check_adaptive
         n = len(output_size)
         if x.dtype not in _FLOAT or not 1 <= n <= 3:
             return NotImplemented
         name = "adaptive_max_pool" if kind else "adaptive_avg_pool"
-        _check_adaptive(x, n, f"{name}{n}d")
+        check_adaptive(x, n, f"{name}{n}d")
         shape = tuple(x.shape[:x.ndim - n]) + tuple(output_size)
         x = _cont(be, x.detach())
         y = be._new(shape, x.dtype, x.device)
@@ -222,11 +222,11 @@ def _max_unpool(be, op, x, idx, output_size, n):
 
 @cuda_kernel("max_pool2d_with_indices")
 def _max_pool2d(be, op, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    from ember._ops.pool import _norm_args
+    from ember._ops.registry import pool_args
     if x.dtype not in _ACC or x.dtype._cat < 2:
         return NotImplemented
     y_meta, i_meta = op.meta(x, kernel_size, stride, padding, dilation, ceil_mode)  # checks
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _norm_args(2, kernel_size, stride, padding,
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = pool_args(2, kernel_size, stride, padding,
                                                         dilation)
     K = _lazy("pool_tl")
     x = _cont(be, x)

@@ -19,7 +19,7 @@ import math
 import struct
 
 from ember import _dtype as D
-from ember._dispatch import torch_name
+from ember._ops.registry import torch_name
 from ember._tensor import Tensor
 
 from .._random import generator_for
@@ -103,7 +103,7 @@ def _rand_factory(dist, kernel, like):
 
 
 def _check_randint(low, high, dt):
-    from ember._ops.random import check_int_range
+    from ember._ops.registry import check_int_range
     return check_int_range(low, high, dt)
 
 
@@ -162,37 +162,30 @@ def _randint_like_low(be, op, x, low, high, gen, *rest, _args=None):
 
 
 # ---- in-place samplers -------------------------------------------------------------------------
-def _sampler(dist, kernel, check=None, params=lambda *p: p):
-    """x.<name>_(*params, generator=): core's argument check, then one launch."""
+def _sampler(dist, params=lambda *p: p):
+    """x.<name>_(*params, generator=): the entry's meta checks the arguments, then one launch
+    (complex: host copies)."""
     def f(be, op, x, *args):
         *ps, gen = args
-        if not _float_only(x.dtype, kernel):
+        op.meta(x, *args)
+        if x.dtype not in _FLOATS:
             return NotImplemented
-        if check is not None:
-            check(*ps)
         a, b = (list(params(*ps)) + [0.0, 0.0])[:2]
         return _fill_inplace(be, x, lambda t: _sample(be, t, gen, dist, a, b))
     return f
-
-
-def _core_check(name):
-    def check(*ps):
-        from ember._ops import random as R
-        getattr(R, name)(*ps)
-    return check
 
 
 @cuda_kernel("random_", "random_.from", "random_.to")
 def _random_(be, op, x, *args):
     """random_(), random_.to(to), random_.from(from, to): [from, to) with the dtype's own
     bounds when omitted (floats: [0, 2**mantissa])."""
-    from ember._ops.random import _int_range
+    from ember._ops.registry import int_range
     if not _randint_ok(x.dtype):
         return NotImplemented
     *bounds, gen = args
     lo, hi = ([None, None] + bounds)[-2:]
     lo = 0 if lo is None else lo
-    hi = _int_range(x.dtype)[1] + 1 if hi is None else hi
+    hi = int_range(x.dtype)[1] + 1 if hi is None else hi
     _check_randint(lo, hi, x.dtype)
     return _fill_inplace(be, x, lambda t: _randint_into(be, t, lo, hi, gen))
 
@@ -224,10 +217,9 @@ def _bernoulli(be, op, p, gen):
 
 @cuda_kernel("bernoulli.p")
 def _bernoulli_p(be, op, x, p, gen):
-    from ember._ops.random import _check_p
+    op.meta(x, p, gen)   # p in [0, 1]
     if not (x.dtype in _FLOATS or x.dtype in _INTS):
         return NotImplemented
-    _check_p(p)
     out = be._new(tuple(x.shape), x.dtype, x.device)
     return _sample(be, out, gen, 6, float(p), f64=True)
 
@@ -246,10 +238,9 @@ def _bernoulli_tensor_(be, op, x, p, gen):
 
 @cuda_kernel("bernoulli_.float")
 def _bernoulli_float_(be, op, x, p, gen):
-    from ember._ops.random import _check_p
+    op.meta(x, p, gen)   # p in [0, 1]
     if not (x.dtype in _FLOATS or x.dtype in _INTS):
         return NotImplemented
-    _check_p(p)
     return _fill_inplace(be, x, lambda t: _sample(be, t, gen, 6, float(p), f64=True))
 
 
@@ -257,12 +248,9 @@ def _bernoulli_float_(be, op, x, p, gen):
 def _normal_out(be, op, args, mean, std, gen, dev):
     """normal with tensor or float mean/std: shape and dtype from core's meta. Tensor std < 0
     is not checked (PyTorch checks only CPU std: a check here would sync)."""
-    from ember._ops.random import _check_std
-    m = op.meta(*args)
+    m = op.meta(*args)   # a float std >= 0
     if not _float_only(m.dtype, "normal_kernel_cpu"):
         return NotImplemented
-    if not isinstance(std, Tensor):
-        _check_std(std)
     out = be._new(tuple(m.shape), m.dtype, dev)
     pa = _expand_to(be, mean, tuple(m.shape), m.dtype) if isinstance(mean, Tensor) else None
     pb = _expand_to(be, std, tuple(m.shape), m.dtype) if isinstance(std, Tensor) else None
@@ -289,14 +277,12 @@ def _normal_ft(be, op, mean, std, gen):
 
 @cuda_kernel("normal.float_float")
 def _normal_ff(be, op, mean, std, size, gen, *rest):
-    from ember._ops.random import _check_std
-    r = _new_like_meta(be, op, (mean, std, size, gen, *rest), False)
+    r = _new_like_meta(be, op, (mean, std, size, gen, *rest), False)  # the meta: std >= 0
     if r is None:
         return NotImplemented
     t, rg = r
     if not _float_only(t.dtype, "normal_kernel_cpu"):
         return NotImplemented
-    _check_std(std)
     return _finish(_sample(be, t, gen, 1, mean, std), rg)
 
 
@@ -402,15 +388,11 @@ cuda_kernel("rand")(_rand_factory(0, "check_uniform_bounds", False))
 cuda_kernel("randn")(_rand_factory(1, "normal_kernel_cpu", False))
 cuda_kernel("rand_like")(_rand_factory(0, "check_uniform_bounds", True))
 cuda_kernel("randn_like")(_rand_factory(1, "normal_kernel_cpu", True))
-cuda_kernel("uniform_")(_sampler(0, "check_uniform_bounds", _core_check("_check_uniform")))
-cuda_kernel("normal_")(_sampler(1, "normal_kernel_cpu", lambda m, s: _core_check("_check_std")(s)))
-cuda_kernel("exponential_")(
-    _sampler(2, "exponential_cpu", _core_check("_check_exponential"),
-                             lambda lam: (lam,)))
-cuda_kernel("cauchy_")(_sampler(3, "cauchy_cpu", _core_check("_check_cauchy")))
-cuda_kernel("log_normal_")(_sampler(4, "log_normal_cpu", _core_check("_check_log_normal")))
-cuda_kernel("geometric_")(
-    _sampler(5, "geometric_cpu", _core_check("_check_geometric"),
-                           lambda p: (math.log1p(-p),)))
+cuda_kernel("uniform_")(_sampler(0))
+cuda_kernel("normal_")(_sampler(1))
+cuda_kernel("exponential_")(_sampler(2, lambda lam: (lam,)))
+cuda_kernel("cauchy_")(_sampler(3))
+cuda_kernel("log_normal_")(_sampler(4))
+cuda_kernel("geometric_")(_sampler(5, lambda p: (math.log1p(-p),)))
 
 HOST: dict[str, str] = {}

@@ -10,7 +10,7 @@ import math
 import warnings
 
 from ember import _dtype as D
-from ember._ops.reduction import _sum_dtype, reduce_dims, reduced_shape
+from ember._ops.registry import reduce_dims, reduced_shape, sum_dtype
 
 from .base import (
     _ACC,
@@ -68,17 +68,17 @@ _SPLIT = {1: 1, 2: 2, 3: 3, 4: 4, 6: 6, 10: 10, 11: 11, 12: 12, 13: 13, 14: 2, 1
 
 
 def _dims(dim, ndim):
-    from ember._ops.reduction import reduce_dims
+    from ember._ops.registry import reduce_dims
     return reduce_dims(dim, ndim) if ndim else ()
 
 
 def _var_any(sqrt):
     def f(be, op, x, dim=None, unbiased=None, keepdim=False, correction=None):
-        from ember._ops.reduction import _var_args
+        from ember._ops.registry import var_args
         m = op.meta(x, dim, unbiased, keepdim, correction)    # PyTorch's checks and dtype
         if not _ok(x.dtype, m.dtype):
             return NotImplemented
-        dims, c = _var_args(x, dim, unbiased, correction)
+        dims, c = var_args(x, dim, unbiased, correction)
         n = 1
         for d in dims:
             n *= x.shape[d]
@@ -146,11 +146,11 @@ def _logsumexp(be, op, x, dim, keepdim=False):
 
 @cuda_kernel("norm")
 def _norm(be, op, x, p="fro", dim=None, keepdim=False, dtype=None):
-    from ember._ops.reduction import _norm_p
+    from ember._ops.registry import norm_p
     m = op.meta(x, p, dim, keepdim, dtype)
     if not _ok(x.dtype, m.dtype):
         return NotImplemented
-    pv = _norm_p(p)
+    pv = norm_p(p)
     if dtype is not None and x.dtype is not m.dtype:
         x = be._copy_new(x, m.dtype)
     kind = {2.0: 10, 1.0: 11, math.inf: 12, -math.inf: 13, 0.0: 14}.get(pv, 15)
@@ -325,7 +325,7 @@ def _col_sum(be, x, out, R, C, mean, BR=32, BC=128):
 
 @cuda_kernel("sum")
 def _sum(be, op, x, dim=None, keepdim=False, dtype=None):
-    return _reduce(be, op, x, dim, keepdim, 0, _sum_dtype(x.dtype, dtype))
+    return _reduce(be, op, x, dim, keepdim, 0, sum_dtype(x.dtype, dtype))
 
 
 @cuda_kernel("mean")

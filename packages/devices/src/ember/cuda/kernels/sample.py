@@ -13,10 +13,10 @@ _MODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "cubic": 3}
 def _scale(size_in, size_out, mode, align_corners, scale):
     import numpy as np
 
-    from ember._ops.sample import _src_scale
+    from ember._ops.registry import src_scale
     if mode <= 1:
-        return float(np.float32(_src_scale(size_in, size_out, False, scale))), 0.0
-    s = _src_scale(size_in, size_out, align_corners, scale)
+        return float(np.float32(src_scale(size_in, size_out, False, scale))), 0.0
+    s = src_scale(size_in, size_out, align_corners, scale)
     hi = float(np.float32(s))
     return hi, float(np.float32(s - hi))
 
@@ -37,7 +37,7 @@ def _dims_plan(shape, n, sizes_to):
 
 @cuda_kernel("_upsample")
 def _upsample(be, op, x, output_size, mode, align_corners, scales):
-    from ember._ops.sample import upsample_checks
+    from ember._ops.registry import upsample_checks
     upsample_checks(x, output_size)
     n = len(output_size)
     if x.dtype not in _FLOAT or mode not in _MODES or not 1 <= n <= x.ndim:
@@ -102,7 +102,7 @@ def _grid_check(x, grid, mode, pm):
     """core's grid_sampler checks (sample._grid_setup / _grid_kernel), in its order."""
     if mode == 2:
         raise NotImplementedError("grid_sample(mode='bicubic') is not supported by ember yet")
-    from ember._ops.sample import grid_checks
+    from ember._ops.registry import grid_checks
     grid_checks(x, grid, pm)
 
 
