@@ -61,6 +61,14 @@ ERRORS = [
     _r("bernoulli_.float", lambda s: (s.randn(3), -0.5), "bernoulli_-p"),
     _r("normal.Tensor_float", lambda s: (s.randn(3), -2.0), "normal-std"),
     _r("normal.float_float", lambda s: (0.0, -2.0, [3]), "normal-float-std"),
+    # ---- masks, search, histc, *_scatter views ---------------------------------------------------
+    _r("masked_scatter", lambda s: (s.randn(3, 4), s.bool(3, 4), s.int(12)),
+       "masked_scatter-source-dtype"),
+    _r("searchsorted.Tensor", lambda s: (s.randn(2, 5), s.randn(3, 4)),
+       "searchsorted-leading-dims"),
+    _r("bucketize.Tensor", lambda s: (s.randn(4), s.randn(2, 3)), "bucketize-boundaries-2d"),
+    _r("histc", lambda s: (s.randn(10), 10, 2.0, 1.0), "histc-range"),
+    _r("select_scatter", lambda s: (s.randn(3, 4), s.randn(3), 1, 6), "select_scatter-index"),
     # ---- sorting --------------------------------------------------------------------------------
     _r("mode", lambda s: (s.randn(3, 0), 1), "mode-empty-dim"),
     # ---- others ---------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ values' gradient back through the indices (reduction.scatter_dim).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype as D
@@ -467,6 +469,11 @@ def _histc_check(dtype, bins):
 
 def _histc_meta(x, bins, lo, hi):
     _histc_check(x.dtype, bins)
+    if lo != hi:   # (min == max: the data's range, known to the kernel only)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
+        if lo > hi:
+            raise RuntimeError("torch.histc: max must be larger than min")
     return TensorMeta((bins,), x.dtype)
 
 

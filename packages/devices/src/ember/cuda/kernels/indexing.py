@@ -453,9 +453,7 @@ def _masked_select(be, op, x, mask):
 
 @_index_kernel("masked_scatter")
 def _masked_scatter(be, op, x, mask, source):
-    args = (x, mask, source)
-    if mask.dtype not in (D.bool, D.uint8) or source.dtype is not x.dtype:
-        return _raise(be, op, args)
+    args = (x, mask, source)   # (the meta checked mask's and source's dtypes)
     if not _ok_dtype(x):
         return NotImplemented
     shape = tuple(x.shape)
@@ -493,8 +491,7 @@ def _search(be, seq, vals, out, inner, seq_row, right, sorter=None, add=0, iota=
 def _search_op(be, op, args, seq, vals, out_int32, right, sorter):
     if not _ok_dtype(seq, vals) or seq.dtype is D.bool or vals.dtype is D.bool:
         return NotImplemented
-    if seq.ndim == 0 or (seq.ndim > 1 and (vals.ndim == 0
-                                           or tuple(seq.shape[:-1]) != tuple(vals.shape[:-1]))):
+    if seq.ndim == 0 or (seq.ndim > 1 and vals.ndim == 0):  # (the meta checked the dims)
         return _raise(be, op, args)
     if sorter is not None:
         if sorter.dtype not in _INTS or tuple(sorter.shape) != tuple(seq.shape):
@@ -517,18 +514,14 @@ def _search_op(be, op, args, seq, vals, out_int32, right, sorter):
 @_index_kernel("searchsorted.Tensor")
 def _searchsorted(be, op, seq, x, out_int32=False, right=False, side=None, sorter=None):
     args = (seq, x, out_int32, right, side, sorter)
-    if side is not None:
-        if side not in ("left", "right") or (right and side == "left"):
-            return _raise(be, op, args)
+    if side is not None:   # (valid: the meta checked it)
         right = side == "right"
     return _search_op(be, op, args, seq, x, out_int32, right, sorter)
 
 
 @_index_kernel("bucketize.Tensor")
 def _bucketize(be, op, x, boundaries, out_int32=False, right=False):
-    args = (x, boundaries, out_int32, right)
-    if boundaries.ndim != 1:
-        return _raise(be, op, args)
+    args = (x, boundaries, out_int32, right)   # (1-D boundaries: the meta checked)
     return _search_op(be, op, args, boundaries, x, out_int32, right, None)
 
 

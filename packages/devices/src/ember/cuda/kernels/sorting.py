@@ -236,7 +236,6 @@ def _bincount(be, op, x, weights=None, minlength=0):
 
 @_index_kernel("histc")
 def _histc(be, op, x, bins=100, min=0, max=0):  # noqa: A002
-    args = (x, bins, min, max)
     if x.dtype not in be_dtypes():
         return NotImplemented
     acc_dt = D.float64 if x.dtype is D.float64 else D.float32
@@ -251,8 +250,8 @@ def _histc(be, op, x, bins=100, min=0, max=0):  # noqa: A002
         lo, hi = be.to_host(r)
     if lo == hi:
         lo, hi = lo - 1, hi + 1
-    if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
-        return _raise(be, op, args)
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # the data's range (the meta checked min/max)
+        raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
     lohi = be.from_tensor(Tensor._from_np(np.array([lo, hi], anp), acc_dt), x.device)
     cnt = be._new((bins,), D.int64, x.device)
     be.fill_(cnt, 0)
