@@ -71,6 +71,13 @@ ERRORS = [
     _r("select_scatter", lambda s: (s.randn(3, 4), s.randn(3), 1, 6), "select_scatter-index"),
     # ---- sorting --------------------------------------------------------------------------------
     _r("mode", lambda s: (s.randn(3, 0), 1), "mode-empty-dim"),
+    _r("kthvalue", lambda s: (s.randn(3, 4), 5, 1), "kthvalue-k"),
+    _r("median.dim", lambda s: (s.randn(3, 0), 1), "median-empty-dim"),
+    _r("nanmedian.dim", lambda s: (s.randn(3, 0), 1), "nanmedian-empty-dim"),
+    # ---- reductions -----------------------------------------------------------------------------
+    _r("max.dim", lambda s: (s.randn(3, 0), 1), "max-empty-dim"),
+    _r("min.dim", lambda s: (s.randn(3, 0), 1), "min-empty-dim"),
+    _r("max", lambda s: (s.randn(0, 3),), "max-empty"),
     # ---- others ---------------------------------------------------------------------------------
     _r("histc", lambda s: (s.randn(10), 0, 0.0, 1.0), "histc-bins"),
     _r("linalg_solve_triangular", lambda s: (s.randn(3), s.randn(3, 2)),

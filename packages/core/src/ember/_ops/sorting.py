@@ -111,6 +111,14 @@ def _select_meta(x, dim, keepdim, *_):
     return TensorMeta(shape, x.dtype), TensorMeta(shape, D.int64)
 
 
+def _kthvalue_meta(x, k, dim, keepdim):
+    d = normalize_dim(dim, x.ndim) if x.ndim else None
+    if not 1 <= k <= (x.shape[d] if d is not None else 1):
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension "
+                           f"{d or 0}")
+    return _select_meta(x, dim, keepdim)
+
+
 def _kthvalue_kernel(x, k, dim, keepdim):
     d = _axis(x, dim)
     n = x.shape[d] if d is not None else 1
@@ -124,7 +132,7 @@ def _kthvalue_kernel(x, k, dim, keepdim):
 
 defop("kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> "
       "(Tensor values, Tensor indices)", kernels={"cpu": _kthvalue_kernel},
-      meta=lambda x, k, dim, keepdim: _select_meta(x, dim, keepdim),
+      meta=lambda x, k, dim, keepdim: _kthvalue_meta(x, k, dim, keepdim),
       vjp=lambda g, out, x, k, dim, keepdim: (select_vjp(g[0], out[1], x, dim, keepdim),),
       differentiable=("self",))
 
@@ -156,7 +164,8 @@ def _median(name, ignore_nan):
           kernels={"cpu": full}, meta=lambda x: TensorMeta((), x.dtype), vjp=even_vjp)
     defop(f"{name}.dim(Tensor self, int dim, bool keepdim=False) -> "
           "(Tensor values, Tensor indices)", function=False, method=False,
-          kernels={"cpu": by_dim}, meta=_select_meta, differentiable=("self",),
+          kernels={"cpu": by_dim}, differentiable=("self",),
+          meta=lambda x, dim, keepdim: _nonempty_meta(name, x, dim, keepdim),
           vjp=lambda g, out, x, dim, keepdim: (select_vjp(g[0], out[1], x, dim, keepdim),))
     bind_overloads(name, lambda *a, **kw: f"{name}.dim" if len(a) > 1 or "dim" in kw else name)
 
@@ -191,11 +200,16 @@ def _mode_kernel(x, dim, keepdim):
     return vals, idx
 
 
+def _nonempty_meta(name, x, dim, keepdim):
+    """The metas of a selection along dim that an empty dim makes an IndexError."""
+    if x.ndim:
+        check_nonempty(name, x, (normalize_dim(dim, x.ndim),), False)
+    return _select_meta(x, dim, keepdim)
+
+
 def mode_meta(x, dim, keepdim):
     """mode's checks (an empty reduced dim raises IndexError) and output metas."""
-    if x.ndim:
-        check_nonempty("mode", x, (normalize_dim(dim, x.ndim),), False)
-    return _select_meta(x, dim, keepdim)
+    return _nonempty_meta("mode", x, dim, keepdim)
 
 
 defop("mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",

@@ -154,8 +154,6 @@ def _norm(be, op, x, p="fro", dim=None, keepdim=False, dtype=None):
     if dtype is not None and x.dtype is not m.dtype:
         x = be._copy_new(x, m.dtype)
     kind = {2.0: 10, 1.0: 11, math.inf: 12, -math.inf: 13, 0.0: 14}.get(pv, 15)
-    if x.numel() == 0 and kind in (12, 13):
-        return NotImplemented  # the CPU kernel raises PyTorch's IndexError
     return _row_reduce(be, x, _dims(dim, x.ndim), m.shape, m.dtype, kind, p=pv, empty=0,
                        acc_dtype=m.dtype)
 
@@ -172,9 +170,7 @@ def _extreme_dim(is_max):
             be._copy_into(vals, x)
             be.fill_(idx, 0)
             return vals, idx
-        d = normalize_dim(dim, x.ndim)
-        if x.shape[d] == 0:
-            return NotImplemented  # the CPU kernel raises PyTorch's IndexError
+        d = normalize_dim(dim, x.ndim)   # (an empty dim: the meta raised PyTorch's IndexError)
         if vals.numel() == 0:
             return vals, idx
         rows, R, C = _rows(be, x, (d,))
@@ -348,11 +344,13 @@ def _amin(be, op, x, dim=(), keepdim=False):
 
 @cuda_kernel("max")
 def _max_all(be, op, x):
+    op.meta(x)   # empty: PyTorch's error
     return _reduce(be, op, x, None, False, 1, x.dtype)
 
 
 @cuda_kernel("min")
 def _min_all(be, op, x):
+    op.meta(x)
     return _reduce(be, op, x, None, False, 2, x.dtype)
 
 
