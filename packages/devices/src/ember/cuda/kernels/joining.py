@@ -272,6 +272,7 @@ def _repeat_interleave(be, op, x, repeats=None, dim=None, output_size=None):
 @cuda_kernel("slice_scatter")
 def _slice_scatter(be, op, x, src, dim=0, start=None, end=None, step=1):
     """A copy of x with src written into x[start:end:step] along dim (split's backward)."""
+    op.meta(x, src, dim, start, end, step)   # PyTorch's errors (dim, step, src's shape)
     from ember._size import normalize_dim
     if x.ndim == 0 or step <= 0:
         return NotImplemented
@@ -283,8 +284,6 @@ def _slice_scatter(be, op, x, src, dim=0, start=None, end=None, step=1):
     size = max(0, -(-(e - s) // step))
     shape = list(x.shape)
     shape[d] = size
-    if tuple(src.shape) != tuple(shape):
-        return NotImplemented  # the CPU kernel raises PyTorch's error
     out = be._copy_new(x, x.dtype)
     st = list(out.stride())
     view = out._alias(tuple(shape), tuple(st[:d] + [st[d] * step] + st[d + 1:]),
