@@ -83,9 +83,10 @@ def quantile(name, ignore_nan):
             w = rank * 0
         else:
             w = rank * 0 + 0.5 if interpolation == "midpoint" else rank - lo
-        v_lo = vals.gather(-1, lo.long().contiguous()).double()
-        v_hi = vals.gather(-1, hi.long().contiguous()).double()
-        r = (v_lo + (v_hi - v_lo) * w).to(x.dtype)           # (..., m)
+        w = w.to(x.dtype)
+        v_lo = vals.gather(-1, lo.long().contiguous())
+        v_hi = vals.gather(-1, hi.long().contiguous())
+        r = v_lo + (v_hi - v_lo) * w                         # (..., m)
         bad = (valid == 0) if ignore_nan else (valid < n)
         r = F["where"](bad.unsqueeze(-1), F["full"]((), math.nan, dtype=x.dtype, device=dev), r)
         r = r.movedim(-1, 0)                                 # (m, ...)
