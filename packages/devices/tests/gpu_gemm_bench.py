@@ -1,9 +1,9 @@
-"""Host cost of one cuBLAS call through ember.cuda._blas.gemm, piece by piece (GPU machine):
+"""Host cost of one cuBLAS call through ember.cuda.blas.gemm, piece by piece (GPU machine):
 `python packages/devices/tests/gpu_gemm_bench.py`."""
 import time
 
 import ember
-from ember.cuda import _blas
+from ember.cuda import blas as _blas
 from ember.cuda.runtime import driver as rt
 from ember.cuda.runtime.streams import current_stream_handle
 
@@ -31,7 +31,7 @@ def main():
     out = ember.empty(256, 512, device="cuda")
     cublas, h = _blas._handle(0)
     show("gemm (256x512x512 fp32)", lambda: _blas.gemm(a, b, out))
-    from ember.cuda import _blaslt
+    from ember.cuda import blaslt as _blaslt
     print("cuBLASLt plans", len(_blaslt._plans), "failed", _blaslt._failed[0])
     key, plan = next(iter(_blaslt._plans.items()))
     lt, hl = _blaslt._lt(), _blaslt._state[0]

@@ -113,7 +113,7 @@ def op_times(name, step, rows):
                 acc[key] = (n + 1, s + time.perf_counter() - t0)
                 depth[0] -= 1
         return w
-    from ember.cuda import _blas
+    from ember.cuda import blas as _blas
     gemm = _blas.gemm
     gacc = {}
 

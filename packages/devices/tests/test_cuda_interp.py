@@ -96,7 +96,7 @@ def test_codegen_layouts_and_dtypes_in_interpreter():
 import numpy as np, ember
 from ember._ops import OPS
 from ember._dispatch import pointwise_dtypes
-from ember.cuda._pointwise import PointwiseCache, Operand, HostPtr, run_op
+from ember.cuda.kernels.pointwise import PointwiseCache, Operand, HostPtr, run_op
 keep = []
 def launch(fn, grid, call, key, const):
     fn[grid](*[c.ptr if isinstance(c, Operand) else c for c in call], **const)
@@ -142,7 +142,7 @@ print("CODEGEN OK")
 @pytest.mark.skipif(not _interpreter_loops_ok(), reason="Triton<3.8 interpreter with numpy>=2.4")
 def test_fused_optimizer_steps_in_interpreter():
     # AdamW / Adam (L2) / SGD momentum (nesterov, maximize) on the fake device take the fused
-    # kernels (ember.cuda._kernels_optim): parameters match the CPU's op-by-op steps
+    # kernels (ember.cuda.kernels.optim_tl): parameters match the CPU's op-by-op steps
     code = r"""
 import numpy as np, ember
 import ember.autograd
@@ -150,7 +150,7 @@ rng = np.random.default_rng(0)
 w0 = rng.standard_normal((3, 5)).astype("float32")
 x = ember.tensor(rng.standard_normal((4, 5)).astype("float32"))
 calls = []
-import ember.cuda._optim as O
+import ember.cuda.kernels.optim as O
 orig = O.fused_optim
 def spy(*a):
     done = orig(*a)

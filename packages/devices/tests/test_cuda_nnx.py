@@ -1,6 +1,6 @@
-"""ember.cuda's nn kernels (_ops_nnx, _conv) against the CPU: convolution variants (1-D/3-D,
-groups, dilation, transposed), batch/group norm, pools, interpolation and constant padding, with
-gradients, non-contiguous inputs and float64; and none of them may run on host copies.
+"""ember.cuda's nn kernels (kernels: norm, pool, sample, conv) against the CPU: convolution variants
+(1-D/3-D, groups, dilation, transposed), batch/group norm, pools, interpolation and constant
+padding, with gradients, non-contiguous inputs and float64; and none of them may run on host copies.
 
 Without a GPU the script runs on the fake device (host memory + Triton's interpreter) in a
 subprocess; with one it runs on the GPU."""

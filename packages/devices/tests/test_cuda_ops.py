@@ -318,7 +318,7 @@ def test_column_sums_and_layer_norm_backward(dt):
 
 
 def test_cublaslt_serves_matmuls():
-    from ember.cuda import _blaslt
+    from ember.cuda import blaslt as _blaslt
     rng = np.random.default_rng(5)
     for dt, tol in (("float32", 2e-2), ("bfloat16", 5e-2)):
         a = ember.tensor(rng.standard_normal((3, 40, 24)).astype("float32"))

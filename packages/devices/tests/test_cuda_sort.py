@@ -1,7 +1,7 @@
-"""Sorting, selection, scans and the reductions of ember.cuda._ops_sort against ember's CPU
-kernels (PyTorch's semantics): dtypes, NaNs, ties, strides, non-last dims, rows longer than one
-block, the packed tl.sort path and the rank-sort path. Each case must run on the GPU (no host
-fallback). On the fake device (Triton's interpreter) the script runs in a subprocess; on a real
+"""Sorting, selection, scans and the reductions of ember.cuda.kernels (reduction, sorting) against
+ember's CPU kernels (PyTorch's semantics): dtypes, NaNs, ties, strides, non-last dims, rows longer
+than one block, the packed tl.sort path and the rank-sort path. Each case must run on the GPU (no
+host fallback). On the fake device (Triton's interpreter) the script runs in a subprocess; on a real
 GPU it runs in-process."""
 from cuda_script import run_script
 
@@ -152,7 +152,7 @@ longi = t(rng.integers(-100, 100, (1, 4500)).astype("float32"))   # > SORT_BLOCK
 check("sort long", lambda a: a.sort(-1), longi)
 check("topk long", lambda a: a.topk(5), longi)
 check("topk long smallest", lambda a: a.topk(7, largest=False), longi)
-import ember.cuda._ops_sort as S   # the chunked topk path, at a small chunk size
+import ember.cuda.kernels.sorting as S   # the chunked topk path, at a small chunk size
 S.SORT_BLOCK_MAX, saved = 64, S.SORT_BLOCK_MAX
 huge = t(rng.integers(-300, 300, (2, 259)).astype("float32"))   # short last chunk
 huge[0, 258] = float("nan")

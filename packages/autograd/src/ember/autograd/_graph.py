@@ -293,7 +293,9 @@ class _OpInfo:
         self.no_list = True not in self.list_diff
         self.track = None  # the engine's recorder for this op, generated on first use
         self.nargs = len(op.arg_names)
-        self.composite = self.vjp is None and op.decomp is not None and op.inplace_of is None
+        # (an op with no differentiable input, as unique, records nothing through its decomp)
+        self.composite = (self.vjp is None and op.decomp is not None and op.inplace_of is None
+                          and bool(fop.diff_idx))
         self.inplace = op.inplace_of is not None or bool(op.mutated_idx)
         self.view = op.view is not None
         self.detach = op.name == "detach"

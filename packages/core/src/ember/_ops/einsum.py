@@ -11,6 +11,7 @@ import string
 import numpy as np
 
 from .._dispatch import TensorMeta
+from . import _einsum_decomp
 from ._registry import FUNCTIONS, OPS, complex_vjp, defop
 
 _LETTERS = string.ascii_uppercase + string.ascii_lowercase  # PyTorch's label order (A-Z, a-z)
@@ -217,7 +218,8 @@ def _einsum_vjp(g, result, equation, tensors, path):
 
 
 defop("einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor", method=False,
-      kernels={"cpu": _einsum_kernel}, meta=_einsum_meta, vjp=_einsum_vjp)
+      kernels={"cpu": _einsum_kernel}, meta=_einsum_meta, vjp=_einsum_vjp,
+      decomp=_einsum_decomp.einsum)
 
 
 def einsum(*args):

@@ -335,8 +335,17 @@ def _masked_scatter_vjp(g, out, x, mask, source):
     return g.masked_fill(mask, 0), gs
 
 
+def _masked_scatter_meta(x, mask, source):
+    if mask.dtype not in (D.bool, D.uint8):
+        raise RuntimeError("masked_scatter_: expected BoolTensor for mask")
+    if x.dtype is not source.dtype:
+        raise RuntimeError(f"masked_scatter_: expected self and source to have same dtypes but "
+                           f"got {torch_name(x.dtype)} and {torch_name(source.dtype)}")
+    return TensorMeta(x.shape, x.dtype)
+
+
 defop("masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor", inplace=True,
-      kernels={"cpu": _masked_scatter}, meta=lambda x, m, s: TensorMeta(x.shape, x.dtype),
+      kernels={"cpu": _masked_scatter}, meta=_masked_scatter_meta,
       differentiable=("self", "source"), vjp=_masked_scatter_vjp)
 
 
@@ -429,6 +438,33 @@ METHODS["nonzero"] = _nonzero_method
 defop("argwhere(Tensor self) -> Tensor", decomp=lambda x: nonzero(x), differentiable=())
 
 
+def _search_checks(seq_shape, val_shape, right, side):
+    """searchsorted's argument checks (shapes and flags): the kernel's and the meta's."""
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "
+                               f"got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, "
+                               "got side of left while right was True")
+    if len(seq_shape) > 1 and tuple(seq_shape[:-1]) != tuple(val_shape[:-1]):
+        raise RuntimeError(f"torch.searchsorted(): boundaries tensor should be 1 dimension or "
+                           f"the first N-1 dimensions of boundaries tensor and input value "
+                           f"tensor must match, but we got boundaries tensor "
+                           f"{list(seq_shape)} and input value tensor {list(val_shape)}")
+
+
+def _search_meta(seq, x, i32, right=False, side=None, sorter=None):
+    _search_checks(tuple(seq.shape), tuple(x.shape), right, side)
+    return TensorMeta(tuple(x.shape), D.int32 if i32 else D.int64)
+
+
+def _bucketize_meta(x, b, i32, right):
+    if b.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({b.ndim})")
+    return TensorMeta(tuple(x.shape), D.int32 if i32 else D.int64)
+
+
 def _searchsorted(seq, values, out_int32, right, side, sorter):
     if side is not None:
         if side not in ("left", "right"):
@@ -459,8 +495,7 @@ def _searchsorted(seq, values, out_int32, right, side, sorter):
 
 defop("searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, "
       "bool right=False, str? side=None, Tensor? sorter=None) -> Tensor", method=False,
-      differentiable=(), kernels={"cpu": _searchsorted},
-      meta=lambda seq, x, i32, *_: TensorMeta(tuple(x.shape), D.int32 if i32 else D.int64))
+      differentiable=(), kernels={"cpu": _searchsorted}, meta=_search_meta)
 
 
 def _bucketize(x, boundaries, out_int32, right):
@@ -472,4 +507,4 @@ def _bucketize(x, boundaries, out_int32, right):
 
 defop("bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, "
       "bool right=False) -> Tensor", differentiable=(), kernels={"cpu": _bucketize},
-      meta=lambda x, b, i32, right: TensorMeta(tuple(x.shape), D.int32 if i32 else D.int64))
+      meta=_bucketize_meta)

@@ -440,7 +440,13 @@ def _scatter_op(schema, rule, view):
 
     def vjp(g, out, x, src, *args):
         return (FUNCTIONS[name](g, _zeros_like(src), *args), view(g, *args))
-    defop(schema, kernels={"cpu": _scatter_into_view(rule)}, meta=_same_meta, vjp=vjp)
+    def meta(x, src, *args):  # the view's own errors (index, dims), then src's shape
+        shape = tuple(rule(x, *args)[0])
+        if shape != tuple(src.shape):
+            raise RuntimeError(f"expected src to have a size equal to the slice of self. src "
+                               f"size = {list(src.shape)}, slice size = {list(shape)}")
+        return _same_meta(x)
+    defop(schema, kernels={"cpu": _scatter_into_view(rule)}, meta=meta, vjp=vjp)
 
 
 _scatter_op("select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor",

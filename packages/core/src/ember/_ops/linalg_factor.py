@@ -246,8 +246,20 @@ def _tri(a, upper, unit):
     return t
 
 
+def _solve_triangular_checks(a, b, left):
+    name = "linalg.solve_triangular"
+    _check(name, a, "triangular_solve_cpu", int_kernel=True)
+    if len(b.shape) < 2:
+        raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
+    n = a.shape[-1]
+    if (b.shape[-2] if left else b.shape[-1]) != n:
+        eq = "AX = B" if left else "XA = B"
+        raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation {eq} "
+                           f"({a.shape[-2]}x{n} and {b.shape[-2]}x{b.shape[-1]})")
+
+
 def _solve_triangular_kernel(a, b, upper, left, unitriangular):
-    _check("linalg.solve_triangular", a, "triangular_solve_cpu", int_kernel=True)
+    _solve_triangular_checks(a, b, left)
     t = _tri(a, upper, unitriangular)
     with np.errstate(all="ignore"):
         try:
@@ -260,8 +272,8 @@ def _solve_triangular_kernel(a, b, upper, left, unitriangular):
             return np.matmul(inv, b) if left else np.matmul(b, inv)
 
 
-def _solve_triangular_meta(a, b, *_):
-    _check("linalg.solve_triangular", a, "triangular_solve_cpu", int_kernel=True)
+def _solve_triangular_meta(a, b, upper, left=True, unitriangular=False):
+    _solve_triangular_checks(a, b, left)
     # batch dims broadcast; the matrix dims are B's
     return TensorMeta(broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
                       + tuple(b.shape[-2:]), a.dtype)

@@ -203,7 +203,7 @@ defop(f"normal.Tensor_Tensor(Tensor mean, Tensor std, {_GEN}) -> Tensor", functi
 defop(f"normal.Tensor_float(Tensor mean, float std=1., {_GEN}) -> Tensor", function=False,
       method=False, tags=_RANDOM, vjp=_zeros_vjp(1),
       kernels={"cpu": lambda m, s, gen: _normal(resolve(gen), m, s, m.shape, _edt(m))},
-      meta=lambda m, s, gen: TensorMeta(tuple(m.shape), m.dtype))
+      meta=lambda m, s, gen: (_check_std(s), TensorMeta(tuple(m.shape), m.dtype))[1])
 defop(f"normal.float_Tensor(float mean, Tensor std, {_GEN}) -> Tensor", function=False,
       method=False, tags=_RANDOM, vjp=_zeros_vjp(1),
       kernels={"cpu": lambda m, s, gen: _normal(resolve(gen), m, s, s.shape, _edt(s))},
@@ -212,7 +212,8 @@ defop(f"normal.float_float(float mean, float std, SymInt[] size, {_GEN}, {_FACTO
       "Tensor", function=False, method=False, tags=_RANDOM | {"factory"},
       kernels={"cpu": lambda m, s, size, gen, dtype, *_: _normal(
           resolve(gen), m, s, _shape(size, "normal"), to_dtype(dtype))},
-      meta=lambda m, s, size, gen, dtype, *_: TensorMeta(tuple(size), to_dtype(dtype)))
+      meta=lambda m, s, size, gen, dtype, *_: (_check_std(s),
+                                               TensorMeta(tuple(size), to_dtype(dtype)))[1])
 
 
 def _pick_normal(*args, **kw):
@@ -251,8 +252,13 @@ def _same_meta(x, *_):
 
 defop(f"bernoulli(Tensor self, {_GEN}) -> Tensor", function=False, method=False, tags=_RANDOM,
       kernels={"cpu": _bernoulli_tensor}, meta=_same_meta, vjp=_zeros_vjp(1))
+def _p_meta(x, p, gen):
+    _check_p(p)
+    return _same_meta(x)
+
+
 defop(f"bernoulli.p(Tensor self, float p, {_GEN}) -> Tensor", function=False, method=False,
-      tags=_RANDOM, kernels={"cpu": _bernoulli_p}, meta=_same_meta, vjp=_zeros_vjp(1))
+      tags=_RANDOM, kernels={"cpu": _bernoulli_p}, meta=_p_meta, vjp=_zeros_vjp(1))
 bind_overloads("bernoulli", lambda *a, **kw: "bernoulli.p" if len(a) > 1 or "p" in kw
                else "bernoulli")
 
@@ -274,7 +280,7 @@ defop(f"bernoulli_.Tensor(Tensor(a!) self, Tensor p, {_GEN}) -> Tensor(a!)", fun
       method=False, tags=_INPLACE, kernels={"cpu": _bernoulli_inplace_tensor}, meta=_same_meta,
       vjp=_zeros_vjp(2))
 defop(f"bernoulli_.float(Tensor(a!) self, float p=0.5, {_GEN}) -> Tensor(a!)", function=False,
-      method=False, tags=_INPLACE, kernels={"cpu": _bernoulli_inplace_float}, meta=_same_meta,
+      method=False, tags=_INPLACE, kernels={"cpu": _bernoulli_inplace_float}, meta=_p_meta,
       vjp=_zeros_vjp(1))
 
 
@@ -355,7 +361,15 @@ def _sampler(schema, draw, check=None, kernel="check_uniform_bounds"):
         if check:
             check(*params)
         x[...] = draw(resolve(gen), x.shape, dt, *params)
-    defop(schema, function=False, tags=_INPLACE, kernels={"cpu": k}, meta=_same_meta,
+
+    def meta(x, *args):  # the checks of k, so every device raises them
+        *params, gen = args
+        if not (x.dtype.is_floating_point or x.dtype.is_complex):
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{torch_name(x.dtype)}'")
+        if check:
+            check(*params)
+        return _same_meta(x)
+    defop(schema, function=False, tags=_INPLACE, kernels={"cpu": k}, meta=meta,
           vjp=_zeros_vjp(1))
 
 
@@ -394,7 +408,8 @@ _F = f"{_GEN}) -> Tensor(a!)"
 _sampler(f"uniform_(Tensor(a!) self, float from_=0., float to=1., {_F}", _uniform,
          _check_uniform)
 _sampler(f"normal_(Tensor(a!) self, float mean=0., float std=1., {_F}",
-         lambda g, shape, dt, m, s: _normal(g, m, s, shape, dt), None, "normal_kernel_cpu")
+         lambda g, shape, dt, m, s: _normal(g, m, s, shape, dt), lambda m, s: _check_std(s),
+         "normal_kernel_cpu")
 _sampler(f"exponential_(Tensor(a!) self, float lambd=1., {_F}",
          lambda g, shape, dt, lam: g.exponential(1.0 / lam, shape), _check_exponential,
          "exponential_cpu")

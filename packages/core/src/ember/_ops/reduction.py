@@ -244,6 +244,7 @@ def _extreme(name, npfn, npargfn):
 
     def dim_meta(x, dim, keepdim):
         d = (normalize_dim(dim, x.ndim),) if x.ndim else ()
+        check_nonempty(name, x, d, False)
         shape = reduced_shape(x.shape, d, keepdim)
         return TensorMeta(shape, x.dtype), TensorMeta(shape, D.int64)
 
@@ -251,8 +252,8 @@ def _extreme(name, npfn, npargfn):
         return (select_vjp(g[0], out[1], x, dim, keepdim),)
 
     defop(f"{name}(Tensor self) -> Tensor", function=False, method=False,
-          kernels={"cpu": full}, meta=lambda x: TensorMeta((), x.dtype), vjp=even_vjp,
-          tags={"reduction"})
+          kernels={"cpu": full}, vjp=even_vjp, tags={"reduction"},
+          meta=lambda x: (check_nonempty(name, x, (), True), TensorMeta((), x.dtype))[1])
     defop(f"{name}.dim(Tensor self, int dim, bool keepdim=False) -> "
           "(Tensor values, Tensor indices)", function=False, method=False,
           kernels={"cpu": by_dim}, meta=dim_meta, vjp=dim_vjp, differentiable=("self",),
@@ -476,10 +477,18 @@ def _norm_vjp(g, out, x, p, dim, keepdim, dtype):
     return (ember.where(nk == 0, 0, scaled * gk / nk.pow(p - 1)),)
 
 
+def _norm_meta(x, p, dim, keepdim, dtype):
+    dims = reduce_dims(dim, x.ndim)
+    if (_norm_p(p) in (math.inf, -math.inf) and math.prod(x.shape) == 0
+            and any(x.shape[d] == 0 for d in dims)):
+        raise IndexError("linalg.vector_norm cannot compute the inf norm on an empty tensor "
+                         "because the operation does not have an identity")
+    return TensorMeta(reduced_shape(x.shape, dims, keepdim), _norm_dtype(x.dtype, dtype))
+
+
 defop("norm(Tensor self, Scalar? p='fro', int[1]? dim=None, bool keepdim=False, *, "
       "ScalarType? dtype=None) -> Tensor", kernels={"cpu": _norm_kernel}, vjp=_norm_vjp,
-      tags={"reduction"}, meta=lambda x, p, dim, keepdim, dtype: TensorMeta(
-          reduced_shape(x.shape, reduce_dims(dim, x.ndim), keepdim), _norm_dtype(x.dtype, dtype)))
+      tags={"reduction"}, meta=_norm_meta)
 defop("dist(Tensor self, Tensor other, Scalar p=2) -> Tensor", tags={"reduction"},
       decomp=lambda x, y, p: (x - y).norm(p))
 

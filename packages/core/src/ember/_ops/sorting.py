@@ -6,11 +6,14 @@ values' gradient back through the indices (reduction.scatter_dim).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype as D
 from .._dispatch import TensorMeta, torch_name
 from .._size import normalize_dim
+from . import _sorting_decomp as _decomp
 from ._registry import FUNCTIONS, METHODS, OPS, bind_overloads, defop
 from .reduction import (
     check_nonempty,
@@ -108,6 +111,14 @@ def _select_meta(x, dim, keepdim, *_):
     return TensorMeta(shape, x.dtype), TensorMeta(shape, D.int64)
 
 
+def _kthvalue_meta(x, k, dim, keepdim):
+    d = normalize_dim(dim, x.ndim) if x.ndim else None
+    if not 1 <= k <= (x.shape[d] if d is not None else 1):
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension "
+                           f"{d or 0}")
+    return _select_meta(x, dim, keepdim)
+
+
 def _kthvalue_kernel(x, k, dim, keepdim):
     d = _axis(x, dim)
     n = x.shape[d] if d is not None else 1
@@ -121,7 +132,7 @@ def _kthvalue_kernel(x, k, dim, keepdim):
 
 defop("kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> "
       "(Tensor values, Tensor indices)", kernels={"cpu": _kthvalue_kernel},
-      meta=lambda x, k, dim, keepdim: _select_meta(x, dim, keepdim),
+      meta=lambda x, k, dim, keepdim: _kthvalue_meta(x, k, dim, keepdim),
       vjp=lambda g, out, x, k, dim, keepdim: (select_vjp(g[0], out[1], x, dim, keepdim),),
       differentiable=("self",))
 
@@ -153,7 +164,8 @@ def _median(name, ignore_nan):
           kernels={"cpu": full}, meta=lambda x: TensorMeta((), x.dtype), vjp=even_vjp)
     defop(f"{name}.dim(Tensor self, int dim, bool keepdim=False) -> "
           "(Tensor values, Tensor indices)", function=False, method=False,
-          kernels={"cpu": by_dim}, meta=_select_meta, differentiable=("self",),
+          kernels={"cpu": by_dim}, differentiable=("self",),
+          meta=lambda x, dim, keepdim: _nonempty_meta(name, x, dim, keepdim),
           vjp=lambda g, out, x, dim, keepdim: (select_vjp(g[0], out[1], x, dim, keepdim),))
     bind_overloads(name, lambda *a, **kw: f"{name}.dim" if len(a) > 1 or "dim" in kw else name)
 
@@ -188,8 +200,21 @@ def _mode_kernel(x, dim, keepdim):
     return vals, idx
 
 
+def _nonempty_meta(name, x, dim, keepdim):
+    """The metas of a selection along dim that an empty dim makes an IndexError."""
+    if x.ndim:
+        check_nonempty(name, x, (normalize_dim(dim, x.ndim),), False)
+    return _select_meta(x, dim, keepdim)
+
+
+def mode_meta(x, dim, keepdim):
+    """mode's checks (an empty reduced dim raises IndexError) and output metas."""
+    return _nonempty_meta("mode", x, dim, keepdim)
+
+
 defop("mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",
-      kernels={"cpu": _mode_kernel}, meta=_select_meta, differentiable=("self",),
+      kernels={"cpu": _mode_kernel}, meta=mode_meta, decomp=_decomp.mode,
+      differentiable=("self",),
       vjp=lambda g, out, x, dim, keepdim: (select_vjp(g[0], out[1], x, dim, keepdim),))
 
 
@@ -320,7 +345,7 @@ def _quantile(name, ignore_nan):
 
     defop(f"{name}(Tensor self, Tensor q, int? dim=None, bool keepdim=False, *, "
           "str interpolation='linear') -> Tensor", kernels={"cpu": kernel}, meta=meta,
-          vjp=vjp, differentiable=("self", "q"))
+          decomp=_decomp.quantile(name, ignore_nan), vjp=vjp, differentiable=("self", "q"))
 
 
 class _Meta:
@@ -382,13 +407,15 @@ def _unique_consecutive_kernel(x, return_inverse, return_counts, dim):
 
 defop("_unique2(Tensor self, bool sorted=True, bool return_inverse=False, "
       "bool return_counts=False) -> (Tensor, Tensor, Tensor)", function=False, method=False,
-      kernels={"cpu": _unique_kernel}, differentiable=())
+      kernels={"cpu": _unique_kernel}, decomp=_decomp.unique2, differentiable=())
 defop("unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, "
       "bool return_counts=False) -> (Tensor, Tensor, Tensor)", function=False, method=False,
-      kernels={"cpu": _unique_dim_kernel}, differentiable=())
+      kernels={"cpu": _unique_dim_kernel}, decomp=_decomp.unique_dim,
+      differentiable=())
 defop("unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, "
       "int? dim=None) -> (Tensor, Tensor, Tensor)", function=False, method=False,
-      kernels={"cpu": _unique_consecutive_kernel}, differentiable=())
+      kernels={"cpu": _unique_consecutive_kernel},
+      decomp=_decomp.unique_consecutive, differentiable=())
 
 
 def _outputs(r, return_inverse, return_counts):
@@ -456,6 +483,11 @@ def _histc_check(dtype, bins):
 
 def _histc_meta(x, bins, lo, hi):
     _histc_check(x.dtype, bins)
+    if lo != hi:   # (min == max: the data's range, known to the kernel only)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
+        if lo > hi:
+            raise RuntimeError("torch.histc: max must be larger than min")
     return TensorMeta((bins,), x.dtype)
 
 

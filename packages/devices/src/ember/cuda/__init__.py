@@ -57,8 +57,8 @@ def _register_kernels():
     # the op entries' cuda slots (register_kernel); without a device no cuda tensor can exist,
     # so nothing is registered (and nothing imported)
     if _rt.device_count() > 0:
-        from . import _ops
-        _ops.register(_backend)
+        from . import kernels
+        kernels.register(_backend)
 
 
 _register_kernels()

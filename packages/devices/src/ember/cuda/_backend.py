@@ -1,7 +1,7 @@
 """The cuda DeviceBackend: storage from the caching allocator, copies, and kernels.
 
-Kernels live in the op entries' cuda slots (`register_kernel`, see `_ops.register`): pointwise
-ops from their formulas (Triton, `_pointwise`, a cached launch plan per call signature here),
+Kernels live in the op entries' cuda slots (`register_kernel`, see `kernels.register`): pointwise
+ops from their formulas (Triton, `kernels.pointwise`, a cached launch plan per call signature here),
 hand-written kernels for the rest. The ops listed in HOST run their CPU kernel on host copies
 (correct but slow: `fallback_ops` counts which ops took that path, so the gaps are visible).
 """
@@ -14,11 +14,11 @@ import numpy as np
 from ember import _dtype as D
 from ember._device import DeviceBackend
 from ember._device import device as Device
-from ember._dispatch import pointwise_prepare
+from ember._ops.registry import pointwise_prepare
 from ember._tensor import Storage, Tensor, c_strides
 
-from ._pointwise import Operand, PointwiseCache, Unsupported, run_op
-from ._tritonops import InterpreterLimit
+from .kernels.pointwise import Operand, PointwiseCache, Unsupported, run_op
+from .kernels.triton_handler import InterpreterLimit
 from .runtime import driver as rt
 from .runtime.allocator import CachingAllocator
 
@@ -239,6 +239,7 @@ class CudaBackend(DeviceBackend):
         """dst[...] = src (both on this device; src broadcastable; dtype converted)."""
         if dst.numel() == 0:
             return
+        rt.context(dst.device.index)   # launch in dst's device (its context, stream, kernels)
         if (src.dtype is dst.dtype and tuple(src.shape) == tuple(dst.shape)
                 and src.is_contiguous() and dst.is_contiguous()):
             rt.memcpy_dtod(dst.data_ptr(), src.data_ptr(), dst.nbytes, _stream(dst.device.index))
@@ -273,9 +274,8 @@ class CudaBackend(DeviceBackend):
             src = tensor if tensor.is_contiguous() else self._copy_new(tensor, tensor.dtype)
             out = self._new(tuple(src.shape), src.dtype, dev)
             rt.ensure_context(dev.index)
-            rt.check(rt.cu().cuMemcpyPeerAsync(out.data_ptr(), rt.context(dev.index),
-                                               src.data_ptr(), rt.context(src.device.index),
-                                               src.nbytes, _stream(dev.index)))
+            rt.memcpy_peer(out.data_ptr(), dev.index, src.data_ptr(), src.device.index,
+                           src.nbytes, _stream(dev.index))
             return out if dtype is out.dtype else self._copy_new(out, dtype)
         try:
             return self._copy_new(tensor, dtype)
@@ -302,7 +302,7 @@ class CudaBackend(DeviceBackend):
         if sig is not None and pw is not None and pw.last_plan is not None:
             launcher = pw.launch
             if getattr(launcher, "last", None) is not None:
-                from ember._dispatch import pointwise_dtypes
+                from ember._ops.registry import pointwise_dtypes
                 grid, tail = pw.last_plan
                 run, prefix, cvals = launcher.last
                 pws = set(op.pw_idx)
@@ -326,6 +326,7 @@ class CudaBackend(DeviceBackend):
     def _launch_plan(self, plan, args, into=None):
         (shape, stride, nbytes, dev, alloc, tens, scal, run, prefix, cvals, grid, tail, rdt,
          _) = plan
+        rt.context(dev.index)  # the plan's kernel was loaded in dev's context: launch there
         stream = _stream(dev.index)
         if into is not None:  # an in-place op: the output is the first argument's memory
             out = None
@@ -472,12 +473,13 @@ class CudaBackend(DeviceBackend):
         if t.dtype not in _TL_OK or isinstance(value, complex):
             raise Unsupported("fill")
         if t.numel():
+            rt.context(t.device.index)
             self.pw.run(_FillOp, [value], lambda i: False, self._operand(t), t.dtype, t.dtype)
         return t
 
     def fused_optim(self, kind, tensors, hyper) -> bool:
         """ember.optim's fused update (one kernel per parameter); False: take the op path."""
-        from ._optim import fused_optim
+        from .kernels.optim import fused_optim
         return fused_optim(self, kind, tensors, hyper)
 
     def _host_call(self, op, args, count=True):

@@ -14,9 +14,14 @@ import threading
 # and the allocator then run in CI, which has no GPU. Timing and cuBLAS are not pretended.
 # EMBER_CUDA_FAKE=nolaunch: the same, but kernels and GEMMs are not run at all (values are
 # garbage): the host path of every op as on a GPU, for profiling the host cost without one.
+# EMBER_CUDA_FAKE_DEVICES=N pretends N devices (default 1): each allocation belongs to one, and
+# a kernel launched in another device's context on it fails as on GPUs ("invalid resource
+# handle"), so per-device caches and context switches are tested without two GPUs.
 FAKE = os.environ.get("EMBER_CUDA_FAKE") in ("1", "nolaunch")
 NOLAUNCH = os.environ.get("EMBER_CUDA_FAKE") == "nolaunch"
+FAKE_DEVICES = int(os.environ.get("EMBER_CUDA_FAKE_DEVICES", "1")) if FAKE else 0
 _fake_mem: dict = {}
+_fake_owner: dict = {}   # fake allocation address -> (end address, device index)
 
 _cu = None          # cuda.bindings.driver once loaded
 _count = None       # device count, once probed
@@ -56,7 +61,7 @@ def device_count() -> int:
     """Visible devices; 0 without cuda-bindings, a driver or a GPU (never raises)."""
     global _count
     if FAKE:
-        return 1
+        return FAKE_DEVICES
     if _count is None:
         try:
             d = cu()
@@ -86,6 +91,7 @@ def context(index: int):
     if FAKE:
         _check_index(index)
         _ctx[index] = "fake"
+        _local.bound_index = index
         return "fake"
     c = _ctx.get(index)
     if c is None:
@@ -96,11 +102,21 @@ def context(index: int):
     if getattr(_local, "bound", None) is not c:
         check(cu().cuCtxSetCurrent(c))
         _local.bound = c
+        _local.bound_index = index
     return c
 
 
 def current_device() -> int:
     return getattr(_local, "device", 0)
+
+
+def bound_device() -> int:
+    """The device whose context is bound on this thread: the one a launch runs on, which a
+    compiled kernel, a library handle or a stream must belong to (the current device when
+    none is bound yet). Kernels bind their tensors' device (ensure_context) without changing
+    the user's current device, as PyTorch's device guards."""
+    i = getattr(_local, "bound_index", None)
+    return current_device() if i is None else i
 
 
 def set_device(index: int) -> None:
@@ -194,6 +210,13 @@ def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream: int) -> None:
 def memcpy_dtod(dst: int, src: int, nbytes: int, stream: int) -> None:
     if nbytes:
         check(cu().cuMemcpyDtoDAsync(dst, src, nbytes, stream))
+
+
+def memcpy_peer(dst: int, dst_index: int, src: int, src_index: int, nbytes: int,
+                stream: int) -> None:
+    """Copy between two devices' memory (each in its own context)."""
+    check(cu().cuMemcpyPeerAsync(dst, context(dst_index), src, context(src_index), nbytes,
+                                 stream))
 
 
 def memset8(dst: int, value: int, nbytes: int, stream: int) -> None:
@@ -301,7 +324,13 @@ def _fake_install():
         p = a.ctypes.data
         p += (-p) % 512
         _fake_mem[p] = a
+        if FAKE_DEVICES > 1 and index is not None:
+            _fake_owner[p] = (p + max(nbytes, 1), index)
         return p
+
+    def free(ptr, index=None):
+        _fake_mem.pop(ptr, None)
+        _fake_owner.pop(ptr, None)
 
     def copy(dst, src, n, stream=0):
         if n:
@@ -330,9 +359,10 @@ def _fake_install():
                                        "COMPUTE_CAPABILITY_MINOR": 0}.get(name, 1),
         total_memory=lambda index: 1 << 34,
         mem_get_info=lambda index=None: (1 << 33, 1 << 34),
-        raw_alloc=alloc, raw_free=lambda ptr, index: _fake_mem.pop(ptr, None),
-        host_alloc_pinned=lambda n: alloc(n, 0), host_free_pinned=lambda p: _fake_mem.pop(p),
+        raw_alloc=alloc, raw_free=free,
+        host_alloc_pinned=lambda n: alloc(n, None), host_free_pinned=free,
         memcpy_htod=host_copy, memcpy_dtoh=host_copy, memcpy_dtod=copy, memset8=memset,
+        memcpy_peer=lambda dst, di, src, si, n, stream=0: copy(dst, src, n),
         stream_create=lambda priority=0: next(streams), stream_sync=no_sync,
         stream_query=lambda h: True, event_create=lambda timing=False, blocking=False: 1,
         event_destroy=lambda h: None, event_record=lambda ev, s: None,
@@ -344,3 +374,20 @@ from . import capture as _cap  # noqa: E402 (it imports this module)
 
 if FAKE:
     _fake_install()
+
+
+def fake_check_launch(addrs) -> None:
+    """On several fake devices: every address a kernel touches must belong to the device whose
+    context is bound, else the launch fails as a GPU's would."""
+    if FAKE_DEVICES < 2 or not _fake_owner:
+        return
+    import bisect
+    dev = bound_device()
+    bases = sorted(_fake_owner)
+    for a in addrs:
+        k = bisect.bisect_right(bases, a) - 1
+        if k >= 0:
+            end, owner = _fake_owner[bases[k]]
+            if a < end and owner != dev:
+                raise CudaError(f"CUDA error: invalid resource handle (a kernel in device "
+                                f"{dev}'s context on memory of device {owner})")

@@ -8,7 +8,7 @@ pointers, the part that really launches (a few us).
 """
 from __future__ import annotations
 
-from .._pointwise import Operand
+from ..kernels.pointwise import Operand
 from . import driver as rt
 from .streams import current_stream_handle
 
@@ -29,9 +29,12 @@ def install_driver():
         def __init__(self):  # GPUDriver.__init__ imports torch: set its hooks ourselves
             self.utils = nvd.CudaUtils()
             self.launcher_cls = nvd.CudaLauncher
-            self.get_current_device = rt.current_device
+            # the device of the bound context (kernels bind their tensors' device): Triton
+            # keys its compiled kernels and loads their modules by it
+            self.get_current_device = rt.bound_device
             self.set_current_device = rt.set_device
-            self.get_current_stream = lambda idx=None: _streams.current_stream_handle(idx)
+            self.get_current_stream = lambda idx=None: _streams.current_stream_handle(
+                rt.bound_device() if idx is None else idx)
             self.get_device_capability = lambda idx=None: (
                 rt.attribute(rt.current_device() if idx is None else idx,
                              "COMPUTE_CAPABILITY_MAJOR"),
@@ -76,7 +79,9 @@ class Ptr:
 
 class FastLauncher:
     """Launches a JITFunction: the first call per key through Triton (which compiles), later
-    ones straight through the compiled kernel's C launcher."""
+    ones straight through the compiled kernel's C launcher. A compiled kernel belongs to the
+    context it was loaded in, so the key holds the device whose context is bound (the tensors'
+    device: see kernels.base), and the launch goes to that device's current stream."""
 
     def __init__(self):
         self.compiled: dict = {}
@@ -86,14 +91,20 @@ class FastLauncher:
         """Launch a memoized plan (launch fn, prefix, constexpr values, grid, tail args)."""
         run, prefix, cvals, grid, tail = plan
         self.last = (run, prefix, cvals)  # what callers caching this launch read
-        run(grid[0], grid[1] if len(grid) > 1 else 1, 1, current_stream_handle(None), *prefix,
-            *args, *tail, *cvals)
+        run(grid[0], grid[1] if len(grid) > 1 else 1, 1, current_stream_handle(rt.bound_device()),
+            *prefix, *args, *tail, *cvals)
 
     def __call__(self, fn, grid, args, key, constexprs):
         ptrs = [a.addr for a in args if isinstance(a, Operand)]
         # Triton specializes pointers on 16-byte alignment: part of the key
-        full = (id(fn), key, tuple(p % 16 == 0 for p in ptrs))
+        dev = rt.bound_device()
+        full = (id(fn), key, tuple(p % 16 == 0 for p in ptrs), dev)
         if rt.FAKE and not rt.NOLAUNCH:  # Triton's interpreter on host memory
+            if rt.FAKE_DEVICES > 1:  # a "compiled" kernel belongs to the context it loaded in
+                if self.compiled.setdefault(full, dev) != dev:
+                    raise rt.CudaError("CUDA error: invalid resource handle (a kernel loaded "
+                                       "in another device's context)")
+                rt.fake_check_launch(ptrs)
             call = [_HostAddr(a.addr, a.dtype) if isinstance(a, Operand) else a for a in args]
             from .capture import fake_exec  # recorded instead while the stream captures
             fake_exec(lambda: fn[grid](*call, **constexprs), current_stream_handle(None))
@@ -115,7 +126,7 @@ class FastLauncher:
         self.last = ck
         run, prefix, cvals = ck
         call = [a.addr if isinstance(a, Operand) else a for a in args]
-        run(gx, gy, gz, current_stream_handle(None), *prefix, *call, *cvals)
+        run(gx, gy, gz, current_stream_handle(dev), *prefix, *call, *cvals)
 
 
 def _nop(*args):

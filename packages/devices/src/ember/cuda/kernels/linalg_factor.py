@@ -1,5 +1,5 @@
 """GPU kernels for linear algebra: factorizations through cuSOLVER, triangular solves through
-cuBLAS (`_solver`: the glue, and the fake device's numpy stand-ins).
+cuBLAS (`..solver`: the glue, and the fake device's numpy stand-ins).
 
 `cuda_kernel` fills the op entries' cuda slots with kernels `f(backend, op, *args)`
 (NotImplemented declines a call). HOST lists the linear-algebra ops that still run their CPU
@@ -22,8 +22,8 @@ from __future__ import annotations
 from ember import _dtype as D
 from ember._tensor import Tensor
 
-from . import _solver as S
-from ._ops import cuda_kernel
+from .. import solver as S
+from .base import cuda_kernel
 
 
 def _as(t, shape, stride, offset=None):
@@ -119,13 +119,13 @@ def _lu(be, a, batch, transpose=False):
 
 @cuda_kernel("linalg_solve")
 def _solve(be, op, a, b, left=True):
-    from ember._ops.linalg_factor import _vector_case
+    from ember._ops.registry import solve_vector_case
     if not isinstance(b, Tensor):
         return NotImplemented
     shape = tuple(op.meta(a, b, left).shape)
     if not _ok(a, b) or _prod(shape) == 0:
         return NotImplemented
-    vec = _vector_case(a, b)
+    vec = solve_vector_case(a, b)
     bm = _as(b, b._shape + (1,), b._stride + (1,)) if vec else b
     batch = shape[:-1] if vec else shape[:-2]
     lu, ipiv, info = _lu(be, a, batch)
@@ -295,12 +295,10 @@ def _svdvals(be, op, a, driver=None):
 # ---- solve_triangular (cuBLAS trsm) -------------------------------------------------------------
 @cuda_kernel("linalg_solve_triangular")
 def _solve_triangular(be, op, a, b, upper, left=True, unitriangular=False):
-    if not (isinstance(b, Tensor) and a.ndim >= 2 and b.ndim >= 2 and _ok(a, b)):
-        return NotImplemented   # the CPU kernel raises (or handles) it
+    shape = tuple(op.meta(a, b, upper, left, unitriangular).shape)   # PyTorch's errors
+    if not (isinstance(b, Tensor) and _ok(a, b)):
+        return NotImplemented   # complex: host copies
     n = a.shape[-1]
-    if a.shape[-2] != n or (b.shape[-2] if left else b.shape[-1]) != n:
-        return NotImplemented
-    shape = tuple(op.meta(a, b, upper, left, unitriangular).shape)
     batch = shape[:-2]
     x = _copy(be, b, batch)     # row-major (r, c) is column-major B^T
     if x.numel() == 0:
@@ -321,13 +319,13 @@ def _solve_triangular(be, op, a, b, upper, left=True, unitriangular=False):
 # ---- matrix_rank --------------------------------------------------------------------------------
 @cuda_kernel("linalg_matrix_rank")
 def _matrix_rank(be, op, a, tol=None, hermitian=False, atol=None, rtol=None):
-    from ember._ops.linalg_factor import _cutoff
+    from ember._ops.registry import rank_cutoff
     if a.ndim < 2 or not _ok(a):
         return NotImplemented
     if tol is not None:
         atol, rtol = tol, 0.0
     m, n = a.shape[-2], a.shape[-1]
-    at, rt_ = _cutoff(None, atol, rtol, m, n, a.dtype)
+    at, rt_ = rank_cutoff(None, atol, rtol, m, n, a.dtype)
     if hermitian:
         if m != n:
             return NotImplemented

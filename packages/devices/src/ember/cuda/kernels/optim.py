@@ -9,7 +9,7 @@ from __future__ import annotations
 from ember import _dtype as D
 from ember._tensor import Tensor
 
-from .runtime import driver as rt
+from ..runtime import driver as rt
 
 _OK = (D.float32, D.float16, D.bfloat16)
 _BLOCK = 1024
@@ -37,9 +37,9 @@ def fused_optim(be, kind, tensors, hyper) -> bool:
     if not g.is_contiguous():  # linear's weight grad is a transposed view: one copy kernel
         tensors = (tensors[0], be._copy_new(g, g.dtype)) + tuple(tensors[2:])
     if not _mods:  # the kernels import triton: on first use, then a list lookup
-        from . import _kernels_optim
-        from ._ops import _launch
-        _mods[:] = [_kernels_optim, _launch]
+        from . import optim_tl
+        from .base import _launch
+        _mods[:] = [optim_tl, _launch]
     K, _launch = _mods
     n = tensors[0].numel()
     if n == 0:

@@ -1,6 +1,6 @@
 """Matrix products through cuBLAS (nvmath-python's low-level bindings: raw pointers, no cupy).
 
-cuBLASLt (`_blaslt`, a cached plan per problem) serves what it can; plain cuBLAS the rest.
+cuBLASLt (`blaslt`, a cached plan per problem) serves what it can; plain cuBLAS the rest.
 Row-major C = A @ B is column-major C^T = B^T @ A^T, so B goes first. A row-major operand whose
 columns are contiguous is passed as is (op N, ld = row stride); a transposed view (rows
 contiguous) is passed with op T; anything else is copied contiguous first.
@@ -15,7 +15,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import Tensor
 
-from . import _blaslt
+from . import blaslt
 from .runtime import driver as rt
 from .runtime.streams import current_stream_handle
 
@@ -99,7 +99,7 @@ def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
     nb = 1 if batch is None else batch
     sa = a.stride(0) if a.ndim == 3 else 0
     sb = b.stride(0) if b.ndim == 3 else 0
-    if _LT and _blaslt.gemm(a, b, out, opa, lda, opb, ldb, M, N, K, nb, sa, sb, ct, al, be,
+    if _LT and blaslt.gemm(a, b, out, opa, lda, opb, ldb, M, N, K, nb, sa, sb, ct, al, be,
                             stream, dev):
         return out
     cublas.set_stream(h, stream)

@@ -4,7 +4,7 @@ bindings: raw pointers, no cupy/torch).
 cuBLAS's gemm_ex picks its kernel by heuristics on every call (~20 us of host time on the H200's
 host, measured by gpu_gemm_bench.py); here the descriptors, layouts and the heuristic's algorithm
 are made once per (shapes, strides, ops, dtype, alignment) and each call is one cublasLtMatmul.
-`gemm` returns False when it cannot serve a problem; `_blas` then uses plain cuBLAS.
+`gemm` returns False when it cannot serve a problem; `blas` then uses plain cuBLAS.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def _plan(lt, h, key):
     A = lt.MatmulDescAttribute
     _set(lt.matmul_desc_set_attribute, desc, A.TRANSA, opb, np.int32)
     _set(lt.matmul_desc_set_attribute, desc, A.TRANSB, opa, np.int32)
-    # column-major C^T (N x M) = op(B^T) (N x K) @ op(A^T) (K x M), as _blas.gemm
+    # column-major C^T (N x M) = op(B^T) (N x K) @ op(A^T) (K x M), as blas.gemm
     la = _layout(lt, rdt, *((N, K) if opb == 0 else (K, N)), ldb, nb, sb)
     lb = _layout(lt, rdt, *((K, M) if opa == 0 else (M, K)), lda, nb, sa)
     lc = _layout(lt, rdt, N, M, N, nb, M * N)

@@ -1,7 +1,7 @@
 """Convolution on the GPU as im2col + cuBLAS matmul (forward and backward), for 1-D, 2-D and 3-D,
 any stride/padding/dilation, groups, and transposed convolutions.
 
-im2col is one kernel (_kernels_nnx.im2col_k) writing the (G, N, *out, Cg, *K) columns straight
+im2col is one kernel (conv_tl.im2col_k) writing the (G, N, *out, Cg, *K) columns straight
 from the input (any strides; the zero padding as load masks, no padded temporary): a
 (G, N*L, Cg*K) batch of matrices; the batched product with the (G, Cg*K, Og) weight gives
 (G, N, *out, Og), copied into the (N, G*Og, *out) result. The input gradient is the column gradient
@@ -16,6 +16,10 @@ from __future__ import annotations
 import math
 
 from ember import _dtype as D
+from ember._tensor import Tensor, c_strides
+
+from .base import _acc_tl, _launch, _lazy, cuda_kernel
+from .reduction import _col_sum
 
 
 class _AddInto:
@@ -43,16 +47,6 @@ def _out_size(spatial, ksize, stride, pad, dil):
                  for s, k, st, p, d in zip(spatial, ksize, stride, pad, dil))
 
 
-def _k():
-    from ._ops import _lazy
-    return _lazy("_kernels_nnx")
-
-
-def _launch(be, kern, grid, args, constexprs):
-    from ._ops import _launch as launch
-    launch(be, kern, grid, args, (), constexprs)
-
-
 def _sp3(v, fill):
     """A per-spatial-dim tuple as (D, H, W): leading fills for 1-D and 2-D."""
     return (fill,) * (3 - len(v)) + tuple(v)
@@ -75,11 +69,11 @@ def _im2col_into(be, x, out, groups, ksize, osize, stride, pad, dil, conv):
     st = tuple(x.stride())
     xs = _sp3(st[2:], 0)
     big = max(total, _extent(x)) >= 2**31
-    _launch(be, _k().im2col_k, (-(-total // 512),),
+    _launch(be, _lazy("conv_tl").im2col_k, (-(-total // 512),),
             [x, out, x.shape[0], x.shape[1] // groups, *_sp3(x.shape[2:], 1), *_sp3(osize, 1),
              *_sp3(ksize, 1), st[0], st[1], *xs, *_sp3(stride[:n], 1), *_sp3(pad[:n], 0),
              *_sp3(dil[:n], 1), total],
-            {"CONV": bool(conv), "BIG": big, "BLOCK": 512})
+            (), {"CONV": bool(conv), "BIG": big, "BLOCK": 512})
     return out
 
 
@@ -90,17 +84,12 @@ def _col2im_into(be, cols, cst, out, groups, ksize, osize, stride, pad, dil, acc
     if total == 0:
         return out
     big = max(total, _extent(cols)) >= 2**31
-    _launch(be, _k().col2im_k, (-(-total // 256),),
+    _launch(be, _lazy("conv_tl").col2im_k, (-(-total // 256),),
             [cols, out, out.shape[1], out.shape[1] // groups, *_sp3(out.shape[2:], 1),
              *_sp3(osize, 1), *_sp3(ksize, 1), *cst, *_sp3(stride, 1), *_sp3(pad, 0),
              *_sp3(dil, 1), total],
-            {"ACC": _acc_tl(acc), "BIG": big, "BLOCK": 256})
+            (), {"ACC": _acc_tl(acc), "BIG": big, "BLOCK": 256})
     return out
-
-
-def _acc_tl(dt):
-    from ._ops import _ACC
-    return _ACC[dt]
 
 
 def _cols(be, x, groups, ksize, out, stride, pad, dil):
@@ -114,7 +103,6 @@ def _cols(be, x, groups, ksize, out, stride, pad, dil):
 def _as(t, shape, stride=None, offset=0):
     """A tensor over t's storage (t contiguous unless stride is given): a view without the
     dispatch of reshape/permute (hot: every convolution makes several)."""
-    from ember._tensor import Tensor, c_strides
     shape = tuple(shape)
     return Tensor._make(t._storage, shape, c_strides(shape) if stride is None else tuple(stride),
                         t._offset + offset, t.dtype, t.device)
@@ -266,7 +254,6 @@ def convolution_backward(be, op, gout, x, w, bias_sizes, stride, padding, dilati
             return NotImplemented
     if mask[2]:
         if gm is not None and groups == 1:  # column sums of the (N*L, O) matrix: no permute
-            from ._ops import _col_sum
             gb = be._new((gout.shape[1],), gout.dtype, gout.device)
             _col_sum(be, gm, gb, gm.shape[1], gm.shape[2], False)
         elif gout.numel():
@@ -311,3 +298,9 @@ def col2im(be, op, cols, output_size, ksize, dil, pad, stride):
     _col2im_into(be, c, (0, s0, s2, kh * kw * s1, s1), y, 1, tuple(ksize), out, tuple(stride),
                  tuple(pad), tuple(dil), cols.dtype)
     return y[0] if unb else y
+
+
+cuda_kernel("convolution")(convolution)
+cuda_kernel("convolution_backward")(convolution_backward)
+cuda_kernel("im2col")(im2col)
+cuda_kernel("col2im")(col2im)

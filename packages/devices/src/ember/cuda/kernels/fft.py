@@ -1,5 +1,6 @@
-"""FFT and special-function ops on cuda: no GPU kernels yet (cuFFT is not bound), so they run
-their CPU kernels on host copies; HOST says so, and test_cuda_opdb.py holds the list to it.
+"""The fft family on cuda (and special functions): no GPU kernels yet (cuFFT is not bound),
+so they run their CPU kernels on host copies; HOST says so, and test_cuda_opdb.py holds the
+list to it.
 Three movement/factory ops are listed for their complex inputs only (the spectra fftn pads,
 narrows and zero-fills): Triton has no complex dtypes, so complex tensors take host copies.
 The fft_* functions and torch.special's pointwise formulas (entr, sinc, ndtr, xlog1py) need no

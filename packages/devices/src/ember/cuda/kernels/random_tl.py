@@ -17,7 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-# DIST codes (the _ops_random launcher uses the same numbers)
+# DIST codes (kernels.random uses the same numbers)
 UNIFORM, NORMAL, EXPONENTIAL, CAUCHY, LOG_NORMAL, GEOMETRIC = 0, 1, 2, 3, 4, 5
 BERNOULLI, GUMBEL_KEY = 6, 8   # GUMBEL_KEY: p / Exp(1) with Exp(1) > 0 (multinomial keys)
 

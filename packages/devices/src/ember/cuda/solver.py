@@ -2,14 +2,15 @@
 device pointers, no cupy), and triangular solves through cuBLAS' trsm.
 
 Every routine takes contiguous batched buffers of column-major matrices: a row-major (nb, r, c)
-buffer is nb column-major (c, r) matrices (the transposes), which is how `_ops_linalg` sets up its
-problems. Batches loop over the matrices, one cuSOLVER call each on the current stream (the
-batched cuSOLVER routines cover only some of these factorizations and small sizes). `info` is an
-int32 device buffer (nb,): reading it is the caller's choice (one sync).
+buffer is nb column-major (c, r) matrices (the transposes), which is how
+`kernels.linalg_factor` sets up its problems. Batches loop over the matrices, one cuSOLVER
+call each on the current stream (the batched cuSOLVER routines cover only some of these
+factorizations and small sizes). `info` is an int32 device buffer (nb,): reading it is the
+caller's choice (one sync).
 
 On the fake device (EMBER_CUDA_FAKE=1: device memory is host memory) each routine has a numpy
-stand-in with LAPACK's semantics on the same memory (as `_blas._fake_gemm` for cuBLAS), so the
-glue in `_ops_linalg` runs in CI.
+stand-in with LAPACK's semantics on the same memory (as `blas._fake_gemm` for cuBLAS), so the
+glue in `kernels.linalg_factor` runs in CI.
 """
 from __future__ import annotations
 
@@ -170,7 +171,7 @@ def trsm(a, a_bstride, b, right, uplo, unit):
     nb, r, c = b.shape
     if rt.FAKE:
         return _fake_trsm(a, a_bstride, b, right, uplo, unit)
-    from . import _blas
+    from . import blas as _blas
     cublas, h = _blas._handle(b.device.index or 0)
     rt.ensure_context(b.device.index or 0)
     cublas.set_stream(h, current_stream_handle(b.device.index or 0))

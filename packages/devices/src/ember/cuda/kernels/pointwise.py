@@ -20,7 +20,7 @@ import tempfile
 from ember import _dtype as D
 from ember._size import collapse_dims
 
-from ._tritonops import TL, NeedsConstant, TritonOps, Unsupported, Var, literal
+from .triton_handler import TL, NeedsConstant, TritonOps, Unsupported, Var, literal
 
 __all__ = ["Operand", "generate", "PointwiseCache", "Unsupported", "HostPtr"]
 

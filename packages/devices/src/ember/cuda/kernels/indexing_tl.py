@@ -1,4 +1,5 @@
-"""Triton kernels for indexing, gather/scatter and masks (ember.cuda._ops_index drives them).
+"""Triton kernels for indexing, gather/scatter and masks (the indexing, scatter, nn, joining,
+pool and sorting modules drive them).
 
 Tensors of up to 6 dims are addressed through their strides: a flat position in the iteration
 shape (padded in front to 6 dims with size 1) becomes coordinates, and each operand's offset is

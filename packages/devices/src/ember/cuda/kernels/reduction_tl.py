@@ -1,9 +1,9 @@
-"""Triton kernels for _ops_sort: the remaining row reductions, max/min with indices, scans,
-sorting and selection.
+"""Hand-written Triton kernels over contiguous rows: reductions (also with indices and over
+columns), scans, softmax, log_softmax.
 
-Callers lay the data out as contiguous rows (R, C) (reduced or sorted dim last) or, for scans
-along a non-last dim, as (outer, n, inner) so that a program walks n with coalesced loads across
-inner. Low-precision floats accumulate in float32, integers in int64 (the ACC constexpr).
+Callers move the reduced dims last and make the input contiguous (one copy kernel), so each
+kernel sees an (R, C) row-major matrix and one program reduces one row, accumulating in float32
+(float64 for float64, int64 for integers, as PyTorch's CUDA reductions).
 Imported only when a kernel is first needed (triton is optional at import).
 """
 from __future__ import annotations
@@ -20,6 +20,170 @@ def _mul(a, b):
 @triton.jit
 def _isnan(v):
     return v != v
+
+
+@triton.jit(do_not_specialize=["C", "DIVISOR"])
+def row_reduce(x_ptr, out_ptr, C, DIVISOR, KIND: tl.constexpr, ACC: tl.constexpr,
+               SCALE_MEAN: tl.constexpr, BLOCK: tl.constexpr):
+    # KIND 0 sum, 1 max, 2 min, 3 argmax, 4 argmin
+    row = tl.program_id(0).to(tl.int64)
+    base = x_ptr + row * C
+    cols = tl.arange(0, BLOCK)
+    if KIND == 0:
+        acc = tl.zeros([BLOCK], ACC)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            acc += tl.load(base + start + cols, mask=m, other=0).to(ACC)
+        r = tl.sum(acc, axis=0)
+        if SCALE_MEAN:
+            r = r / DIVISOR
+        tl.store(out_ptr + row, r)
+    elif KIND == 1 or KIND == 2:
+        if KIND == 1:
+            acc = tl.full([BLOCK], float("-inf"), ACC)
+        else:
+            acc = tl.full([BLOCK], float("inf"), ACC)
+        nan = tl.zeros([BLOCK], tl.int1)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            if KIND == 1:
+                v = tl.load(base + start + cols, mask=m, other=float("-inf")).to(ACC)
+                acc = tl.maximum(acc, v)
+            else:
+                v = tl.load(base + start + cols, mask=m, other=float("inf")).to(ACC)
+                acc = tl.minimum(acc, v)
+            nan = nan | (v != v)
+        if KIND == 1:
+            r = tl.max(acc, axis=0)
+        else:
+            r = tl.min(acc, axis=0)
+        r = tl.where(tl.max(nan.to(tl.int32), axis=0) > 0, float("nan"), r)
+        tl.store(out_ptr + row, r)
+    else:
+        best = tl.full([BLOCK], float("-inf") if KIND == 3 else float("inf"), ACC)
+        bidx = tl.zeros([BLOCK], tl.int64)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            v = tl.load(base + start + cols, mask=m, other=0).to(ACC)
+            v = tl.where(m, v, float("-inf") if KIND == 3 else float("inf"))
+            isn = v != v
+            if KIND == 3:
+                take = ((v > best) | isn) & (best == best)
+            else:
+                take = ((v < best) | isn) & (best == best)
+            best = tl.where(take, v, best)
+            bidx = tl.where(take, start + cols, bidx)
+        # first index of the best (NaN counts as the extreme, as PyTorch)
+        anynan = tl.max((best != best).to(tl.int32), axis=0) > 0
+        if KIND == 3:
+            top = tl.max(tl.where(best != best, float("-inf"), best), axis=0)
+        else:
+            top = tl.min(tl.where(best != best, float("inf"), best), axis=0)
+        hit = tl.where(anynan, best != best, best == top)
+        big = tl.full([BLOCK], 2**62, tl.int64)
+        r = tl.min(tl.where(hit, bidx, big), axis=0)
+        tl.store(out_ptr + row, r)
+
+
+@triton.jit(do_not_specialize=["C"])
+def row_softmax(x_ptr, out_ptr, C, LOG: tl.constexpr, BLOCK: tl.constexpr,
+                ONE: tl.constexpr = False):
+    row = tl.program_id(0).to(tl.int64)
+    base = x_ptr + row * C
+    obase = out_ptr + row * C
+    cols = tl.arange(0, BLOCK)
+    if ONE:  # the row fits one tile: one read, one write (attention rows)
+        m = cols < C
+        v = tl.load(base + cols, mask=m, other=float("-inf")).to(tl.float32)
+        rmax = tl.max(v, axis=0)
+        e = tl.where(m, tl.exp(v - rmax), 0.0)
+        tot = tl.sum(e, axis=0)
+        if LOG:
+            r = v - rmax - tl.log(tot)
+        else:
+            r = e / tot
+        tl.store(obase + cols, r.to(out_ptr.dtype.element_ty), mask=m)
+    else:
+        mx = tl.full([BLOCK], float("-inf"), tl.float32)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            mx = tl.maximum(mx, tl.load(base + start + cols, mask=m, other=float("-inf"))
+                            .to(tl.float32))
+        rmax = tl.max(mx, axis=0)
+        s = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            v = tl.load(base + start + cols, mask=m, other=float("-inf")).to(tl.float32)
+            s += tl.where(m, tl.exp(v - rmax), 0.0)
+        tot = tl.sum(s, axis=0)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            v = tl.load(base + start + cols, mask=m, other=0).to(tl.float32)
+            if LOG:
+                r = v - rmax - tl.log(tot)
+            else:
+                r = tl.exp(v - rmax) / tot
+            tl.store(obase + start + cols, r.to(out_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["C", "CHUNK"])
+def row_partial(x_ptr, out_ptr, C, CHUNK, KIND: tl.constexpr, ACC: tl.constexpr,
+                BLOCK: tl.constexpr):
+    # first stage of a long-row reduction: program (r, p) reduces row r's chunk p
+    # (KIND 0 sum, 1 max, 2 min; NaN propagates through max/min)
+    row = tl.program_id(0).to(tl.int64)
+    p = tl.program_id(1)
+    P = tl.num_programs(1)
+    base = x_ptr + row * C
+    cols = tl.arange(0, BLOCK)
+    lo = p.to(tl.int64) * CHUNK
+    if KIND == 0:
+        acc = tl.zeros([BLOCK], ACC)
+        for start in range(0, CHUNK, BLOCK):
+            idx = lo + start + cols
+            m = (idx < C) & (start + cols < CHUNK)
+            acc += tl.load(base + idx, mask=m, other=0).to(ACC)
+        r = tl.sum(acc, axis=0)
+    else:
+        fill = float("-inf") if KIND == 1 else float("inf")
+        acc = tl.full([BLOCK], fill, ACC)
+        nan = tl.zeros([BLOCK], tl.int1)
+        for start in range(0, CHUNK, BLOCK):
+            idx = lo + start + cols
+            m = (idx < C) & (start + cols < CHUNK)
+            v = tl.load(base + idx, mask=m, other=fill).to(ACC)
+            if KIND == 1:
+                acc = tl.maximum(acc, v)
+            else:
+                acc = tl.minimum(acc, v)
+            nan = nan | (v != v)
+        if KIND == 1:
+            r = tl.max(acc, axis=0)
+        else:
+            r = tl.min(acc, axis=0)
+        r = tl.where(tl.max(nan.to(tl.int32), axis=0) > 0, float("nan"), r)
+    tl.store(out_ptr + row * P + p, r)
+
+
+@triton.jit(do_not_specialize=["R", "C", "RPER", "DIVISOR"])
+def col_reduce(x_ptr, out_ptr, R, C, RPER, DIVISOR, ACC: tl.constexpr, SCALE_MEAN: tl.constexpr,
+               BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    # sum over the leading dims of a contiguous (R, C) tensor, coalesced along C: program
+    # (column block, p) sums rows [p * RPER, (p + 1) * RPER) into out[p, cols] (a second launch
+    # with one p sums the partials), instead of a transposing copy and a row reduction
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    p = tl.program_id(1).to(tl.int64)
+    cm = cols < C
+    rows = tl.arange(0, BLOCK_R)
+    acc = tl.zeros([BLOCK_R, BLOCK_C], ACC)
+    for start in range(0, RPER, BLOCK_R):
+        r = p * RPER + start + rows
+        m = ((r < R) & (start + rows < RPER))[:, None] & cm[None, :]
+        acc += tl.load(x_ptr + r[:, None] * C + cols[None, :], mask=m, other=0).to(ACC)
+    s = tl.sum(acc, axis=0)
+    if SCALE_MEAN:
+        s = s / DIVISOR
+    tl.store(out_ptr + p * C + cols, s.to(out_ptr.dtype.element_ty), mask=cm)
 
 
 # ---- reductions over rows ---------------------------------------------------------------------
@@ -287,109 +451,3 @@ def strided_scan(x_ptr, out_ptr, idx_ptr, n, inner, KIND: tl.constexpr, ACC: tl.
                 carry, cidx = _cummin_comb(carry, cidx, v, ii)
             tl.store(idx_ptr + off, cidx, mask=cm)
         tl.store(out_ptr + off, carry.to(out_ptr.dtype.element_ty), mask=cm)
-
-
-# ---- sorting ----------------------------------------------------------------------------------
-@triton.jit(do_not_specialize=["C", "OUTN", "CH"])
-def row_sort_packed(x_ptr, val_ptr, idx_ptr, C, OUTN, CH, in_idx_ptr, DESC: tl.constexpr,
-                    FLOAT: tl.constexpr, HAS_IDX: tl.constexpr, BLOCK: tl.constexpr):
-    # stable sort of a row of <= 32-bit values (C <= BLOCK): each element becomes the int64
-    # (order-preserving 32-bit key << 32 | index), one tl.sort of the padded block, then the
-    # values are gathered by index. NaN sorts largest, -0.0 equals 0.0 (PyTorch's order).
-    # Writes the first OUTN of the sorted row (topk). Program (row, c) sorts the chunk
-    # [c * CH, (c + 1) * CH) of the row (CH <= BLOCK) into output row row * num_programs(1) + c
-    # (topk's first stage on long rows); HAS_IDX: the row's elements carry the indices in_idx
-    # (topk's second stage), which are written instead of their positions.
-    row = tl.program_id(0).to(tl.int64)
-    c = tl.program_id(1).to(tl.int64)
-    orow = row * tl.num_programs(1) + c
-    lo = c * CH
-    base = x_ptr + row * C + lo
-    cols = tl.arange(0, BLOCK)
-    m = (cols < CH) & (lo + cols < C)
-    v = tl.load(base + cols, mask=m, other=0)
-    if FLOAT:
-        f = v.to(tl.float32)
-        f = tl.where(f == 0, 0.0, f)
-        bits = f.to(tl.int32, bitcast=True)
-        bits = tl.where(f != f, 0x7FC00000, bits)
-        key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-    else:
-        key = v.to(tl.int32)
-    if DESC:
-        key = ~key
-    packed = (key.to(tl.int64) << 32) | cols.to(tl.int64)
-    packed = tl.where(m, packed, 0x7FFFFFFFFFFFFFFF)
-    s = tl.sort(packed, 0)
-    idx = s & tl.full([BLOCK], 0xFFFFFFFF, tl.int64)
-    om = (cols < OUTN) & (idx < CH) & (lo + idx < C)
-    vals = tl.load(base + idx, mask=om)
-    if HAS_IDX:
-        gidx = tl.load(in_idx_ptr + row * C + lo + idx, mask=om)
-    else:
-        gidx = lo + idx
-    tl.store(val_ptr + orow * OUTN + cols, vals, mask=om)
-    tl.store(idx_ptr + orow * OUTN + cols, gidx, mask=om)
-
-
-@triton.jit(do_not_specialize=["C", "OUTN"])
-def row_sort_rank(x_ptr, val_ptr, idx_ptr, C, OUTN, DESC: tl.constexpr, ACC: tl.constexpr,
-                  BI: tl.constexpr, BJ: tl.constexpr):
-    # stable sort of any dtype by ranks: program (row, block of BI elements) counts, for each of
-    # its elements, the row's elements ordered before it (and the equal ones at lower indices),
-    # then writes it to that position (if < OUTN). O(C^2) compares a row: for rows that tl.sort's
-    # packed key cannot hold (64-bit values) or that exceed its block.
-    row = tl.program_id(0).to(tl.int64)
-    base = x_ptr + row * C
-    ii = tl.program_id(1) * BI + tl.arange(0, BI)
-    im = ii < C
-    xi = tl.load(base + ii, mask=im, other=0)
-    ai = xi.to(ACC)
-    ni = _isnan(ai)
-    rank = tl.zeros([BI], tl.int64)
-    jj0 = tl.arange(0, BJ)
-    for start in range(0, C, BJ):
-        jj = start + jj0
-        jm = jj < C
-        aj = tl.load(base + jj, mask=jm, other=0).to(ACC)
-        nj = _isnan(aj)
-        a = ai[:, None]
-        b = aj[None, :]
-        na = ni[:, None]
-        nb = nj[None, :]
-        if DESC:
-            before = (b > a) | (nb & ~na)
-        else:
-            before = (b < a) | (na & ~nb)
-        eq = (b == a) | (na & nb)
-        hit = before | (eq & (jj[None, :] < ii[:, None]))
-        hit = hit & jm[None, :]
-        rank += tl.sum(hit.to(tl.int64), axis=1)
-    om = im & (rank < OUTN)
-    tl.store(val_ptr + row * OUTN + rank, xi, mask=om)
-    tl.store(idx_ptr + row * OUTN + rank, ii.to(tl.int64), mask=om)
-
-
-@triton.jit(do_not_specialize=["C", "POS"])
-def row_pick(sv_ptr, si_ptr, val_ptr, idx_ptr, C, POS, MODE: tl.constexpr, ACC: tl.constexpr,
-             BLOCK: tl.constexpr):
-    # from ascending sorted rows (NaN last): the element at position POS (MODE 0), the median
-    # (MODE 1: the lower median, or the first NaN when there is one), the median of the non-NaN
-    # elements (MODE 2, nanmedian)
-    row = tl.program_id(0).to(tl.int64)
-    if MODE == 0:
-        pos = POS.to(tl.int64)
-    else:
-        cols = tl.arange(0, BLOCK)
-        cnt = tl.zeros([BLOCK], tl.int64)
-        for start in range(0, C, BLOCK):
-            m = start + cols < C
-            v = tl.load(sv_ptr + row * C + start + cols, mask=m, other=0).to(ACC)
-            cnt += (m & (v == v)).to(tl.int64)
-        valid = tl.sum(cnt, axis=0)
-        if MODE == 1:
-            pos = tl.where(valid < C, valid, (C - 1) // 2)
-        else:
-            pos = tl.maximum((valid - 1) // 2, 0)
-    tl.store(val_ptr + row, tl.load(sv_ptr + row * C + pos))
-    tl.store(idx_ptr + row, tl.load(si_ptr + row * C + pos))

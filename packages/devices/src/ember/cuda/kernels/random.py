@@ -1,6 +1,6 @@
 """GPU kernels: random ops from a counter-based (Philox4x32-10) generator.
 
-Every op is one launch of `_kernels_random.sample` (or `.randint`) writing a contiguous result;
+Every op is one launch of `random_tl.sample` (or `.randint`) writing a contiguous result;
 seed and first counter come from the generator (`_random`). Each 128-bit Philox counter gives 4
 values (2 for float64 samples and integer ranges over 2**32): the generator's offset advances by
 4 * ceil(n / values per counter) words a launch (see _random for what that means for splitting a
@@ -19,21 +19,17 @@ import math
 import struct
 
 from ember import _dtype as D
-from ember._dispatch import torch_name
+from ember._ops.registry import torch_name
 from ember._tensor import Tensor
 
-from ._ops import cuda_kernel
-from ._random import generator_for
+from .._random import generator_for
+from .base import _cont, _launch, _lazy, cuda_kernel
+from .creation import factory_output
 
 _BLOCK = 1024          # values a program writes (counters a program: _BLOCK / values a counter)
 _BITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53}
 _FLOATS = tuple(_BITS)
 _INTS = (D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64)
-
-
-def _ops():
-    from . import _ops
-    return _ops
 
 
 def _bits(v: float) -> int:
@@ -51,9 +47,9 @@ def _sample(be, out, gen, dist, a=0.0, b=0.0, pa=None, pb=None, f64=None):
         f64 = out.dtype is D.float64
     vpc = 2 if f64 else 4
     seed, ctr = generator_for(gen, out.device).take(-(-n // vpc))
-    K = _ops()._lazy("_kernels_random")
+    K = _lazy("random_tl")
     bits = _BITS.get(out.dtype, 24)
-    _ops()._launch(be, K.sample, (-(-n // _BLOCK),),
+    _launch(be, K.sample, (-(-n // _BLOCK),),
                    [out, out if pa is None else pa, out if pb is None else pb, n, seed, ctr,
                     _bits(a), _bits(b)], (),
                    {"DIST": dist, "F64": f64, "BITS": bits, "HAS_A": pa is not None,
@@ -82,7 +78,7 @@ def _float_only(dt, kernel):
 
 def _new_like_meta(be, op, args, like):
     """The output of a factory (like: a *_like op) on cuda from the op's meta, or None."""
-    return _ops().factory_output(be, op, args, like)
+    return factory_output(be, op, args, like)
 
 
 def _finish(t, rg):
@@ -107,7 +103,7 @@ def _rand_factory(dist, kernel, like):
 
 
 def _check_randint(low, high, dt):
-    from ember._ops.random import check_int_range
+    from ember._ops.registry import check_int_range
     return check_int_range(low, high, dt)
 
 
@@ -123,8 +119,8 @@ def _randint_into(be, out, low, high, gen):
     rng &= (1 << 64) - 1
     vpc = 2 if wide else 4
     seed, ctr = generator_for(gen, out.device).take(-(-n // vpc))
-    K = _ops()._lazy("_kernels_random")
-    _ops()._launch(be, K.randint, (-(-n // _BLOCK),),
+    K = _lazy("random_tl")
+    _launch(be, K.randint, (-(-n // _BLOCK),),
                    [out, n, seed, ctr, low, rng - (1 << 64) if rng >= 1 << 63 else rng], (),
                    {"WIDE": wide, "FULL": full,
                     "HALF": out.dtype in (D.float16, D.bfloat16), "BLOCK": _BLOCK // vpc})
@@ -166,37 +162,30 @@ def _randint_like_low(be, op, x, low, high, gen, *rest, _args=None):
 
 
 # ---- in-place samplers -------------------------------------------------------------------------
-def _sampler(dist, kernel, check=None, params=lambda *p: p):
-    """x.<name>_(*params, generator=): core's argument check, then one launch."""
+def _sampler(dist, params=lambda *p: p):
+    """x.<name>_(*params, generator=): the entry's meta checks the arguments, then one launch
+    (complex: host copies)."""
     def f(be, op, x, *args):
         *ps, gen = args
-        if not _float_only(x.dtype, kernel):
+        op.meta(x, *args)
+        if x.dtype not in _FLOATS:
             return NotImplemented
-        if check is not None:
-            check(*ps)
         a, b = (list(params(*ps)) + [0.0, 0.0])[:2]
         return _fill_inplace(be, x, lambda t: _sample(be, t, gen, dist, a, b))
     return f
-
-
-def _core_check(name):
-    def check(*ps):
-        from ember._ops import random as R
-        getattr(R, name)(*ps)
-    return check
 
 
 @cuda_kernel("random_", "random_.from", "random_.to")
 def _random_(be, op, x, *args):
     """random_(), random_.to(to), random_.from(from, to): [from, to) with the dtype's own
     bounds when omitted (floats: [0, 2**mantissa])."""
-    from ember._ops.random import _int_range
+    from ember._ops.registry import int_range
     if not _randint_ok(x.dtype):
         return NotImplemented
     *bounds, gen = args
     lo, hi = ([None, None] + bounds)[-2:]
     lo = 0 if lo is None else lo
-    hi = _int_range(x.dtype)[1] + 1 if hi is None else hi
+    hi = int_range(x.dtype)[1] + 1 if hi is None else hi
     _check_randint(lo, hi, x.dtype)
     return _fill_inplace(be, x, lambda t: _randint_into(be, t, lo, hi, gen))
 
@@ -228,10 +217,9 @@ def _bernoulli(be, op, p, gen):
 
 @cuda_kernel("bernoulli.p")
 def _bernoulli_p(be, op, x, p, gen):
-    from ember._ops.random import _check_p
+    op.meta(x, p, gen)   # p in [0, 1]
     if not (x.dtype in _FLOATS or x.dtype in _INTS):
         return NotImplemented
-    _check_p(p)
     out = be._new(tuple(x.shape), x.dtype, x.device)
     return _sample(be, out, gen, 6, float(p), f64=True)
 
@@ -250,10 +238,9 @@ def _bernoulli_tensor_(be, op, x, p, gen):
 
 @cuda_kernel("bernoulli_.float")
 def _bernoulli_float_(be, op, x, p, gen):
-    from ember._ops.random import _check_p
+    op.meta(x, p, gen)   # p in [0, 1]
     if not (x.dtype in _FLOATS or x.dtype in _INTS):
         return NotImplemented
-    _check_p(p)
     return _fill_inplace(be, x, lambda t: _sample(be, t, gen, 6, float(p), f64=True))
 
 
@@ -261,12 +248,9 @@ def _bernoulli_float_(be, op, x, p, gen):
 def _normal_out(be, op, args, mean, std, gen, dev):
     """normal with tensor or float mean/std: shape and dtype from core's meta. Tensor std < 0
     is not checked (PyTorch checks only CPU std: a check here would sync)."""
-    from ember._ops.random import _check_std
-    m = op.meta(*args)
+    m = op.meta(*args)   # a float std >= 0
     if not _float_only(m.dtype, "normal_kernel_cpu"):
         return NotImplemented
-    if not isinstance(std, Tensor):
-        _check_std(std)
     out = be._new(tuple(m.shape), m.dtype, dev)
     pa = _expand_to(be, mean, tuple(m.shape), m.dtype) if isinstance(mean, Tensor) else None
     pb = _expand_to(be, std, tuple(m.shape), m.dtype) if isinstance(std, Tensor) else None
@@ -293,14 +277,12 @@ def _normal_ft(be, op, mean, std, gen):
 
 @cuda_kernel("normal.float_float")
 def _normal_ff(be, op, mean, std, size, gen, *rest):
-    from ember._ops.random import _check_std
-    r = _new_like_meta(be, op, (mean, std, size, gen, *rest), False)
+    r = _new_like_meta(be, op, (mean, std, size, gen, *rest), False)  # the meta: std >= 0
     if r is None:
         return NotImplemented
     t, rg = r
     if not _float_only(t.dtype, "normal_kernel_cpu"):
         return NotImplemented
-    _check_std(std)
     return _finish(_sample(be, t, gen, 1, mean, std), rg)
 
 
@@ -308,7 +290,7 @@ def _normal_ff(be, op, mean, std, size, gen, *rest):
 @cuda_kernel("randperm")
 def _randperm(be, op, n, gen, *rest):
     """randperm(n): the argsort of n random int64 keys (ember's GPU sort: a rank sort up to
-    _ops_sort.RANK_MAX keys; longer rows go through that family's own host fallback). Keys tie
+    sorting.RANK_MAX keys; longer rows go through that family's own host fallback). Keys tie
     with probability < n**2 / 2**65; a tie is broken by position (stable sort)."""
     r = _new_like_meta(be, op, (n, gen, *rest), False)
     if r is None:
@@ -353,7 +335,7 @@ def _check_probs(rows, n, replacement):
 def _multinomial(be, op, p, n, replacement, gen):
     """multinomial on the GPU. Without replacement (or one sample): the Gumbel-top-k trick, as
     PyTorch: keys p / E with E ~ Exp(1) > 0 drawn in one launch, then topk (ember's GPU sort:
-    rows up to _ops_sort.RANK_MAX categories); the probability checks sync once, as PyTorch's.
+    rows up to sorting.RANK_MAX categories); the probability checks sync once, as PyTorch's.
     With replacement: inverse CDF, one launch of a binary search per sample over the float64
     running sums (cumsum) of each row; invalid rows are not checked there (PyTorch asserts on
     the device): they give an unspecified category in range."""
@@ -376,9 +358,9 @@ def _multinomial(be, op, p, n, replacement, gen):
         cdf = _expand_to(be, rows, (R, C), D.float64).cumsum(-1)
         out = be._new((R, n), D.int64, p.device)
         seed, ctr = g.take(R * n)
-        K = _ops()._lazy("_kernels_random")
-        _ops()._launch(be, K.multinomial_search, (-(-(R * n) // _MN_BLOCK),),
-                       [_ops()._cont(be, cdf), out, C, n, R * n, seed, ctr], (),
+        K = _lazy("random_tl")
+        _launch(be, K.multinomial_search, (-(-(R * n) // _MN_BLOCK),),
+                       [_cont(be, cdf), out, C, n, R * n, seed, ctr], (),
                        {"STEPS": max(1, (C - 1).bit_length()), "BLOCK": _MN_BLOCK})
     return out.reshape(tuple(shape))
 
@@ -393,10 +375,10 @@ def _poisson(be, op, rates, gen):
     n = out.numel()
     if n == 0:
         return out
-    x = _ops()._cont(be, rates)
+    x = _cont(be, rates)
     seed, ctr = generator_for(gen, rates.device).take(n)
-    K = _ops()._lazy("_kernels_random")
-    _ops()._launch(be, K.poisson, (-(-n // _PO_BLOCK),), [x, out, n, seed, ctr], (),
+    K = _lazy("random_tl")
+    _launch(be, K.poisson, (-(-n // _PO_BLOCK),), [x, out, n, seed, ctr], (),
                    {"MAXIT": _PO_MAXIT, "BLOCK": _PO_BLOCK})
     return out
 
@@ -406,15 +388,11 @@ cuda_kernel("rand")(_rand_factory(0, "check_uniform_bounds", False))
 cuda_kernel("randn")(_rand_factory(1, "normal_kernel_cpu", False))
 cuda_kernel("rand_like")(_rand_factory(0, "check_uniform_bounds", True))
 cuda_kernel("randn_like")(_rand_factory(1, "normal_kernel_cpu", True))
-cuda_kernel("uniform_")(_sampler(0, "check_uniform_bounds", _core_check("_check_uniform")))
-cuda_kernel("normal_")(_sampler(1, "normal_kernel_cpu", lambda m, s: _core_check("_check_std")(s)))
-cuda_kernel("exponential_")(
-    _sampler(2, "exponential_cpu", _core_check("_check_exponential"),
-                             lambda lam: (lam,)))
-cuda_kernel("cauchy_")(_sampler(3, "cauchy_cpu", _core_check("_check_cauchy")))
-cuda_kernel("log_normal_")(_sampler(4, "log_normal_cpu", _core_check("_check_log_normal")))
-cuda_kernel("geometric_")(
-    _sampler(5, "geometric_cpu", _core_check("_check_geometric"),
-                           lambda p: (math.log1p(-p),)))
+cuda_kernel("uniform_")(_sampler(0))
+cuda_kernel("normal_")(_sampler(1))
+cuda_kernel("exponential_")(_sampler(2, lambda lam: (lam,)))
+cuda_kernel("cauchy_")(_sampler(3))
+cuda_kernel("log_normal_")(_sampler(4))
+cuda_kernel("geometric_")(_sampler(5, lambda p: (math.log1p(-p),)))
 
 HOST: dict[str, str] = {}

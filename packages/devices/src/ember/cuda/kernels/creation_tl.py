@@ -1,4 +1,5 @@
-"""Hand-written Triton kernels for creation ops: linspace and logspace.
+"""Hand-written Triton kernels for creation ops: arange (integer start/step), linspace
+and logspace.
 
 Imported only when a kernel is first needed (triton is optional at import).
 """
@@ -24,6 +25,17 @@ def space_fill(out_ptr, n, start, end, step, log_base, LOG: tl.constexpr, HALF: 
     v = tl.where((offs == n - 1) & (n > 1), end, v)
     if LOG:
         v = tl.exp(v * log_base)
+    if HALF:
+        v = v.to(tl.float32)
+    tl.store(out_ptr + offs, v.to(out_ptr.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit(do_not_specialize=["n", "start", "step"])
+def arange_fill(out_ptr, n, start, step, HALF: tl.constexpr, BLOCK: tl.constexpr):
+    # integer start/step (arange(T), the common case): exact in int64, then cast (16-bit
+    # floats through float32, which holds every value they can)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    v = start + offs * step
     if HALF:
         v = v.to(tl.float32)
     tl.store(out_ptr + offs, v.to(out_ptr.dtype.element_ty), mask=offs < n)
