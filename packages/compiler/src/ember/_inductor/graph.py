@@ -166,7 +166,7 @@ def load(art: Artifact, gm) -> CompiledGraph | None:
 
 
 def _triton_kernels(sources) -> dict:
-    from ember.cuda._pointwise import load_kernel
+    from ember.cuda.kernels.pointwise import load_kernel
     out = {}
     for s in sources:
         name = s.split("def ", 1)[1].split("(", 1)[0]
@@ -182,7 +182,7 @@ def _empty_device(n, dtype, device):
 def _launch_triton(fn, grid, bufs, ints, xblock, rblock):
     """Launch a generated Triton kernel through the device's launcher."""
     from ember._device import get_backend
-    from ember.cuda._pointwise import Operand
+    from ember.cuda.kernels.pointwise import Operand
     launch = get_backend("cuda").pw.launch
     ops = [Operand(t, t.data_ptr(), (t.numel(),), (1,), t.dtype) for t in bufs]
     launch(fn, grid, ops + list(ints), ("inductor", fn), {"XBLOCK": xblock, "RBLOCK": rblock})

@@ -1,5 +1,5 @@
 """Triton code generation for CUDA tensors: the same scheduled kernels as the C++ path, values
-emitted by ember-devices' Triton ops handler (`ember.cuda._tritonops.TritonOps`, the one behind
+emitted by ember-devices' Triton ops handler (`ember.cuda.kernels.triton_handler.TritonOps`, the one behind
 the eager Triton kernels), launched through the device's launcher (Triton's interpreter on the
 fake device: EMBER_CUDA_FAKE=1 TRITON_INTERPRET=1).
 
@@ -26,7 +26,7 @@ _FINAL = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
 
 
 def _handler_class():
-    from ember.cuda._tritonops import TL, TritonOps, Var, literal
+    from ember.cuda.kernels.triton_handler import TL, TritonOps, Var, literal
 
     class KernelOps(TritonOps):
         """TritonOps with buffer loads and typed constants."""

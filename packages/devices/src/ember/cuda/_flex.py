@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ._pointwise import load_kernel
+from .kernels.pointwise import load_kernel
 
 calls = {"fused": 0, "sparse": 0}   # calls that ran the fused kernel (block-sparse: "sparse")
 _kernels: dict = {}
@@ -202,7 +202,7 @@ def flex_forward(be, query, key, value, score_mod, block_mask, scale, return_lse
     import ember
     from ember import _dtype as D
 
-    from ._ops import _launch
+    from .kernels.base import _launch
     if query.dtype not in (D.float32, D.float16, D.bfloat16):
         return NotImplemented
     mask_mod = None if block_mask is None else block_mask.mask_mod
