@@ -84,19 +84,25 @@ print("ok")
 """
 
 
-def test_two_fake_devices():
-    """The fake driver with two devices: the script as on two GPUs."""
+def _real_gpus() -> int:
+    if os.environ.get("EMBER_CUDA_FAKE") is not None or not ember.cuda.is_available():
+        return 0
+    return ember.cuda.device_count()
+
+
+def test_two_devices():
+    """The script on the first two real GPUs (the GPU suite on a multi-GPU machine), else, on a
+    machine without a GPU (CI), on the fake driver with two devices."""
+    n = _real_gpus()
+    if n >= 2:
+        exec(compile(SCRIPT, "test_cuda_multi_device", "exec"),
+             {"__name__": "test_cuda_multi_device"})
+        return
+    if n == 1:  # the fake device's interpreter is the GPU image's older Triton (3.6) there
+        pytest.skip("one real GPU: two devices need two GPUs (or none: the fake driver)")
     pytest.importorskip("triton")
     env = dict(os.environ, EMBER_CUDA_FAKE="1", EMBER_CUDA_FAKE_DEVICES="2",
                TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, f"{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
-
-
-@pytest.mark.skipif(not (ember.cuda.is_available() and ember.cuda.device_count() >= 2
-                         and os.environ.get("EMBER_CUDA_FAKE") is None),
-                    reason="needs two or more GPUs")
-def test_two_gpus():
-    """The same script on the first two real GPUs (the GPU suite on a multi-GPU machine)."""
-    exec(compile(SCRIPT, "test_cuda_multi_device", "exec"), {"__name__": "test_cuda_multi_device"})

@@ -20,6 +20,7 @@ import tempfile
 from ember import _dtype as D
 from ember._size import collapse_dims
 
+from ..runtime.driver import bound_device
 from .triton_handler import TL, NeedsConstant, TritonOps, Unsupported, Var, literal
 
 __all__ = ["Operand", "generate", "PointwiseCache", "Unsupported", "HostPtr"]
@@ -193,7 +194,10 @@ class PointwiseCache:
         fast = getattr(self.launch, "fast", None)
         if fast is not None:  # the same layouts as an earlier call: launch straight away
             const = op in self.consts or cdt is D.float64
-            mkey = [op, rdt, cdt, out.dtype, out.shape, tuple(out.stride), out.addr & 15 == 0]
+            # a compiled kernel belongs to the context it was loaded in: the device is part of
+            # the key (the launch goes to the bound device, the tensors' one)
+            mkey = [op, rdt, cdt, out.dtype, out.shape, tuple(out.stride), out.addr & 15 == 0,
+                    bound_device()]
             ptrs, scal = [out.addr], []
             pws = op.pw_idx
             for i, a in enumerate(args):
