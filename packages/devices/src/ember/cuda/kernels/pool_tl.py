@@ -201,4 +201,6 @@ def pool_scatter(g_ptr, idx_ptr, acc_ptr, outs, per, total, BLOCK: tl.constexpr)
     plane = offs // outs
     idx = tl.load(idx_ptr + offs, mask=m, other=0)
     g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
+    # indices outside the plane (only unchecked under CUDA-graph capture) write nothing
+    m = m & (idx >= 0) & (idx < per)
     tl.atomic_add(acc_ptr + plane * per + idx, g, mask=m)
