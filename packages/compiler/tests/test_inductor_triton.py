@@ -47,6 +47,17 @@ for fn, k in cases:
     assert graphs[0].last is not None and graphs[0].last.n_kernels == k, graphs[0].last
     assert "@triton.jit" in graphs[0].last.code()
 
+# rows longer than the smallest RBLOCK: one chunk each (rblock_for); float32 terms of sums
+# accumulate without a float64 round trip
+from ember._inductor.graph import rblock_for
+assert (rblock_for(10, 64), rblock_for(300, 64), rblock_for(10**6, 64)) == (64, 512, 2048)
+w = ember.tensor(rng.standard_normal((3, 300)).astype("float32")).cuda()
+graphs.clear()
+ember._dynamo.reset()
+sm = lambda a: ember.softmax(a, -1) * a.sum(-1, keepdim=True)
+close(ember.compile(sm, backend=backend)(w), sm(w), 1e-4)
+assert "float64" not in graphs[0].last.code(), graphs[0].last.code()
+
 # training: forward and backward graphs as Triton kernels around the extern matmuls
 ember.manual_seed(0)
 m = ember.nn.Sequential(ember.nn.Linear(10, 8), ember.nn.ReLU(), ember.nn.LayerNorm(8),

@@ -180,12 +180,25 @@ def _empty_device(n, dtype, device):
 
 
 def _launch_triton(fn, grid, bufs, ints, xblock, rblock):
-    """Launch a generated Triton kernel through the device's launcher."""
+    """Launch a generated Triton kernel through the device's launcher. A reduction kernel (one
+    program per outer index, xblock 1) gets an RBLOCK covering its row when the row is short
+    (the last size argument is rnumel), so each loop phase is one masked chunk."""
     from ember._device import get_backend
     from ember.cuda.kernels.pointwise import Operand
+    if xblock == 1 and ints:
+        rblock = rblock_for(ints[-1], rblock)
     launch = get_backend("cuda").pw.launch
     ops = [Operand(t, t.data_ptr(), (t.numel(),), (1,), t.dtype) for t in bufs]
-    launch(fn, grid, ops + list(ints), ("inductor", fn), {"XBLOCK": xblock, "RBLOCK": rblock})
+    launch(fn, grid, ops + list(ints), ("inductor", fn, rblock),
+           {"XBLOCK": xblock, "RBLOCK": rblock})
+
+
+def rblock_for(rnumel: int, least: int, most: int = 2048) -> int:
+    """The power of two >= rnumel, between least and most (one compiled variant each)."""
+    r = least
+    while r < rnumel and r < most:
+        r *= 2
+    return r
 
 
 _KERNELS: dict = {}     # kernel name -> ctypes function, for this process

@@ -1,7 +1,7 @@
 """Triton code generation for CUDA tensors: the same scheduled kernels as the C++ path, values
-emitted by ember-devices' Triton ops handler (`ember.cuda.kernels.triton_handler.TritonOps`, the one behind
-the eager Triton kernels), launched through the device's launcher (Triton's interpreter on the
-fake device: EMBER_CUDA_FAKE=1 TRITON_INTERPRET=1).
+emitted by ember-devices' Triton ops handler (`ember.cuda.kernels.triton_handler.TritonOps`, the
+one behind the eager Triton kernels), launched through the device's launcher (Triton's
+interpreter on the fake device: EMBER_CUDA_FAKE=1 TRITON_INTERPRET=1).
 
 Pointwise kernels: one program per XBLOCK elements of the flattened outer ranges. Kernels with
 reductions: one program per outer index; each loop phase walks the flattened inner ranges in
@@ -70,6 +70,13 @@ def _handler_class():
                     return self.rsqrt(a)
             return super().pow(a, b)
 
+        def cast(self, v, d):
+            # a float64 accumulation type inside a float32-accumulating reduction (see
+            # TritonKernel._acc): the term is converted to float32 directly
+            if d is D.float64 and self.k.f32_acc:
+                d = D.float32
+            return super().cast(v, d)
+
         def index_expr(self, e):
             return self.emit(f"tl.full([], {pyexpr(e)}, tl.int64)", D.int64, False)
 
@@ -88,6 +95,7 @@ class TritonKernel:
         self.mem_reads: set = set()
         self.block_vars: set = set()
         self.mask = None
+        self.f32_acc = False   # while emitting a reduction's term that accumulates in float32
         self.h = ops(self)
 
     def ptr(self, buf) -> str:
@@ -180,7 +188,9 @@ class TritonKernel:
         self.h.lines = inner
         for b in bufs:
             if b.is_reduction:
+                self.f32_acc = self._acc(b) is D.float32 and b.acc_dtype is D.float64
                 v = self.h.v(b.fn(self.h, k.xs, k.rs))
+                self.f32_acc = False
                 a, d = f"acc_{b.name}", self._acc(b)
                 vc = v.code if v.dtype is d else f"{v.code}.to({self.TL[d]})"
                 inner.append(f"{a} = tl.where(rmask, {self._combine(b.rtype, a, vc)}, {a})")
