@@ -395,3 +395,23 @@ def test_nanogpt_train_loop_equals_eager():
     with ember.no_grad():
         close(cm(xb)[0], m1(xb)[0])
     assert dynamo.explain(m2)(xb, yb).graph_break_count == 0
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_inplace_write_to_a_saved_output_raises_at_backward(backend):
+    # softmax's output is returned and saved for backward (one tensor, stored once by
+    # inductor): writing to it in place makes backward raise, as in eager and torch.compile
+    def f(a):
+        return F.softmax(a * 2, -1)
+    x = ember.randn(3, 5, requires_grad=True)
+    y = ember.compile(f, backend=backend)(x)
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    x.grad = None
+    y = ember.compile(f, backend=backend)(x)    # untouched: gradients as eager's
+    y.sum().backward()
+    g = x.grad.clone()
+    x.grad = None
+    f(x).sum().backward()
+    close(g, x.grad)

@@ -58,6 +58,15 @@ sm = lambda a: ember.softmax(a, -1) * a.sum(-1, keepdim=True)
 close(ember.compile(sm, backend=backend)(w), sm(w), 1e-4)
 assert "float64" not in graphs[0].last.code(), graphs[0].last.code()
 
+# the same block twice (two layers' kernels around an extern matmul): one kernel, two launches
+# with each layer's buffers
+wsq = ember.tensor(rng.standard_normal((10, 10)).astype("float32")).cuda()
+graphs.clear()
+ember._dynamo.reset()
+blocks = lambda a, w: ((((a * 2).relu() @ w) * 2).relu() @ w)
+close(ember.compile(blocks, backend=backend)(x, wsq), blocks(x, wsq), 1e-4)
+assert graphs[0].last.n_kernels == 2 and graphs[0].last.code().count("@triton.jit") == 1
+
 # training: forward and backward graphs as Triton kernels around the extern matmuls
 ember.manual_seed(0)
 m = ember.nn.Sequential(ember.nn.Linear(10, 8), ember.nn.ReLU(), ember.nn.LayerNorm(8),

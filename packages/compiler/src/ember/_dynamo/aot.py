@@ -298,6 +298,9 @@ def _attrs(gm):
     return [n.target for n in gm.graph.nodes if n.op == "get_attr"]
 
 
+_TENSOR = object()   # marks a saved value's slot that save_for_backward holds
+
+
 def _make_runtime(fwd, bwd, n_out, n_saved, need, diff, gms):
     from ember.autograd import Function
 
@@ -306,7 +309,10 @@ def _make_runtime(fwd, bwd, n_out, n_saved, need, diff, gms):
         def forward(ctx, *inputs):
             r = fwd(*inputs)
             outs, saved = r[:n_out], r[n_out:]
-            ctx.saved = saved
+            # tensors through save_for_backward: an in-place write to one of them (a returned
+            # output the backward also reads) raises at backward, as eager and torch.compile
+            ctx.save_for_backward(*[s for s in saved if isinstance(s, Tensor)])
+            ctx.saved = [_TENSOR if isinstance(s, Tensor) else s for s in saved]
             nd = [o for o, d in zip(outs, diff) if not d and isinstance(o, Tensor)]
             if nd:
                 ctx.mark_non_differentiable(*nd)
@@ -316,7 +322,9 @@ def _make_runtime(fwd, bwd, n_out, n_saved, need, diff, gms):
         def backward(ctx, *gouts):
             tans = [g for g, d in zip(gouts, diff) if d]
             tans = [t if t is not None else _zeros_for(ctx, i) for i, t in enumerate(tans)]
-            grads = iter(bwd(*ctx.saved, *tans))
+            ts = iter(ctx.saved_tensors)
+            saved = [next(ts) if s is _TENSOR else s for s in ctx.saved]
+            grads = iter(bwd(*saved, *tans))
             return tuple(next(grads) if r else None for r in need)
 
     def run(*inputs):

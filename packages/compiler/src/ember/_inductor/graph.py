@@ -97,16 +97,21 @@ def build(g, sym=None, plan=None, compile_kernels=True):
                 if mem <= stored:
                     break
                 stored |= mem
-            # named by its text: equal kernels of any graph share one compiled function
-            s.name = "kernel_" + hashlib.sha256(src.encode()).hexdigest()[:16]
-            kernels[s.name] = (src.replace("KERNEL_NAME", s.name), args, syms)
+            # named by its text: equal kernels of this graph (the same block of each layer)
+            # and of any other share one compiled function. Triton's comment lines (the
+            # buffers a kernel computes) are not part of its text; C++'s are (pragmas)
+            text = src if not cuda else "\n".join(
+                x for x in src.splitlines() if not x.startswith("#"))
+            s.name = "kernel_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+            s.launch_args = (args, syms)
+            kernels.setdefault(s.name, src.replace("KERNEL_NAME", s.name))
     art = Artifact()
     art.device = g.device
-    art.sources = [kernels[k][0] for k in kernels]
+    art.sources = list(kernels.values())
     art.ks = [g.sv.values[s] for s in g.sv.ordered()]
     art.dtypes = sorted({str(b.dtype) for b in g.buffers if isinstance(b, ComputedBuffer)})
     art.wrapper = _wrapper(g, steps, stored, kernels, art, sym, plan)
-    art.n_kernels = len(kernels)
+    art.n_kernels = sum(isinstance(s, Kernel) for s in steps)
     art.n_extern = sum(isinstance(s, ExternBuffer) and not getattr(s, "grad_toggle", False)
                        for s in steps)
     if compile_kernels and not cuda and load_kernels(art.sources) is None:
@@ -319,7 +324,7 @@ def _wrapper(g, steps, stored, kernels, art, sym=None, plan=None):  # noqa: C901
         where[buf.name] = buf.name
     for i, s in enumerate(steps):
         if isinstance(s, Kernel):
-            src, args, syms = kernels[s.name]
+            args, syms = s.launch_args
             for b in s.nodes:
                 if b.name in stored:
                     n, nkey = fmt.numel(b.shape)
@@ -378,6 +383,10 @@ def _wrapper(g, steps, stored, kernels, art, sym=None, plan=None):  # noqa: C901
             name = f"_c{len(art.literals)}"
             art.literals[name] = o
             outs.append(name)
+    for k, x in enumerate(outs):   # one tensor for an output returned twice (one version
+        if x.startswith("_out(") and outs.count(x) > 1:   # counter, as eager's aliasing)
+            lines.append(f"    _o{k} = {x}")
+            outs = [f"_o{k}" if y == x else y for y in outs]
     lines.append(f"    return ({''.join(x + ', ' for x in outs)})")
     return "\n".join(lines) + "\n"
 

@@ -184,8 +184,11 @@ class GraphLowering:
             self._sync_grad_mode()
             outs = n.args[0]
             outs = outs if isinstance(outs, (tuple, list)) else (outs,)
-            self.outputs = [self.realize(self.env[o], [o.name]) if isinstance(o, Node) else o
-                            for o in outs]
+            done: dict = {}   # a node returned twice (an output also saved for backward)
+            for o in outs:    # is stored once
+                if isinstance(o, Node) and o not in done:
+                    done[o] = self.realize(self.env[o], [o.name])
+            self.outputs = [done[o] if isinstance(o, Node) else o for o in outs]
         else:
             raise Fallback(f"{n.op} nodes")
 
