@@ -87,7 +87,7 @@ class CppKernel:
         return None
 
     def load(self, buf, index):
-        key = (buf.name, str(index))
+        key = (buf.name, index)
         v = self.lookup(key)
         if v is not None:
             return v
@@ -99,7 +99,7 @@ class CppKernel:
         return v
 
     def store(self, buf, index, v: Var, out):
-        key = (buf.name, str(index))
+        key = (buf.name, index)
         self.scopes[-1][key] = v
         if buf.name in self.stored:
             out.append(f"{self.ptr(buf)}[{cexpr(index)}] = {_store(v, buf.dtype)};")

@@ -8,6 +8,8 @@ kernel text serves every value of a symbol (dynamic dims later need only fresh b
 """
 from __future__ import annotations
 
+import functools
+
 import sympy
 
 __all__ = ["SizeVars", "FloorDiv", "ModIndex", "cexpr", "pyexpr", "contiguous_strides",
@@ -116,12 +118,46 @@ def contiguous_strides(shape) -> tuple:
     return tuple(reversed(st))
 
 
+def _monomial(e):
+    """(integer coefficient, {symbol: power}) of an integer monomial, or None."""
+    c, rest = sympy.sympify(e).as_coeff_Mul()
+    if not c.is_Integer:
+        return None
+    powers: dict = {}
+    for f in sympy.Mul.make_args(rest):
+        if f == 1:
+            continue
+        b, x = f.as_base_exp()
+        if not (b.is_Symbol and x.is_Integer and x > 0):
+            return None
+        powers[b] = powers.get(b, 0) + int(x)
+    return int(c), powers
+
+
+@functools.lru_cache(maxsize=65536)
+def divide(t, d):
+    """t / d when d divides t exactly (as polynomials with integer coefficients), else None.
+    Monomials (index terms, strides) are divided directly; anything else through cancel."""
+    mt, md = _monomial(t), _monomial(d)
+    if mt is not None and md is not None:
+        (ct, pt), (cd, pd) = mt, md
+        if cd == 0 or ct % cd or any(pt.get(v, 0) < k for v, k in pd.items()):
+            return None
+        q = sympy.Integer(ct // cd)
+        for v, k in pt.items():
+            if k - pd.get(v, 0):
+                q = q * v ** (k - pd.get(v, 0))
+        return q
+    num, den = sympy.fraction(sympy.cancel(sympy.sympify(t) / d))
+    return num if den == 1 else None
+
+
 def _owner(coef, strides):
     """The outermost dim whose stride divides coef (symbolically), or None."""
     for j, st in enumerate(strides):
-        num, den = sympy.fraction(sympy.cancel(coef / st))
-        if den == 1:
-            return j, num
+        q = divide(coef, st)
+        if q is not None:
+            return j, q
     return None
 
 
@@ -176,9 +212,10 @@ def decompose(flat, shape, var_ranges, sv) -> tuple:
 def _split(expr, d):
     """(sum of expr's terms divided by d where d divides them, the other terms)."""
     q, r = [], []
+    d = sympy.sympify(d)
     for t in sympy.Add.make_args(expr):
-        num, den = sympy.fraction(sympy.cancel(t / d))
-        (q if den == 1 else r).append(num if den == 1 else t)
+        n = divide(t, d)
+        (q if n is not None else r).append(n if n is not None else t)
     return sympy.Add(*q), sympy.Add(*r)
 
 
@@ -186,12 +223,23 @@ def _hi(expr, var_ranges, sv):
     """The largest value of a non-negative index expression, by hints (None: unknown)."""
     if expr == 0:
         return 0
+    cache = sv.__dict__.setdefault("_hi_cache", {})
+    key = (expr, tuple(var_ranges.items()))
+    hi = cache.get(key)
+    if hi is None:
+        hi = _hi_of(expr, var_ranges, sv)
+        if hi is not None:   # (unknown now may be known once more sizes have values)
+            cache[key] = hi
+    return hi
+
+
+def _hi_of(expr, var_ranges, sv):
     try:
-        lo_vals = {v: 0 for v in var_ranges}
-        hi_vals = {v: sv.hint(r) - 1 for v, r in var_ranges.items()}
+        lo_vals = {v: sympy.Integer(0) for v in var_ranges}
+        hi_vals = {v: sympy.Integer(sv.hint(r) - 1) for v, r in var_ranges.items()}
         vals = dict(sv.values)
-        lo = _evaluate(expr.subs(lo_vals), vals)
-        hi = _evaluate(expr.subs(hi_vals), vals)
+        lo = _evaluate(expr.xreplace(lo_vals), vals)
+        hi = _evaluate(expr.xreplace(hi_vals), vals)
     except (TypeError, KeyError):
         return None
     if lo < 0 or any(t.could_extract_minus_sign() for t in sympy.Add.make_args(expr)):
@@ -212,7 +260,7 @@ def floordiv(expr, d, var_ranges, sv):
         q, r = _split(sympy.expand(expr), f)
         hi = _hi(r, var_ranges, sv)
         if hi is not None and hi < sv.hint(f):
-            return floordiv(q, sympy.cancel(d / f), var_ranges, sv)
+            return floordiv(q, divide(d, f), var_ranges, sv)
     return FloorDiv(expr, d)
 
 
