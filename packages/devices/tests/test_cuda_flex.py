@@ -1,7 +1,7 @@
 """FlexAttention's fused Triton forward on cuda (a GPU in this process, else the fake device in
 a subprocess): outputs and logsumexp equal core's eager reference on CPU for score_mods, masks,
-GQA and fully masked rows; mods the tracer cannot express and calls needing gradients run the
-eager reference on the device instead."""
+GQA and fully masked rows; mods the tracer cannot express run the eager reference on the device
+instead."""
 from cuda_script import run_script
 
 FLEX = r"""
@@ -53,7 +53,7 @@ def head_bias(s, b, h, q, k):  # indexes a captured tensor: the fused kernel dec
 
 
 check([(1, 2, 8, 4)] * 3, score=head_bias, fused=False)
-check([(1, 2, 8, 4)] * 3, mask=causal, fused=False, grad=True)
+check([(1, 2, 8, 4)] * 3, mask=causal, grad=True)   # (the fused backward: test_cuda_flex_bwd)
 """
 
 

@@ -218,6 +218,13 @@ def _check(query, key, value, enable_gqa, block_mask):
         raise ValueError(f"Expect key and value to have the same sequence length and heads but "
                          f"got key {tuple(key.shape)} and value {tuple(value.shape)}.")
     bq, bkv = query.size(0), key.size(0)
+    if bq != bkv and block_mask is None:
+        raise ValueError(f"Expect query and key/value to have the same batch size, or non-none "
+                         f"block_mask, but got block_mask=None, Bq={bq}, and Bkv={bkv}.")
+    if bq != bkv and block_mask.kv_num_blocks.size(0) != bq:
+        raise ValueError(f"Expect query and key/value to have the same batch size, or "
+                         f"block_mask and query to have the same batch size, but got Bq={bq}, "
+                         f"Bkv={bkv}, B_block_mask={block_mask.kv_num_blocks.size(0)}.")
     if not (bq == bkv or bkv == 1):
         raise RuntimeError(f"Bq and Bkv must broadcast. Got Bq={bq} and Bkv={bkv}")
     if block_mask is not None:
@@ -229,7 +236,8 @@ def _check(query, key, value, enable_gqa, block_mask):
 
 
 def _fused(query, key, value, score_mod, block_mask, scale, return_lse):
-    """The device's fused kernel (forward only), or NotImplemented."""
+    """The device's fused kernels (an autograd node where gradients are wanted), or
+    NotImplemented."""
     from ember._device import get_backend
     try:
         fn = getattr(get_backend(query.device.type), "flex_attention", None)
@@ -251,8 +259,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     B, Hq, L, E = query.shape
     S = key.size(2)
     scale = 1.0 / math.sqrt(E) if scale is None else scale
-    if query.device.type != "cpu" and not (ember.is_grad_enabled() and any(
-            t.requires_grad for t in (query, key, value))):
+    if query.device.type != "cpu":  # the device's fused kernels (forward and backward)
         fused = _fused(query, key, value, score_mod, block_mask, scale, return_lse)
         if fused is not NotImplemented:
             return fused
