@@ -50,10 +50,11 @@ def run(plan, query, key, value, return_lse):
 
 
 def delta(out, lse, dout, dlse):
-    """rowsum(dout * out) - dlse, float32 (B, H, L); zero on fully masked rows."""
-    d = (dout.to(ember.float32) * out.to(ember.float32)).sum(dim=-1)
+    """rowsum(dout * out) - dlse, float32 (float64 for float64) (B, H, L)."""
+    w = ember.float64 if out.dtype == ember.float64 else ember.float32
+    d = (dout.to(w) * out.to(w)).sum(dim=-1)
     if dlse is not None:
-        d = d - ember.where(lse == -float("inf"), 0.0, dlse.to(ember.float32))
+        d = d - ember.where(lse == -float("inf"), 0.0, dlse.to(w))
     return d.contiguous()
 
 

@@ -269,9 +269,9 @@ def to_cpp(e: Expr) -> str:
         return _CPP_UN[op].format(to_cpp(a[0]))
     x, y = to_cpp(a[0]), to_cpp(a[1])
     if op == "%":
-        return f"em_fmod({x}, {y})"
+        return f"emflex_mod({x}, {y})"
     if op == "//":
-        return f"em_fdiv({x}, {y})"
+        return f"emflex_fdiv({x}, {y})"
     if op == "/" and a[0].kind != "f" and a[1].kind != "f":
         x = f"(T)({x})"
     if op in _LOGIC and a[0].kind == "b" and a[1].kind == "b":
