@@ -121,11 +121,28 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
     if _is_library(fn, tr):
         # (functions marked `_ember_allow_in_graph` by their package, as ember.distributed's
         # functional collectives, take any argument: they only read it at capture time)
+        if getattr(fn, "_ember_allow_in_graph", False) is True:  # (flex_attention's mods)
+            args = [_real_function(tr, a) for a in args]
+            kwargs = {k: _real_function(tr, a) for k, a in kwargs.items()}
         return tr.call_library(fn, args, kwargs, getattr(fn, "__qualname__", repr(fn)),
                                trusted=_hashable(fn) and fn in PURE
                                or getattr(fn, "_ember_allow_in_graph", False) is True)
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     raise GraphBreak(f"call to {name} is not supported (not inlinable, not an ember op)")
+
+
+def _real_function(tr, v: V) -> V:
+    """A function made in the traced frame (a LocalFunction) as a Python function, its cells
+    holding their values now, for library code that calls it (the others: as they are)."""
+    from .interp import Cell, LocalFunction
+    lf = v.val
+    if not isinstance(lf, LocalFunction):
+        return v
+    cells = tuple(types.CellType(tr.unwrap(c.v)) if isinstance(c, Cell) else c[0]
+                  for c in lf.cells)
+    fn = types.FunctionType(lf.code, lf.globals, lf.__name__,
+                            tuple(tr.unwrap(d) for d in lf.defaults) or None, cells or None)
+    return V(fn)
 
 
 def _hashable(fn) -> bool:

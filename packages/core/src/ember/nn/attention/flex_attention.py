@@ -22,6 +22,7 @@ import math
 
 import ember
 from ember import Tensor
+from ember._state import state
 
 __all__ = ["flex_attention", "create_block_mask", "create_mask", "BlockMask", "and_masks",
            "or_masks", "noop_mask", "_DEFAULT_SPARSE_BLOCK_SIZE"]
@@ -256,13 +257,35 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     return_lse also the logsumexp of the scores (B, Hq, L). Hq may be a multiple of Hkv under
     enable_gqa."""
     _check(query, key, value, enable_gqa, block_mask)
-    B, Hq, L, E = query.shape
-    S = key.size(2)
-    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    if state.modes:   # traced (make_fx, ember.compile): one flex_attention node, not its ops
+        hop = _traced()
+        if hop is not None and hop.tracing():
+            out, lse = hop.call(query, key, value, score_mod, block_mask, scale, enable_gqa)
+            return (out, lse) if return_lse else out
     if query.device.type != "cpu":  # the device's fused kernels (forward and backward)
         fused = _fused(query, key, value, score_mod, block_mask, scale, return_lse)
         if fused is not NotImplemented:
             return fused
+    return _reference(query, key, value, score_mod, block_mask, scale, return_lse)
+
+
+flex_attention._ember_allow_in_graph = True   # ember.compile records it whole (mods included)
+
+
+def _traced():
+    """ember-compiler's flex_attention higher-order op, None where it is not installed."""
+    try:
+        from ember._higher_order_ops import flex_attention as hop
+    except ImportError:
+        return None
+    return hop
+
+
+def _reference(query, key, value, score_mod, block_mask, scale, return_lse):
+    """The eager reference: the (B, H, L, S) scores in ember ops."""
+    B, Hq, L, E = query.shape
+    S = key.size(2)
     if Hq != key.size(1):  # grouped-query attention: each kv head serves Hq // Hkv heads
         g = Hq // key.size(1)
         key = key.repeat_interleave(g, dim=1)
