@@ -103,6 +103,25 @@ def test_inference_default_backend_and_a_lambda_made_in_the_function():
     assert FC.calls["forward"] == n0 + 1
 
 
+def _window(b, h, q, k):
+    return (q - k).abs() <= 2
+
+
+def test_block_mask_argument_is_read_each_call():
+    """The BlockMask's lists are graph inputs and its mask_mod is guarded: another mask gives
+    its own result, not the first capture's."""
+    q = ember.randn(1, 1, 16, 8)
+    masks = [create_block_mask(m, None, None, 16, 16, device="cpu", BLOCK_SIZE=8)
+             for m in (_causal, _window)]
+    causal2 = create_block_mask(_causal, None, None, 16, 16, device="cpu", BLOCK_SIZE=4)
+
+    def f(q, bm):
+        return flex_attention(q, q, q, block_mask=bm)
+    cf = ember.compile(f)
+    for bm in (masks[0], masks[1], masks[0], causal2):
+        np.testing.assert_allclose(cf(q, bm).numpy(), f(q, bm).numpy(), rtol=1e-5, atol=1e-6)
+
+
 _BIAS = ember.tensor([0.5, -1.0])
 
 

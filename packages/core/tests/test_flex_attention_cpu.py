@@ -76,8 +76,27 @@ def test_fully_masked_rows_broadcast_kv_batch_float64():
            B=2, dt=np.float64)
 
 
-def test_captured_tensor_mod_is_declined():
-    bias = ember.tensor([0.5, -1.0])
+_IDS = np.repeat([0, 1, 2], [10, 15, 7]).astype(np.int32)   # three documents
+_DOC = ember.tensor(_IDS)
+_BIAS = ember.tensor([0.5, -1.0])
+
+
+def _doc_ids(b, h, q, k):  # reads captured tensors: the kernels read them too
+    doc = _DOC if isinstance(q, (ember.Tensor, FC.mx.Expr)) else torch.tensor(_IDS)
+    return (doc[q] == doc[k]) & (q >= k)
+
+
+def _head_bias(s, b, h, q, k):
+    bias = _BIAS if isinstance(h, (ember.Tensor, FC.mx.Expr)) else torch.tensor([0.5, -1.0])
+    return s + bias[h]
+
+
+def test_captured_tensors_document_ids_and_head_bias():
+    _check([(1, 2, 32, 8)] * 3, mask=_doc_ids, score=_head_bias)
+
+
+def test_captured_tensor_needing_gradients_is_declined():
+    bias = ember.tensor([0.5, -1.0], requires_grad=True)
     q = ember.randn(1, 2, 4, 8)
     assert FC.flex_attention_cpu(q, q, q, lambda s, b, h, qi, ki: s + bias[h], None, 0.3,
                                  False) is NotImplemented

@@ -2,8 +2,9 @@
 a subprocess): `out.backward()` runs the fused dq and dk/dv kernels (counted), and the outputs,
 logsumexp and gradients of q, k and v (through out and lse) equal core's eager reference on CPU;
 the forward also equals torch's flex_attention where torch is installed. Score mods: relative
-bias, alibi, tanh soft-cap, a quadratic one; masks: causal, document, fully masked rows; GQA and
-a broadcast kv batch; block-sparse walks of partial and full blocks."""
+bias, alibi, tanh soft-cap, a quadratic one; masks: causal, document (ids in a captured tensor),
+fully masked rows; GQA and a broadcast kv batch; block-sparse walks of partial and full
+blocks."""
 from cuda_script import run_script
 
 FLEX_BWD = r"""
@@ -18,7 +19,7 @@ torch = importlib.import_module("torch") if importlib.util.find_spec("torch") el
 rng = np.random.default_rng(0)
 
 
-def check(shapes, score=None, mask=None, gqa=False, bs=16, sparse=None, B=None):
+def check(shapes, score=None, mask=None, gqa=False, bs=16, sparse=None, B=None, tmask=None):
     arrs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     L, S = shapes[0][2], shapes[1][2]
     n0, s0 = _flex.calls["backward"], _flex.calls["sparse"]
@@ -42,8 +43,8 @@ def check(shapes, score=None, mask=None, gqa=False, bs=16, sparse=None, B=None):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4, err_msg=name)
     if torch is not None:  # the forward against torch's own flex_attention (CPU, eager)
         from torch.nn.attention import flex_attention as TF
-        tbm = TF.create_block_mask(mask, B, None, L, S, device="cpu", BLOCK_SIZE=bs) \
-            if mask else None
+        tbm = TF.create_block_mask(tmask or mask, B, None, L, S, device="cpu",
+                                   BLOCK_SIZE=bs) if mask else None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             to, tl = TF.flex_attention(*[torch.tensor(a) for a in arrs], score_mod=score,
@@ -53,13 +54,26 @@ def check(shapes, score=None, mask=None, gqa=False, bs=16, sparse=None, B=None):
 
 
 causal = lambda b, h, q, k: q >= k
-document = lambda b, h, q, k: (q // 12 == k // 12) & (q >= k)      # documents of 12 tokens
+ids = np.repeat([0, 1, 2], [10, 9, 5]).astype(np.int32)             # three documents
+docs = {d: ember.tensor(ids, device=d) for d in ("cpu", "cuda")}
+
+
+def document(b, h, q, k):  # a captured tensor of document ids, read by the kernels
+    doc = docs["cuda" if q.device is None else q.device.type]
+    return (doc[q] == doc[k]) & (q >= k)
+
+
+def tdocument(b, h, q, k):
+    doc = torch.tensor(ids)
+    return (doc[q] == doc[k]) & (q >= k)
+
+
 check([(1, 2, 32, 8), (1, 2, 32, 8), (1, 2, 32, 4)], score=lambda s, b, h, q, k: s + (q - k) * 0.1,
       mask=causal)
 check([(1, 4, 8, 8), (1, 2, 8, 8), (1, 2, 8, 8)], gqa=True,
       score=lambda s, b, h, q, k: 2.0 * (s / 2.0).tanh())
 check([(1, 2, 24, 8)] * 3, score=lambda s, b, h, q, k: s - (h + 1) * 0.25 * (q - k).abs(),
-      mask=document, bs=(16, 16))
+      mask=document, bs=(16, 16), tmask=tdocument)
 check([(2, 1, 8, 4), (1, 1, 8, 4), (1, 1, 8, 4)], mask=lambda b, h, q, k: q < 5,
       score=lambda s, b, h, q, k: s * s * 0.1 + s, B=2)                    # rows with no key
 """

@@ -139,16 +139,18 @@ def _plan(query, key, value, score_mod, block_mask, scale):
             from ember.nn.attention import _flex_cpu as fc
             if query.dtype not in (ember.float32, ember.float64, ember.float16, ember.bfloat16):
                 return None
-            fns = fc._library(fc.trace(score_mod, mask_mod))
-            return None if fns is None else fc.CpuPlan(fns, block_mask, query, key, value, scale)
+            srcs, bufs = fc.trace(score_mod, mask_mod)
+            fns = fc._library(srcs)
+            return None if fns is None else fc.CpuPlan(fns, block_mask, query, key, value, scale,
+                                                       bufs)
         if dev == "cuda":
             from ember._device import get_backend
             from ember.cuda import _flex
             if query.dtype not in (ember.float32, ember.float16, ember.bfloat16):
                 return None
-            srcs = _flex._trace(score_mod, mask_mod)
+            srcs, bufs = _flex._trace(score_mod, mask_mod)
             return _flex.FlexPlan(get_backend("cuda"), srcs, block_mask, query, key, value,
-                                  scale)
+                                  scale, bufs)
     except mx.Unsupported:
         return None
     return None

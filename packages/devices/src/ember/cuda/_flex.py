@@ -20,9 +20,16 @@ class Unsupported(mx.Unsupported):
 
 
 def _trace(score_mod, mask_mod):
-    """(score, d score / d qk, mask) as Triton source."""
-    s, ds = mx.trace_score(score_mod)
-    return mx.to_triton(s), mx.to_triton(ds), mx.to_triton(mx.trace_mask(mask_mod))
+    """((score, d score / d qk, mask) as Triton source, captured tensors they read)."""
+    s, ds, m, bufs = mx.trace(score_mod, mask_mod)
+    if any(b.device.type != "cuda" for b in bufs):
+        raise mx.Unsupported("a captured tensor on another device")
+    return (mx.to_triton(s), mx.to_triton(ds), mx.to_triton(m), len(bufs)), bufs
+
+
+def bufparams(n: int) -> str:
+    """The captured tensors' parameters in the kernels' signatures and calls."""
+    return "".join(f"BUF{i}, " for i in range(n))
 
 
 _SRC = '''import triton
@@ -30,7 +37,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _tile(q, K, V, kv, S, start, qi, b, h, scale, m_i, l_i, acc, offs_d, offs_v,
+def _tile(q, K, V, {bp}kv, S, start, qi, b, h, scale, m_i, l_i, acc, offs_d, offs_v,
           D: tl.constexpr, DV: tl.constexpr, BN: tl.constexpr, MASK: tl.constexpr):
     # one tile of keys: scores, the mods, the online-softmax update
     offs_n = start + tl.arange(0, BN)
@@ -57,7 +64,7 @@ def _tile(q, K, V, kv, S, start, qi, b, h, scale, m_i, l_i, acc, offs_d, offs_v,
 
 # no value specialization of the ints (the launcher's cache key does not carry their values)
 @triton.jit(do_not_specialize=["H", "G", "L", "S", "KB", "scale", "SB", "SH", "NQB", "NKVB"])
-def {name}(Q, K, V, O, LSE, KVN, KVI, FKVN, FKVI, H, G, L, S, KB, scale, SB, SH, NQB, NKVB,
+def {name}(Q, K, V, O, LSE, KVN, KVI, FKVN, FKVI, {bp}H, G, L, S, KB, scale, SB, SH, NQB, NKVB,
            D: tl.constexpr, DV: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
            BD: tl.constexpr, BDV: tl.constexpr, SPARSE: tl.constexpr, QBS: tl.constexpr,
            KVBS: tl.constexpr, FULL: tl.constexpr):
@@ -81,18 +88,18 @@ def {name}(Q, K, V, O, LSE, KVN, KVI, FKVN, FKVI, H, G, L, S, KB, scale, SB, SH,
         for j in range(0, n_part):
             kb = tl.load(KVI + row * NKVB + j)
             for t in range(0, KVBS, BN):
-                m_i, l_i, acc = _tile(q, K, V, kv, S, kb * KVBS + t, qi, b, h, scale, m_i, l_i,
+                m_i, l_i, acc = _tile(q, K, V, {bp}kv, S, kb * KVBS + t, qi, b, h, scale, m_i, l_i,
                                       acc, offs_d, offs_v, D, DV, BN, True)
         if FULL:
             n_full = tl.load(FKVN + row)
             for j in range(0, n_full):
                 kb = tl.load(FKVI + row * NKVB + j)
                 for t in range(0, KVBS, BN):
-                    m_i, l_i, acc = _tile(q, K, V, kv, S, kb * KVBS + t, qi, b, h, scale, m_i,
+                    m_i, l_i, acc = _tile(q, K, V, {bp}kv, S, kb * KVBS + t, qi, b, h, scale, m_i,
                                           l_i, acc, offs_d, offs_v, D, DV, BN, False)
     else:
         for start in range(0, S, BN):
-            m_i, l_i, acc = _tile(q, K, V, kv, S, start, qi, b, h, scale, m_i, l_i, acc,
+            m_i, l_i, acc = _tile(q, K, V, {bp}kv, S, start, qi, b, h, scale, m_i, l_i, acc,
                                   offs_d, offs_v, D, DV, BN, True)
     dead = l_i == 0.0
     out = tl.where(dead[:, None], 0.0, acc / tl.where(dead, 1.0, l_i)[:, None])
@@ -103,13 +110,14 @@ def {name}(Q, K, V, O, LSE, KVN, KVI, FKVN, FKVI, H, G, L, S, KB, scale, SB, SH,
 '''
 
 
-def _kernel(score: str, mask: str):
-    key = ("fwd", score, mask)
+def _kernel(score: str, mask: str, nbuf: int):
+    key = ("fwd", score, mask, nbuf)
     k = _kernels.get(key)
     if k is None:
         import hashlib
         name = "flex_fwd_" + hashlib.sha1(repr(key).encode()).hexdigest()[:12]
-        k = _kernels[key] = load_kernel(_SRC.format(name=name, score=score, mask=mask), name)
+        k = _kernels[key] = load_kernel(_SRC.format(name=name, score=score, mask=mask,
+                                                    bp=bufparams(nbuf)), name)
     return k
 
 
@@ -126,19 +134,20 @@ def flex_forward(be, query, key, value, score_mod, block_mask, scale, return_lse
         return NotImplemented
     mask_mod = None if block_mask is None else block_mask.mask_mod
     try:
-        srcs = _trace(score_mod, mask_mod)
+        srcs, bufs = _trace(score_mod, mask_mod)
     except Exception:  # a mod the tracer cannot express: the eager reference runs it
         return NotImplemented
-    return _fused.run(FlexPlan(be, srcs, block_mask, query, key, value, scale), query, key,
-                      value, return_lse)
+    return _fused.run(FlexPlan(be, srcs, block_mask, query, key, value, scale, bufs), query,
+                      key, value, return_lse)
 
 
 class FlexPlan:
     """One call's kernels and launch arguments: `forward` and `backward` (core's `_fused`)."""
 
-    def __init__(self, be, srcs, block_mask, query, key, value, scale):
+    def __init__(self, be, srcs, block_mask, query, key, value, scale, bufs=()):
         B, H, L, E = query.shape
         self.be, self.srcs, self.scale = be, srcs, float(scale)
+        self.bufs = list(bufs)
         self.sizes = (B, H, key.size(1), L, key.size(2), E, value.size(3))
         self.kb = 1 if key.size(0) == B else 0
         self.bm = 16 if L <= 16 else 32
@@ -162,8 +171,8 @@ class FlexPlan:
         lse = ember.empty(B, H, L, dtype=ember.float32, device=query.device)
         walk, flags = _walk_args(self.kv, lse)
         grid = (-(-L // self.bm), B * H)
-        _launch(self.be, _kernel(self.srcs[0], self.srcs[2]), grid,
-                [q, k, v, out, lse, *walk[:4], H, H // Hkv, L, S, self.kb, self.scale,
+        _launch(self.be, _kernel(self.srcs[0], self.srcs[2], self.srcs[3]), grid,
+                [q, k, v, out, lse, *walk[:4], *self.bufs, H, H // Hkv, L, S, self.kb, self.scale,
                  *walk[4:]], (),
                 {"D": E, "DV": Ev, "BM": self.bm, "BN": self.bn, "BD": _pow2(E),
                  "BDV": _pow2(Ev), **flags})

@@ -48,13 +48,17 @@ template <class A, class B> static inline auto emflex_fdiv(A a, B b) {
     return std::floor(a / b);
   }
 }
-template <class T> static inline T f_score(T qk, int64_t b, int64_t h, int64_t qi, int64_t ki) {
+typedef const void* const* Bufs;   // the captured tensors the mods read
+template <class T> static inline T f_score(T qk, int64_t b, int64_t h, int64_t qi, int64_t ki,
+                                           Bufs bufs) {
   return (T)(@SCORE@);
 }
-template <class T> static inline T f_dscore(T qk, int64_t b, int64_t h, int64_t qi, int64_t ki) {
+template <class T> static inline T f_dscore(T qk, int64_t b, int64_t h, int64_t qi, int64_t ki,
+                                            Bufs bufs) {
   return (T)(@DSCORE@);
 }
-template <class T> static inline bool f_mask(int64_t b, int64_t h, int64_t qi, int64_t ki) {
+template <class T> static inline bool f_mask(int64_t b, int64_t h, int64_t qi, int64_t ki,
+                                             Bufs bufs) {
   return (bool)(@MASK@);
 }
 
@@ -82,7 +86,7 @@ template <class T> static inline T dot(const T* a, const T* b, int64_t n) {
 
 template <class T>
 static void fwd(const T* q, const T* k, const T* v, T* out, T* lse, const Walk& walk,
-                double scale_, int nt) {
+                Bufs bufs, double scale_, int nt) {
   const int64_t* sz = walk.sz;
   const int64_t B = sz[0], H = sz[1], G = sz[2], L = sz[3], S = sz[4], E = sz[5], EV = sz[6];
   const T scale = (T)scale_;
@@ -100,8 +104,8 @@ static void fwd(const T* q, const T* k, const T* v, T* out, T* lse, const Walk& 
         sc.resize(s1 - s0);
         T bmax = -INFINITY;
         for (int64_t j = s0; j < s1; ++j) {
-          T s = f_score<T>(dot(qr, K + j * E, E) * scale, b, h, i, j);
-          if (masked && !f_mask<T>(b, h, i, j)) s = -INFINITY;
+          T s = f_score<T>(dot(qr, K + j * E, E) * scale, b, h, i, j, bufs);
+          if (masked && !f_mask<T>(b, h, i, j, bufs)) s = -INFINITY;
           sc[j - s0] = s; bmax = std::max(bmax, s);
         }
         if (bmax == -INFINITY) return;
@@ -126,7 +130,7 @@ static void fwd(const T* q, const T* k, const T* v, T* out, T* lse, const Walk& 
 // dq (B, H, L, E), dk (B, H, S, E), dv (B, H, S, EV) zeroed by the caller; dl = delta
 template <class T>
 static void bwd(const T* q, const T* k, const T* v, const T* dout, const T* lse, const T* dl,
-                T* dq, T* dk, T* dv, const Walk& walk, double scale_, int nt) {
+                T* dq, T* dk, T* dv, const Walk& walk, Bufs bufs, double scale_, int nt) {
   const int64_t* sz = walk.sz;
   const int64_t B = sz[0], H = sz[1], G = sz[2], L = sz[3], S = sz[4], E = sz[5], EV = sz[6];
   const T scale = (T)scale_;
@@ -141,11 +145,11 @@ static void bwd(const T* q, const T* k, const T* v, const T* dout, const T* lse,
       const T* qr = q + r * E; const T* dor = dout + r * EV; T* dqr = dq + r * E;
       walk(b, h, i, [&](int64_t s0, int64_t s1, bool masked) {
         for (int64_t j = s0; j < s1; ++j) {
-          if (masked && !f_mask<T>(b, h, i, j)) continue;
+          if (masked && !f_mask<T>(b, h, i, j, bufs)) continue;
           const T raw = dot(qr, K + j * E, E) * scale;
-          const T p = std::exp(f_score<T>(raw, b, h, i, j) - lse[r]);
+          const T p = std::exp(f_score<T>(raw, b, h, i, j, bufs) - lse[r]);
           if (p == 0) continue;
-          const T ds = p * (dot(dor, V + j * EV, EV) - dl[r]) * f_dscore<T>(raw, b, h, i, j)
+          const T ds = p * (dot(dor, V + j * EV, EV) - dl[r]) * f_dscore<T>(raw, b, h, i, j, bufs)
                        * scale;
           const T* kr = K + j * E; T* dkr = DK + j * E; T* dvr = DV + j * EV;
           for (int64_t e = 0; e < E; ++e) { dqr[e] += ds * kr[e]; dkr[e] += ds * qr[e]; }
@@ -159,12 +163,12 @@ static void bwd(const T* q, const T* k, const T* v, const T* dout, const T* lse,
 #define EMFLEX_API(T, SFX)                                                                    \
 extern "C" void emflex_fwd_##SFX(const T* q, const T* k, const T* v, T* out, T* lse,          \
     const int32_t* a, const int32_t* b, const int32_t* c, const int32_t* d,                   \
-    const int64_t* sz, double scale, int nt) {                                                \
-  fwd<T>(q, k, v, out, lse, Walk{sz, a, b, c, d}, scale, nt); }                               \
+    const int64_t* sz, Bufs bufs, double scale, int nt) {                                     \
+  fwd<T>(q, k, v, out, lse, Walk{sz, a, b, c, d}, bufs, scale, nt); }                         \
 extern "C" void emflex_bwd_##SFX(const T* q, const T* k, const T* v, const T* dout,           \
     const T* lse, const T* dl, T* dq, T* dk, T* dv, const int32_t* a, const int32_t* b,       \
-    const int32_t* c, const int32_t* d, const int64_t* sz, double scale, int nt) {            \
-  bwd<T>(q, k, v, dout, lse, dl, dq, dk, dv, Walk{sz, a, b, c, d}, scale, nt); }
+    const int32_t* c, const int32_t* d, const int64_t* sz, Bufs bufs, double scale, int nt) { \
+  bwd<T>(q, k, v, dout, lse, dl, dq, dk, dv, Walk{sz, a, b, c, d}, bufs, scale, nt); }
 EMFLEX_API(float, f32)
 EMFLEX_API(double, f64)
 """
@@ -185,17 +189,20 @@ def _library(srcs):
             fns = {}
             for dt, sfx in ((D.float32, "f32"), (D.float64, "f64")):
                 f, b = getattr(lib, f"emflex_fwd_{sfx}"), getattr(lib, f"emflex_bwd_{sfx}")
-                f.argtypes, f.restype = [p] * 10 + [d, i], None
-                b.argtypes, b.restype = [p] * 14 + [d, i], None
+                f.argtypes, f.restype = [p] * 11 + [d, i], None
+                b.argtypes, b.restype = [p] * 15 + [d, i], None
                 fns[dt] = (f, b)
     _libs[srcs] = fns
     return fns
 
 
 def trace(score_mod, mask_mod):
-    """(score, d score, mask) as C++ expressions; raises _modexpr.Unsupported."""
-    s, ds = mx.trace_score(score_mod)
-    return mx.to_cpp(s), mx.to_cpp(ds), mx.to_cpp(mx.trace_mask(mask_mod))
+    """((score, d score, mask) as C++ expressions, captured tensors they read); raises
+    _modexpr.Unsupported (also for a captured tensor not on the CPU)."""
+    s, ds, m, bufs = mx.trace(score_mod, mask_mod)
+    if any(b.device.type != "cpu" for b in bufs):
+        raise mx.Unsupported("a captured tensor on another device")
+    return (mx.to_cpp(s), mx.to_cpp(ds), mx.to_cpp(m)), bufs
 
 
 def flex_attention_cpu(query, key, value, score_mod, block_mask, scale, return_lse):
@@ -205,14 +212,14 @@ def flex_attention_cpu(query, key, value, score_mod, block_mask, scale, return_l
     if query.dtype not in (D.float32, D.float64, D.float16, D.bfloat16):
         return NotImplemented
     try:
-        srcs = trace(score_mod, None if block_mask is None else block_mask.mask_mod)
+        srcs, bufs = trace(score_mod, None if block_mask is None else block_mask.mask_mod)
     except mx.Unsupported:
         return NotImplemented
     fns = _library(srcs)
     if fns is None:
         return NotImplemented
-    return _fused.run(CpuPlan(fns, block_mask, query, key, value, scale), query, key, value,
-                      return_lse)
+    return _fused.run(CpuPlan(fns, block_mask, query, key, value, scale, bufs), query, key,
+                      value, return_lse)
 
 
 def _ptr(t):
@@ -222,7 +229,7 @@ def _ptr(t):
 class CpuPlan:
     """One call's sizes and block lists: `forward` and `backward` (core's `_fused`)."""
 
-    def __init__(self, fns, block_mask, query, key, value, scale):
+    def __init__(self, fns, block_mask, query, key, value, scale, bufs=()):
         B, H, L, E = query.shape
         self.work = D.float64 if query.dtype is D.float64 else D.float32
         self.fwd, self.bwd = fns[self.work]
@@ -244,10 +251,12 @@ class CpuPlan:
         self.sz = (ctypes.c_int64 * 15)(B, H, H // key.size(1), L, S, E, Ev,
                                         1 if key.size(0) == B else 0, *walk)
         self.sparse = bool(walk[0])
+        self.bufs = list(bufs)   # (kept alive: the kernels read them)
+        self.buf_ptrs = (ctypes.c_void_p * max(1, len(bufs)))(*[_ptr(b) for b in bufs])
 
     def _args(self):
-        return [None if t is None else _ptr(t) for t in self.lists] + [self.sz, self.scale,
-                                                                        _threads()]
+        return [None if t is None else _ptr(t) for t in self.lists] + [
+            self.sz, self.buf_ptrs, self.scale, _threads()]
 
     def forward(self, query, key, value):
         B, H, L, _ = query.shape

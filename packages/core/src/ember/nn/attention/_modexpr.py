@@ -3,8 +3,10 @@ called once on symbolic scalars (`Expr`) standing for the score `qk` and the ind
 kv_idx; the tree it returns renders as Triton (`to_triton`) or C++ (`to_cpp`), and `grad` gives
 d(score_mod)/d(score) as another tree (the backward kernels' chain rule through the mod).
 
-A mod this cannot express (indexing a captured tensor, Python control flow on a value, calling an
-ember function on a value) raises `Unsupported`: the caller runs the eager reference.
+A captured tensor indexed by such values (`doc_id[q_idx]`, `bias[h]`: every dim indexed) reads
+it in the kernel: `trace` lists those tensors, kernels take them as extra pointers. A mod this
+cannot express (Python control flow on a value, calling an ember function on a value, a captured
+tensor that needs gradients) raises `Unsupported`: the caller runs the eager reference.
 
 >>> s, dsd = trace_score(lambda s, b, h, q, k: 2.0 * (s / 2.0).tanh())
 >>> to_cpp(s)[:20]
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["Expr", "Unsupported", "trace_score", "trace_mask", "grad", "to_triton", "to_cpp"]
+__all__ = ["Expr", "Unsupported", "trace", "trace_score", "trace_mask", "grad", "to_triton",
+           "to_cpp"]
 
 
 class Unsupported(Exception):
@@ -133,6 +136,66 @@ def _var(name):
     return Expr("var", (name,), _VARS[name])
 
 
+class _Captured:
+    """While a mod is traced: `Tensor.__getitem__` with symbolic indices reads the tensor in
+    the kernel (a "load" node); the tensors read, in order, in `bufs`."""
+
+    def __init__(self, bufs):
+        self.bufs = bufs
+
+    def __enter__(self):
+        from ember import Tensor
+        self.orig = orig = Tensor.__getitem__
+        bufs = self.bufs
+
+        def getitem(t, idx):
+            items = idx if isinstance(idx, tuple) else (idx,)
+            if not any(isinstance(i, Expr) for i in items):
+                return orig(t, idx)
+            return _load(t, items, bufs)
+        Tensor.__getitem__ = getitem
+        return self
+
+    def __exit__(self, *exc):
+        from ember import Tensor
+        Tensor.__getitem__ = self.orig
+        return False
+
+
+def _load(t, items, bufs):
+    import ember
+    if t.requires_grad and ember.is_grad_enabled():
+        raise Unsupported("a captured tensor that needs gradients")
+    if len(items) != t.dim() or t.numel() == 0:
+        raise Unsupported("a captured tensor indexed partly")
+    name = str(t.dtype).split(".")[-1]
+    if name not in _CPPT:
+        raise Unsupported(f"a captured {t.dtype} tensor")
+    t = t.contiguous()
+    at = next((i for i, b in enumerate(bufs) if b is t), None)
+    if at is None:
+        bufs.append(t)
+        at = len(bufs) - 1
+    flat, stride = _lift(0), 1
+    for i, n in reversed(list(zip(items, t.shape))):
+        i = _lift(i)
+        if i.kind != "i":
+            raise Unsupported("a captured tensor indexed by a non-integer")
+        flat = flat + (i if stride == 1 else i * stride)
+        stride *= n
+    kind = "b" if t.dtype == ember.bool else ("f" if t.dtype.is_floating_point else "i")
+    return Expr("load", (at, flat, t.numel(), name), kind)
+
+
+def trace(score_mod, mask_mod):
+    """(score, d score / d qk, mask, captured tensors the expressions read)."""
+    bufs: list = []
+    with _Captured(bufs):
+        s, ds = trace_score(score_mod)
+        m = trace_mask(mask_mod)
+    return s, ds, m, bufs
+
+
 def trace_score(score_mod):
     """(score expression, its derivative by the score) of a score_mod (None: identity)."""
     qk = _var("qk")
@@ -232,11 +295,21 @@ _CPP_UN = {"neg": "(-{0})", "abs": "std::abs({0})", "exp": "std::exp({0})",
            "not": "(!{0})", "sign": "({0} >= 0 ? (T)1 : (T)-1)"}
 
 
+_TL = {"float32": "tl.float32", "float64": "tl.float64"}
+_CPPT = {"float32": "float", "float64": "double", "bool": "bool", "uint8": "uint8_t",
+         "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}
+
+
 def to_triton(e: Expr) -> str:
-    """Triton source of e over the kernel's names qk, b, h, qi, ki."""
+    """Triton source of e over the kernel's names qk, b, h, qi, ki (captured tensors: BUF<i>,
+    indices clamped into the tensor: padded rows and columns read element 0)."""
     op, a = e.op, e.args
     if op == "var":
         return a[0]
+    if op == "load":
+        i = f"tl.minimum(tl.maximum({to_triton(a[1])}, 0), {a[2] - 1})"
+        v = f"tl.load(BUF{a[0]} + {i})"
+        return f"{v}.to(tl.float32)" if a[3] in _TL else (f"({v} != 0)" if e.kind == "b" else v)
     if op == "const":
         return _const(a[0], "triton")
     if op == "where":
@@ -254,10 +327,13 @@ def to_triton(e: Expr) -> str:
 
 
 def to_cpp(e: Expr) -> str:
-    """C++ source of e over qk (type T), b, h, qi, ki (int64_t)."""
+    """C++ source of e over qk (type T), b, h, qi, ki (int64_t), bufs (captured tensors)."""
     op, a = e.op, e.args
     if op == "var":
         return a[0]
+    if op == "load":
+        i = f"std::min<int64_t>(std::max<int64_t>({to_cpp(a[1])}, 0), {a[2] - 1})"
+        return f"((const {_CPPT[a[3]]}*)bufs[{a[0]}])[{i}]"
     if op == "const":
         return _const(a[0], "cpp")
     if op == "where":
