@@ -62,6 +62,14 @@ def test_make_fx_records_one_node_with_subgraphs():
     assert "sub" in _targets(gm.sdpa_score0) and "ge" in _targets(gm.sdpa_mask0)
     ref = flex_attention(q, q + 1, q - 1, score_mod=_rel, block_mask=bm)
     np.testing.assert_allclose(gm(q, q + 1, q - 1).numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    # a captured tensor indexed by q_idx/kv_idx stays an index by them (not a constant index)
+    dm = create_block_mask(_document, None, None, 16, 16, device="cpu", BLOCK_SIZE=8)
+    n0 = FC.calls["forward"]
+    gm = make_fx(lambda q: flex_attention(q, q, q, block_mask=dm))(q)
+    assert "index.Tensor" in _targets(gm.sdpa_mask0)
+    ref = flex_attention(q, q, q, block_mask=dm)
+    np.testing.assert_allclose(gm(q).numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    assert FC.calls["forward"] == n0 + 2    # the trace and the run: the fused kernel
 
 
 def test_compiled_training_runs_the_fused_kernels():
@@ -123,18 +131,50 @@ def test_block_mask_argument_is_read_each_call():
 
 
 _BIAS = ember.tensor([0.5, -1.0])
+_DOC = ember.tensor([0] * 5 + [1] * 7 + [2] * 4, dtype=ember.int32)   # three documents
+_LEARNED = ember.tensor([0.5, -1.0], requires_grad=True)
 
 
-def _head_bias(s, b, h, q, k):  # reads a captured tensor: not traced (the call runs eagerly)
+def _head_bias(s, b, h, q, k):  # reads a captured tensor: a graph input of the subgraph
     return s + _BIAS[h]
 
 
-def test_captured_tensor_mod_still_runs():
+def _document(b, h, q, k):
+    return (_DOC[q] == _DOC[k]) & (q >= k)
+
+
+def _learned_bias(s, b, h, q, k):
+    return s * (1 + _LEARNED[h])
+
+
+def test_captured_tensors_compiled_training_fused():
+    xs = [ember.randn(1, 2, 16, 8) for _ in range(3)]
+    bm = create_block_mask(_document, None, None, 16, 16, device="cpu", BLOCK_SIZE=8)
+
+    def f(q, k, v):
+        return flex_attention(q, k, v, score_mod=_head_bias, block_mask=bm) * 2
+    backend, seen = _recording()
+    n0 = dict(FC.calls)
+    out, grads = _grads(ember.compile(f, backend=backend, fullgraph=True), xs)
+    ref, rgrads = _grads(f, xs)
+    for a, b in zip([out, *grads], [ref, *rgrads]):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert FC.calls["forward"] >= n0["forward"] + 2 and FC.calls["backward"] >= n0["backward"] + 2
+    assert [n.target for n in seen[0].graph.nodes].count(flex_attention_hop) == 1
+
+
+def test_captured_tensor_needing_grad_runs_eagerly():
     q = ember.randn(1, 2, 8, 4)
 
     def f(q):
-        return flex_attention(q, q, q, score_mod=_head_bias) + 1
-    np.testing.assert_allclose(ember.compile(f)(q).numpy(), f(q).numpy(), rtol=1e-5, atol=1e-6)
+        return flex_attention(q, q, q, score_mod=_learned_bias) + 1
+    out, _ = _grads(ember.compile(f), [q])
+    g = _LEARNED.grad.clone()
+    _LEARNED.grad = None
+    ref, _ = _grads(f, [q])
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g.numpy(), _LEARNED.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert float(g.abs().sum()) > 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """FlexAttention as higher-order ops (torch's `flex_attention` / `flex_attention_backward`
 HOPs): under make_fx or ember.compile a flex_attention call is one node, its score_mod and
-mask_mod traced into subgraphs (`sdpa_score0`, `sdpa_mask0`) on 0-d tensors, the BlockMask's
+mask_mod traced into subgraphs (`sdpa_score0`, `sdpa_mask0`) on one-element tensors, the BlockMask's
 block lists its tensor arguments; where inputs need gradients its autograd node's backward is
 one `flex_attention_backward` node. Run (by an fx graph, by ember._inductor's extern call),
 each op calls the fused kernels (C++ on CPU, Triton on CUDA) with the subgraphs as the mods,
@@ -19,10 +19,11 @@ from __future__ import annotations
 import operator
 
 import ember
+from ember import Tensor
 from ember._state import state
 
 from . import HigherOrderOperator
-from ._subtrace import proxy_mode, trace_subgraph
+from ._subtrace import SubgraphMode, proxy_mode, trace_subgraph
 
 __all__ = ["flex_attention_hop", "flex_attention_backward_hop", "tracing", "call"]
 
@@ -46,23 +47,24 @@ def call(query, key, value, score_mod, block_mask, scale, enable_gqa):
 
 
 class _Mod:
-    """A traced mod (a subgraph) called as a mod: on tensors it runs the graph; on the fused
-    kernels' symbolic values it interprets it op by op (`_modexpr`'s expressions)."""
+    """A traced mod (a subgraph, with the captured tensors it reads as extra inputs) called as
+    a mod: on tensors it runs the graph; on the fused kernels' symbolic values it interprets it
+    op by op (`_modexpr`'s expressions; captured tensors become kernel reads)."""
 
-    def __init__(self, gm):
-        self.gm = gm
+    def __init__(self, gm, extra=()):
+        self.gm, self.extra = gm, tuple(extra)
 
     def __call__(self, *args):
         from ember.nn.attention import _modexpr as mx
         if any(isinstance(a, mx.Expr) for a in args):
-            return _interpret(self.gm, args)
-        r = self.gm(*args)
+            return _interpret(self.gm, (*args, *self.extra))
+        r = self.gm(*args, *self.extra)
         return r[0] if isinstance(r, (tuple, list)) else r
 
 
-def _wrap(fn):
+def _wrap(fn, extra=()):
     from ember.fx.graph_module import GraphModule
-    return _Mod(fn) if isinstance(fn, GraphModule) else fn
+    return _Mod(fn, extra) if isinstance(fn, GraphModule) else fn
 
 
 def _interpret(gm, args):
@@ -71,14 +73,18 @@ def _interpret(gm, args):
     for n in gm.graph.nodes:
         if n.op == "placeholder":
             env[n] = next(it)
+        elif n.op == "get_attr":   # a tensor the mod captured (make_fx: a constant)
+            env[n] = getattr(gm, n.target)
         elif n.op == "call_function":
             fn = _EXPR.get(getattr(n.target, "qualname", None) or
                            getattr(n.target, "__name__", ""))
             if fn is None:
                 raise mx.Unsupported(f"{n.target} in a mod")
-            a = [env[x] if isinstance(x, ember.fx.Node) else x for x in n.args]
-            env[n] = fn(*a, **{k: env.get(v, v) if isinstance(v, ember.fx.Node) else v
-                               for k, v in n.kwargs.items()})
+            def val(x):
+                if isinstance(x, (list, tuple)):
+                    return type(x)(val(e) for e in x)
+                return env[x] if isinstance(x, ember.fx.Node) else x
+            env[n] = fn(*val(n.args), **{k: val(v) for k, v in n.kwargs.items()})
         elif n.op == "output":
             out = n.args[0]
             out = out[0] if isinstance(out, (tuple, list)) else out
@@ -113,8 +119,8 @@ _EXPR = {  # table ops a mod's subgraph holds -> the expression they build
     "bitwise_not": operator.invert, "logical_not": operator.invert,
     "neg": operator.neg, "abs": abs, "exp": lambda x: x.exp(), "log": lambda x: x.log(),
     "sqrt": lambda x: x.sqrt(), "sigmoid": lambda x: x.sigmoid(), "tanh": lambda x: x.tanh(),
-    "where.self": _where, "_to_copy": _same, "to.dtype": _same, "clone": _same,
-    "alias": _same, "lift_fresh_copy": _same,
+    "index.Tensor": lambda t, idx: t[tuple(idx)], "where.self": _where, "_to_copy": _same,
+    "to.dtype": _same, "clone": _same, "alias": _same, "lift_fresh_copy": _same,
 }
 for _k in list(_EXPR):
     if "." in _k:
@@ -156,16 +162,18 @@ def _plan(query, key, value, score_mod, block_mask, scale):
     return None
 
 
-def _forward_impl(query, key, value, score_mod, mask_mod, blocks, scale, bs, enable_gqa):
+def _forward_impl(query, key, value, score_mod, mask_mod, blocks, scale, bs, enable_gqa,
+                  extra=((), ())):
+    """(out, lse); score_mod and mask_mod: subgraphs (extra: the captured tensors each reads),
+    or Python functions."""
+    sm, mm = _wrap(score_mod, extra[0]), _wrap(mask_mod, extra[1])
     mode = proxy_mode()
     if mode is not None:
-        return _trace_forward(mode, query, key, value, score_mod, mask_mod, blocks, scale, bs,
-                              enable_gqa)
+        return _trace_forward(mode, query, key, value, sm, mm, blocks, scale, bs, enable_gqa)
     B, H, L, _ = query.shape
     if query.device.type == "meta" or hasattr(query, "fake_mode"):
         return (ember.empty(B, H, L, value.size(-1), dtype=query.dtype, device=query.device),
                 ember.empty(B, H, L, dtype=_work(query), device=query.device))
-    sm, mm = _wrap(score_mod), _wrap(mask_mod)
     bm = _block_mask(blocks, bs, mm, L, key.size(2))
     plan = _plan(query, key, value, sm, bm, scale)
     if plan is not None:
@@ -182,32 +190,54 @@ def _work(t):
 flex_attention_hop = HigherOrderOperator("flex_attention", _forward_impl)
 
 
+class _ModMode(SubgraphMode):
+    """Records a mod; keeps the values of the captured tensors it lifts."""
+
+    def __init__(self, parent, graph):
+        super().__init__(parent, graph)
+        self.values: list = []
+
+    def lift(self, outer, value):
+        self.values.append(value)
+        return super().lift(outer, value)
+
+
 def _subgraphs(mode, score_mod, mask_mod, dtype):
-    """The mods traced on 0-d tensors into the caller's graph constants -> their get_attr
-    nodes (None for no mod)."""
+    """The mods traced on one-element tensors into the caller's graph constants -> their
+    get_attr nodes (None for no mod) and the captured tensors each reads (outer graph
+    values)."""
     at = state.modes.index(mode)
     state.modes.pop(at)
     try:
-        z = ember.zeros((), dtype=dtype)
-        b, h, q, k = (ember.zeros((), dtype=ember.int32) for _ in range(4))  # apart: one
-        #                                                        placeholder each
+        # one-element tensors, one each (a placeholder each): indexing a captured tensor with
+        # them is recorded as `index` (a 0-d index would be read as a Python int, a constant)
+        z = ember.zeros(1, dtype=dtype)
+        b, h, q, k = (ember.zeros(1, dtype=ember.int32) for _ in range(4))
     finally:
         state.modes.insert(at, mode)
     n = sum(1 for k in mode.constants if k.startswith("sdpa_score"))
-    out = []
+    out, lifts, made = [], [], []
+
+    def sub_mode(parent, graph):
+        made.append(_ModMode(parent, graph))
+        return made[-1]
     for name, fn, args in (("sdpa_score", score_mod, (z, b, h, q, k)),
                            ("sdpa_mask", mask_mod, (b, h, q, k))):
         if fn is None:
             out.append(None)
+            lifts.append(())
             continue
         with ember.no_grad():
-            gm, _, _, lifted = trace_subgraph(mode, _plain(fn), list(args), "flex_attention")
-        if lifted:
+            gm, _, _, lifted = trace_subgraph(mode, fn, list(args), "flex_attention", sub_mode)
+        consts = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
+        if any(isinstance(v, Tensor) and v.requires_grad for v in made[-1].values + consts):
+            # (its gradient would need the mod's derivative by the captured tensor)
             raise NotImplementedError("flex_attention under tracing: a score_mod or mask_mod "
-                                      "reading captured tensors is not supported yet")
+                                      "reading a captured tensor that requires grad")
         mode.constants[f"{name}{n}"] = gm
         out.append(mode.graph.get_attr(f"{name}{n}"))
-    return out
+        lifts.append(tuple(lifted))
+    return out, lifts
 
 
 def _trace_forward(mode, query, key, value, score_mod, mask_mod, blocks, scale, bs,
@@ -217,10 +247,10 @@ def _trace_forward(mode, query, key, value, score_mod, mask_mod, blocks, scale, 
         # falls back to the joint trace on values, where the autograd node below records
         from ember._dynamo.aot_symbolic import SymbolicTraceError
         raise SymbolicTraceError("flex_attention")
-    s_node, m_node = _subgraphs(mode, score_mod, mask_mod, _work(query))
+    (s_node, m_node), lifts = _subgraphs(mode, score_mod, mask_mod, _work(query))
     graph = mode.graph
     args = (mode._arg(query), mode._arg(key), mode._arg(value), s_node, m_node,
-            tuple(mode._arg(list(blocks))), scale, bs, enable_gqa)
+            tuple(mode._arg(list(blocks))), scale, bs, enable_gqa, tuple(lifts))
     node = graph.call_function(flex_attention_hop, args)
     at = state.modes.index(mode)
     state.modes.pop(at)
@@ -230,8 +260,8 @@ def _trace_forward(mode, query, key, value, score_mod, mask_mod, blocks, scale, 
             out, lse = _function().apply(query, key, value, (score_mod, mask_mod, blocks,
                                                              scale, bs, enable_gqa))
         else:
-            out, lse = _forward_impl(query, key, value, _plain(score_mod), _plain(mask_mod),
-                                     blocks, scale, bs, enable_gqa)
+            out, lse = _forward_impl(query, key, value, score_mod, mask_mod, blocks, scale, bs,
+                                     enable_gqa)
     finally:
         state.modes.insert(at, mode)
     mode.track(out, graph.call_function(operator.getitem, (node, 0)))
@@ -239,21 +269,16 @@ def _trace_forward(mode, query, key, value, score_mod, mask_mod, blocks, scale, 
     return out, lse
 
 
-def _plain(fn):
-    """A mod as tracing takes it (a _Mod's graph; a user function as it is)."""
-    return fn.gm if isinstance(fn, _Mod) else fn
-
-
 # ---- the backward op ------------------------------------------------------------------------
 def _backward_impl(query, key, value, out, lse, dout, dlse, score_mod, mask_mod, blocks, scale,
-                   bs, enable_gqa):
+                   bs, enable_gqa, extra=((), ())):
+    sm, mm = _wrap(score_mod, extra[0]), _wrap(mask_mod, extra[1])
     mode = proxy_mode()
     if mode is not None:
-        return _trace_backward(mode, query, key, value, out, lse, dout, dlse, score_mod,
-                               mask_mod, blocks, scale, bs, enable_gqa)
+        return _trace_backward(mode, query, key, value, out, lse, dout, dlse, sm, mm, blocks,
+                               scale, bs, enable_gqa)
     if query.device.type == "meta" or hasattr(query, "fake_mode"):
         return (ember.empty_like(query), ember.empty_like(key), ember.empty_like(value))
-    sm, mm = _wrap(score_mod), _wrap(mask_mod)
     L, S = query.size(2), key.size(2)
     bm = _block_mask(blocks, bs, mm, L, S)
     plan = _plan(query, key, value, sm, bm, scale)
@@ -281,17 +306,17 @@ flex_attention_backward_hop = HigherOrderOperator("flex_attention_backward", _ba
 def _trace_backward(mode, query, key, value, out, lse, dout, dlse, score_mod, mask_mod, blocks,
                     scale, bs, enable_gqa):
     graph = mode.graph
-    s_node, m_node = _subgraphs(mode, score_mod, mask_mod, _work(query))
+    (s_node, m_node), lifts = _subgraphs(mode, score_mod, mask_mod, _work(query))
     args = (mode._arg(query), mode._arg(key), mode._arg(value), mode._arg(out),
             mode._arg(lse), None if dout is None else mode._arg(dout),
             None if dlse is None else mode._arg(dlse), s_node, m_node,
-            tuple(mode._arg(list(blocks))), scale, bs, enable_gqa)
+            tuple(mode._arg(list(blocks))), scale, bs, enable_gqa, tuple(lifts))
     node = graph.call_function(flex_attention_backward_hop, args)
     at = state.modes.index(mode)
     state.modes.pop(at)
     try:
-        grads = _backward_impl(query, key, value, out, lse, dout, dlse, _plain(score_mod),
-                               _plain(mask_mod), blocks, scale, bs, enable_gqa)
+        grads = _backward_impl(query, key, value, out, lse, dout, dlse, score_mod, mask_mod,
+                               blocks, scale, bs, enable_gqa)
     finally:
         state.modes.insert(at, mode)
     for i, g in enumerate(grads):
@@ -313,8 +338,7 @@ def _function():
             def forward(ctx, q, k, v, rest):
                 sm, mm, blocks, scale, bs, gqa = rest
                 ctx.rest = rest
-                out, lse = _forward_impl(q, k, v, _plain(sm), _plain(mm), blocks, scale, bs,
-                                         gqa)
+                out, lse = _forward_impl(q, k, v, sm, mm, blocks, scale, bs, gqa)
                 ctx.save_for_backward(q, k, v, out, lse)
                 return out, lse
 
