@@ -263,7 +263,8 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         if hop is not None and hop.tracing():
             out, lse = hop.call(query, key, value, score_mod, block_mask, scale, enable_gqa)
             return (out, lse) if return_lse else out
-    if query.device.type != "cpu":  # the device's fused kernels (forward and backward)
+    if query.device.type not in ("cpu", "meta") and not hasattr(query, "fake_mode"):
+        # the device's fused kernels (forward and backward); fake tensors: the reference
         fused = _fused(query, key, value, score_mod, block_mask, scale, return_lse)
         if fused is not NotImplemented:
             return fused
@@ -301,12 +302,13 @@ def _reference(query, key, value, score_mod, block_mask, scale, return_lse):
     mask_mod = noop_mask if block_mask is None else block_mask.mask_mod
     keep = mask_mod(b, h, m, n)
     if isinstance(keep, Tensor):
-        scores = ember.where(keep, scores, ember.tensor(-math.inf, dtype=work,
-                                                        device=query.device))
+        scores = ember.where(keep, scores, ember.full((), -math.inf, dtype=work,
+                                                      device=query.device))
     elif not keep:
         scores = ember.full_like(scores, -math.inf)
     dead = (scores == -math.inf).all(dim=-1, keepdim=True)             # fully masked rows
-    lse = ember.where(dead.squeeze(-1), ember.tensor(-math.inf, dtype=work, device=query.device),
+    lse = ember.where(dead.squeeze(-1),
+                      ember.full((), -math.inf, dtype=work, device=query.device),
                       ember.where(dead, 0.0, scores).logsumexp(dim=-1))
     probs = ember.softmax(ember.where(dead, 0.0, scores), dim=-1)
     probs = ember.where(dead, 0.0, probs)
