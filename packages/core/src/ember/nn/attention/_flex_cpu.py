@@ -5,9 +5,9 @@ walks, per query row, the key blocks the BlockMask keeps (partly kept blocks mas
 not) with an online softmax: no (L, S) matrix is ever made. The backward recomputes the scores
 row by row (dq by row, dk and dv accumulated per (batch, head): one thread each).
 
-Used by ember.compile's lowering of the flex_attention node (`ember._inductor`) and by
-`flex_attention_cpu` (tests); eager CPU calls run the reference, as PyTorch's eager CPU call
-does.
+Run by ember-compiler's flex_attention higher-order op (the node ember.compile's graphs hold,
+which ember._inductor calls as an extern) and by `flex_attention_cpu` (tests); eager CPU calls
+run the reference, as PyTorch's eager CPU call does.
 
 >>> import ember
 >>> q = ember.randn(1, 1, 4, 8)
