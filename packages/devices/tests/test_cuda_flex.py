@@ -1,7 +1,7 @@
 """FlexAttention's fused Triton forward on cuda (a GPU in this process, else the fake device in
 a subprocess): outputs and logsumexp equal core's eager reference on CPU for score_mods, masks,
-GQA and fully masked rows; mods the tracer cannot express and calls needing gradients run the
-eager reference on the device instead."""
+GQA, fully masked rows and captured tensors; mods the tracer cannot express (a captured tensor
+needing gradients) run the eager reference on the device instead."""
 from cuda_script import run_script
 
 FLEX = r"""
@@ -24,8 +24,9 @@ def check(shapes, score=None, mask=None, gqa=False, fused=True, grad=False, spar
     o, lse = flex_attention(*xs, score_mod=score, block_mask=bmg, enable_gqa=gqa, return_lse=True)
     oc, lc = flex_attention(*[ember.tensor(a) for a in arrs], score_mod=score, block_mask=bmc,
                             enable_gqa=gqa, return_lse=True)
-    np.testing.assert_allclose(o.detach().cpu().numpy(), oc.numpy(), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(lse.detach().cpu().numpy(), lc.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(o.detach().cpu().numpy(), oc.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(lse.detach().cpu().numpy(), lc.detach().numpy(), rtol=1e-4,
+                               atol=1e-5)
     assert (_flex.calls["fused"] == n0 + 1) == fused, (_flex.calls, n0, fused)
     if sparse is None:
         sparse = fused and mask is not None
@@ -48,12 +49,20 @@ check([(1, 2, 8, 4)] * 3, mask=lambda b, h, q, k: (h % 2 == 0) | ((q - k).abs() 
 biases = {d: ember.tensor([0.5, -1.0], device=d) for d in ("cpu", "cuda")}
 
 
-def head_bias(s, b, h, q, k):  # indexes a captured tensor: the fused kernel declines it
-    return s + biases[h.device.type][h]
+learned = {d: ember.tensor([0.5, -1.0], device=d, requires_grad=True) for d in ("cpu", "cuda")}
 
 
-check([(1, 2, 8, 4)] * 3, score=head_bias, fused=False)
-check([(1, 2, 8, 4)] * 3, mask=causal, fused=False, grad=True)
+def head_bias(s, b, h, q, k):  # indexes a captured tensor: the fused kernel reads it
+    return s + biases["cuda" if h.device is None else h.device.type][h]
+
+
+def learned_bias(s, b, h, q, k):  # a captured tensor needing gradients: the reference runs
+    return s + learned["cuda" if h.device is None else h.device.type][h]
+
+
+check([(1, 2, 8, 4)] * 3, score=head_bias)
+check([(1, 2, 8, 4)] * 3, score=learned_bias, fused=False)
+check([(1, 2, 8, 4)] * 3, mask=causal, grad=True)   # (the fused backward: test_cuda_flex_bwd)
 """
 
 

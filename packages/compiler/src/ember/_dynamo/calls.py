@@ -121,11 +121,45 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
     if _is_library(fn, tr):
         # (functions marked `_ember_allow_in_graph` by their package, as ember.distributed's
         # functional collectives, take any argument: they only read it at capture time)
+        if getattr(fn, "_ember_allow_in_graph", False) is True:  # (flex_attention's)
+            args = [_library_arg(tr, a) for a in args]
+            kwargs = {k: _library_arg(tr, a) for k, a in kwargs.items()}
         return tr.call_library(fn, args, kwargs, getattr(fn, "__qualname__", repr(fn)),
                                trusted=_hashable(fn) and fn in PURE
                                or getattr(fn, "_ember_allow_in_graph", False) is True)
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     raise GraphBreak(f"call to {name} is not supported (not inlinable, not an ember op)")
+
+
+def _library_arg(tr, v: V) -> V:
+    """An argument of allow_in_graph library code: a function made in the traced frame (a
+    LocalFunction) as a Python function, its cells holding their values now; a BlockMask read
+    from a source with its block lists as graph inputs (each call's mask is read, not the
+    first one's) and its mask_mod and sizes guarded; anything else as it is."""
+    from .interp import Cell, LocalFunction
+    lf = v.val
+    if type(lf).__name__ == "BlockMask" and v.src is not None and \
+            type(lf).__module__ == "ember.nn.attention.flex_attention":
+        return _block_mask_arg(tr, v)
+    if not isinstance(lf, LocalFunction):
+        return v
+    cells = tuple(types.CellType(tr.unwrap(c.v)) if isinstance(c, Cell) else c[0]
+                  for c in lf.cells)
+    fn = types.FunctionType(lf.code, lf.globals, lf.__name__,
+                            tuple(tr.unwrap(d) for d in lf.defaults) or None, cells or None)
+    return V(fn)
+
+
+def _block_mask_arg(tr, v: V) -> V:
+    bm = v.val
+    names = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
+             "q_num_blocks", "q_indices", "full_q_num_blocks", "full_q_indices")
+    lists = [None if getattr(bm, n) is None else tr.unwrap(tr.wrap(getattr(bm, n),
+                                                                   f"{v.src}.{n}"))
+             for n in names]
+    for n in ("seq_lengths", "BLOCK_SIZE", "mask_mod"):
+        tr.wrap(getattr(bm, n), f"{v.src}.{n}")
+    return V(type(bm)(bm.seq_lengths, *lists, bm.BLOCK_SIZE, bm.mask_mod))
 
 
 def _hashable(fn) -> bool:

@@ -67,11 +67,12 @@ class SubgraphMode(ProxyTorchDispatchMode):
         return super().sym_node(expr, env)
 
 
-def trace_subgraph(parent, fn, operands: list, name: str):
-    """Trace fn(*operands) under a SubgraphMode -> (GraphModule, flat outputs, out spec,
-    lifted outer values). The outer mode is off meanwhile; a fake mode under it stays."""
+def trace_subgraph(parent, fn, operands: list, name: str, mode_cls=None):
+    """Trace fn(*operands) under a SubgraphMode (or mode_cls(parent, graph)'s, a subclass's)
+    -> (GraphModule, flat outputs, out spec, lifted outer values). The outer mode is off
+    meanwhile; a fake mode under it stays."""
     graph = Graph()
-    sub = SubgraphMode(parent, graph)
+    sub = (mode_cls or SubgraphMode)(parent, graph)
     for i, a in enumerate(operands):
         ph = graph.placeholder(f"arg{i}_1")
         if isinstance(a, Tensor):

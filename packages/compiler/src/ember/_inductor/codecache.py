@@ -44,8 +44,14 @@ def _sources_hash() -> str:
     return _SOURCE_HASH[0]
 
 
+def _codes(gm) -> list:
+    """The graph's code and its subgraphs' (a higher-order op's branches or mods)."""
+    subs = [f"{n}:{m.code}" for n, m in gm.named_modules() if m is not gm and hasattr(m, "code")]
+    return [gm.code, *sorted(subs)]
+
+
 def cache_key(gm, args) -> str:
-    parts = [gm.code, _sources_hash(), str(_flags._threads or os.cpu_count())]
+    parts = [*_codes(gm), _sources_hash(), str(_flags._threads or os.cpu_count())]
     for a in args:
         if isinstance(a, Tensor):
             parts.append(f"T{a.dtype}{a.device.type}{tuple(a._shape)}{tuple(a._stride)}")

@@ -200,6 +200,7 @@ class GraphLowering:
                 if tb.lazy:
                     org += [o for o in getattr(tb, "origins", ()) if o not in org]
         name = getattr(n.target, "name", getattr(n.target, "__name__", str(n.target)))
+        name = name() if callable(name) else name   # (a higher-order op's name())
         if name not in org:
             org.append(name)
         for b in self.buffers[first:]:

@@ -1,108 +1,35 @@
-"""FlexAttention's forward as one fused Triton kernel (online softmax over key blocks, the
-score_mod and mask_mod inlined into it). The mods are traced once on symbolic index values into
-Triton expressions; a mod this tracer cannot express (indexing captured tensors, Python control
-flow on values, calls of ember functions) leaves the call to core's eager reference, as does a
-call that needs gradients (no fused backward yet).
+"""FlexAttention as fused Triton kernels: the forward (online softmax over key blocks, the
+score_mod and mask_mod inlined into it) here, the backward (dq; dk and dv) in `_flex_bwd`. The
+mods are traced once into expressions (core's `_modexpr`, which also differentiates the
+score_mod); a mod it cannot express (indexing captured tensors, Python control flow on values,
+calls of ember functions) leaves the call to core's eager reference.
 """
 from __future__ import annotations
 
-import math
+from ember.nn.attention import _modexpr as mx
 
 from .kernels.pointwise import load_kernel
 
-calls = {"fused": 0, "sparse": 0}   # calls that ran the fused kernel (block-sparse: "sparse")
+calls = {"fused": 0, "sparse": 0, "backward": 0}   # calls of the fused kernels (block-sparse:
+#                                                    "sparse"; the fused backward: "backward")
 _kernels: dict = {}
 
 
-class Unsupported(Exception):
+class Unsupported(mx.Unsupported):
     pass
 
 
-def _src(v) -> str:
-    if isinstance(v, _E):
-        return v.s
-    if isinstance(v, bool):
-        return "(qi >= 0)" if v else "(qi < 0)"
-    if isinstance(v, (int, float)):
-        if isinstance(v, float) and not math.isfinite(v):
-            return 'float("inf")' if v > 0 else 'float("-inf")'
-        return repr(v)
-    raise Unsupported(f"a {type(v).__name__} in a score_mod/mask_mod")
-
-
-def _bin(op, rev=False):
-    def f(self, other):
-        a, b = (_src(other), self.s) if rev else (self.s, _src(other))
-        return _E(f"({a} {op} {b})")
-    return f
-
-
-def _call(fn):
-    def f(self):
-        return _E(f"{fn}({self.s})")
-    return f
-
-
-class _E:
-    """A Triton expression standing in for a tensor inside a mod."""
-
-    __slots__ = ("s",)
-
-    def __init__(self, s):
-        self.s = s
-
-    __add__, __radd__ = _bin("+"), _bin("+", True)
-    __sub__, __rsub__ = _bin("-"), _bin("-", True)
-    __mul__, __rmul__ = _bin("*"), _bin("*", True)
-    __truediv__, __rtruediv__ = _bin("/"), _bin("/", True)
-    __lt__, __le__, __gt__, __ge__ = _bin("<"), _bin("<="), _bin(">"), _bin(">=")
-    __eq__, __ne__ = _bin("=="), _bin("!=")  # noqa: PLE0307 (expressions, not comparisons)
-    __and__, __rand__ = _bin("&"), _bin("&", True)
-    __or__, __ror__ = _bin("|"), _bin("|", True)
-    __xor__ = _bin("^")
-    __hash__ = object.__hash__
-    abs = __abs__ = _call("tl.abs")
-    exp = _call("tl.exp")
-    log = _call("tl.log")
-    sqrt = _call("tl.sqrt")
-    sigmoid = _call("tl.sigmoid")
-
-    def __mod__(self, other):  # floor modulo, as PyTorch's remainder (C's % truncates)
-        o = _src(other)
-        return _E(f"((({self.s} % {o}) + {o}) % {o})")
-
-    def __floordiv__(self, other):
-        o = _src(other)
-        return _E(f"(({self.s} - ((({self.s} % {o}) + {o}) % {o})) // {o})")
-
-    def __neg__(self):
-        return _E(f"(-{self.s})")
-
-    def __invert__(self):
-        return _E(f"({self.s} == 0)")
-
-    def tanh(self):
-        return _E(f"(2.0 * tl.sigmoid(2.0 * {self.s}) - 1.0)")
-
-    def new_ones(self, *a, **k):
-        return _E("(qi >= 0)")
-
-    def new_zeros(self, *a, **k):
-        return _E("(qi < 0)")
-
-    @property
-    def device(self):
-        return None
-
-    def __bool__(self):
-        raise Unsupported("Python control flow on a value inside a mod")
-
-
 def _trace(score_mod, mask_mod):
-    b, h, q, k = _E("b"), _E("h"), _E("qi"), _E("ki")
-    score = "qk" if score_mod is None else _src(score_mod(_E("qk"), b, h, q, k))
-    mask = "(qi >= 0)" if mask_mod is None else _src(mask_mod(b, h, q, k))
-    return score, mask
+    """((score, d score / d qk, mask) as Triton source, captured tensors they read)."""
+    s, ds, m, bufs = mx.trace(score_mod, mask_mod)
+    if any(b.device.type != "cuda" for b in bufs):
+        raise mx.Unsupported("a captured tensor on another device")
+    return (mx.to_triton(s), mx.to_triton(ds), mx.to_triton(m), len(bufs)), bufs
+
+
+def bufparams(n: int) -> str:
+    """The captured tensors' parameters in the kernels' signatures and calls."""
+    return "".join(f"BUF{i}, " for i in range(n))
 
 
 _SRC = '''import triton
@@ -110,7 +37,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _tile(q, K, V, kv, S, start, qi, b, h, scale, m_i, l_i, acc, offs_d, offs_v,
+def _tile(q, K, V, {bp}kv, S, start, qi, b, h, scale, m_i, l_i, acc, offs_d, offs_v,
           D: tl.constexpr, DV: tl.constexpr, BN: tl.constexpr, MASK: tl.constexpr):
     # one tile of keys: scores, the mods, the online-softmax update
     offs_n = start + tl.arange(0, BN)
@@ -137,7 +64,7 @@ def _tile(q, K, V, kv, S, start, qi, b, h, scale, m_i, l_i, acc, offs_d, offs_v,
 
 # no value specialization of the ints (the launcher's cache key does not carry their values)
 @triton.jit(do_not_specialize=["H", "G", "L", "S", "KB", "scale", "SB", "SH", "NQB", "NKVB"])
-def {name}(Q, K, V, O, LSE, KVN, KVI, FKVN, FKVI, H, G, L, S, KB, scale, SB, SH, NQB, NKVB,
+def {name}(Q, K, V, O, LSE, KVN, KVI, FKVN, FKVI, {bp}H, G, L, S, KB, scale, SB, SH, NQB, NKVB,
            D: tl.constexpr, DV: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
            BD: tl.constexpr, BDV: tl.constexpr, SPARSE: tl.constexpr, QBS: tl.constexpr,
            KVBS: tl.constexpr, FULL: tl.constexpr):
@@ -161,18 +88,18 @@ def {name}(Q, K, V, O, LSE, KVN, KVI, FKVN, FKVI, H, G, L, S, KB, scale, SB, SH,
         for j in range(0, n_part):
             kb = tl.load(KVI + row * NKVB + j)
             for t in range(0, KVBS, BN):
-                m_i, l_i, acc = _tile(q, K, V, kv, S, kb * KVBS + t, qi, b, h, scale, m_i, l_i,
+                m_i, l_i, acc = _tile(q, K, V, {bp}kv, S, kb * KVBS + t, qi, b, h, scale, m_i, l_i,
                                       acc, offs_d, offs_v, D, DV, BN, True)
         if FULL:
             n_full = tl.load(FKVN + row)
             for j in range(0, n_full):
                 kb = tl.load(FKVI + row * NKVB + j)
                 for t in range(0, KVBS, BN):
-                    m_i, l_i, acc = _tile(q, K, V, kv, S, kb * KVBS + t, qi, b, h, scale, m_i,
+                    m_i, l_i, acc = _tile(q, K, V, {bp}kv, S, kb * KVBS + t, qi, b, h, scale, m_i,
                                           l_i, acc, offs_d, offs_v, D, DV, BN, False)
     else:
         for start in range(0, S, BN):
-            m_i, l_i, acc = _tile(q, K, V, kv, S, start, qi, b, h, scale, m_i, l_i, acc,
+            m_i, l_i, acc = _tile(q, K, V, {bp}kv, S, start, qi, b, h, scale, m_i, l_i, acc,
                                   offs_d, offs_v, D, DV, BN, True)
     dead = l_i == 0.0
     out = tl.where(dead[:, None], 0.0, acc / tl.where(dead, 1.0, l_i)[:, None])
@@ -183,13 +110,14 @@ def {name}(Q, K, V, O, LSE, KVN, KVI, FKVN, FKVI, H, G, L, S, KB, scale, SB, SH,
 '''
 
 
-def _kernel(score: str, mask: str):
-    key = (score, mask)
+def _kernel(score: str, mask: str, nbuf: int):
+    key = ("fwd", score, mask, nbuf)
     k = _kernels.get(key)
     if k is None:
         import hashlib
         name = "flex_fwd_" + hashlib.sha1(repr(key).encode()).hexdigest()[:12]
-        k = _kernels[key] = load_kernel(_SRC.format(name=name, score=score, mask=mask), name)
+        k = _kernels[key] = load_kernel(_SRC.format(name=name, score=score, mask=mask,
+                                                    bp=bufparams(nbuf)), name)
     return k
 
 
@@ -198,67 +126,99 @@ def _pow2(n: int, lo: int = 16) -> int:
 
 
 def flex_forward(be, query, key, value, score_mod, block_mask, scale, return_lse):
-    """(out, lse) of flex attention on cuda tensors, or NotImplemented."""
-    import ember
+    """flex attention on cuda tensors through the fused kernels (an autograd node over the
+    fused backward where gradients are wanted), or NotImplemented."""
     from ember import _dtype as D
-
-    from .kernels.base import _launch
+    from ember.nn.attention import _fused
     if query.dtype not in (D.float32, D.float16, D.bfloat16):
         return NotImplemented
     mask_mod = None if block_mask is None else block_mask.mask_mod
     try:
-        score, mask = _trace(score_mod, mask_mod)
+        srcs, bufs = _trace(score_mod, mask_mod)
     except Exception:  # a mod the tracer cannot express: the eager reference runs it
         return NotImplemented
-    B, H, L, E = query.shape
-    Hkv, S, Ev = key.size(1), key.size(2), value.size(3)
-    q, k, v = query.contiguous(), key.contiguous(), value.contiguous()
-    out = ember.empty(B, H, L, Ev, dtype=query.dtype, device=query.device)
-    lse = ember.empty(B, H, L, dtype=ember.float32, device=query.device)
-    bm = 16 if L <= 16 else 32
-    bn = 16 if S <= 16 else 32
-    sparse = _sparse_args(block_mask, B, H, L)
-    if sparse is None:  # every key tile, masked elementwise
-        bmask = [lse, lse, lse, lse, 0, 0, 0, 0]
-        flags = {"SPARSE": False, "QBS": 1, "KVBS": 1, "FULL": False}
-    else:
-        bmask, flags, bm, bn = sparse
-    grid = (-(-L // bm), B * H)
-    kb = 1 if key.size(0) == B else 0
-    _launch(be, _kernel(score, mask), grid,
-            [q, k, v, out, lse, *bmask[:4], H, H // Hkv, L, S, kb, float(scale), *bmask[4:]], (),
-            {"D": E, "DV": Ev, "BM": bm, "BN": bn, "BD": _pow2(E), "BDV": _pow2(Ev), **flags})
-    calls["fused"] += 1
-    calls["sparse"] += sparse is not None
-    return (out, lse) if return_lse else out
+    return _fused.run(FlexPlan(be, srcs, block_mask, query, key, value, scale, bufs), query,
+                      key, value, return_lse)
 
 
-def _sparse_args(block_mask, B, H, L):
-    """The BlockMask's kv block lists as kernel arguments (partly kept, full, strides, counts),
-    the flags and the tile sizes; None where the kernel cannot walk them (block sizes not
-    multiples of 16)."""
+class FlexPlan:
+    """One call's kernels and launch arguments: `forward` and `backward` (core's `_fused`)."""
+
+    def __init__(self, be, srcs, block_mask, query, key, value, scale, bufs=()):
+        B, H, L, E = query.shape
+        self.be, self.srcs, self.scale = be, srcs, float(scale)
+        self.bufs = list(bufs)
+        self.sizes = (B, H, key.size(1), L, key.size(2), E, value.size(3))
+        self.kb = 1 if key.size(0) == B else 0
+        self.bm = 16 if L <= 16 else 32
+        self.bn = 16 if key.size(2) <= 16 else 32
+        self.kv = self.q = None
+        if _walkable(block_mask, B, H, query.device):
+            qbs, kvbs = block_mask.BLOCK_SIZE
+            self.bm = 32 if qbs % 32 == 0 and L > 16 else 16
+            self.bn = 32 if kvbs % 32 == 0 else 16
+            self.kv = _lists(block_mask, "kv", qbs, kvbs)
+            if block_mask.q_num_blocks is not None:
+                self.q = _lists(block_mask, "q", qbs, kvbs)
+
+    def forward(self, query, key, value):
+        import ember
+
+        from .kernels.base import _launch
+        B, H, Hkv, L, S, E, Ev = self.sizes
+        q, k, v = query.contiguous(), key.contiguous(), value.contiguous()
+        out = ember.empty(B, H, L, Ev, dtype=query.dtype, device=query.device)
+        lse = ember.empty(B, H, L, dtype=ember.float32, device=query.device)
+        walk, flags = _walk_args(self.kv, lse)
+        grid = (-(-L // self.bm), B * H)
+        _launch(self.be, _kernel(self.srcs[0], self.srcs[2], self.srcs[3]), grid,
+                [q, k, v, out, lse, *walk[:4], *self.bufs, H, H // Hkv, L, S, self.kb, self.scale,
+                 *walk[4:]], (),
+                {"D": E, "DV": Ev, "BM": self.bm, "BN": self.bn, "BD": _pow2(E),
+                 "BDV": _pow2(Ev), **flags})
+        calls["fused"] += 1
+        calls["sparse"] += self.kv is not None
+        return out, lse
+
+    def backward(self, q, k, v, out, lse, dout, dlse):
+        from ._flex_bwd import flex_backward
+        calls["backward"] += 1
+        return flex_backward(self, q, k, v, out, lse, dout, dlse)
+
+
+def _walkable(block_mask, B, H, dev) -> bool:
+    """Whether the kernels can walk the BlockMask's block lists (block sizes multiples of 16,
+    (B, H, blocks) lists broadcasting to the call's, on the device)."""
     if block_mask is None:
-        return None
+        return False
     qbs, kvbs = block_mask.BLOCK_SIZE
-    if qbs % 16 or kvbs % 16 or block_mask.kv_num_blocks.ndim != 3:
-        return None
-    bm = 32 if qbs % 32 == 0 and L > 16 else 16
-    bn = 32 if kvbs % 32 == 0 else 16
     n = block_mask.kv_num_blocks
-    bb, hh, nq = n.shape
-    if bb not in (1, B) or hh not in (1, H):
-        return None
-    dev = n.device
-    if dev.type != "cuda":
-        return None
+    if qbs % 16 or kvbs % 16 or n.ndim != 3 or n.device != dev:
+        return False
+    return n.shape[0] in (1, B) and n.shape[1] in (1, H)
+
+
+def _lists(block_mask, by: str, qbs: int, kvbs: int):
+    """The block lists by kv ("kv": per query block, the key blocks kept) or by query ("q"):
+    [partial num, partial idx, full num, full idx, batch stride, head stride, rows, cols] and
+    whether full blocks are listed apart."""
+    import ember
 
     def i32(t):
-        return t.to(dev).contiguous().to(__import__("ember").int32)
-    full = block_mask.full_kv_num_blocks is not None
-    kvn, kvi = i32(n), i32(block_mask.kv_indices)
-    fkvn = i32(block_mask.full_kv_num_blocks) if full else kvn
-    fkvi = i32(block_mask.full_kv_indices) if full else kvi
-    sb = hh * nq if bb > 1 else 0
-    sh = nq if hh > 1 else 0
-    return ([kvn, kvi, fkvn, fkvi, sb, sh, nq, kvi.shape[-1]],
-            {"SPARSE": True, "QBS": qbs, "KVBS": kvbs, "FULL": full}, bm, bn)
+        return t.contiguous().to(ember.int32)
+    n, idx = getattr(block_mask, f"{by}_num_blocks"), getattr(block_mask, f"{by}_indices")
+    fn, fidx = (getattr(block_mask, f"full_{by}_num_blocks"),
+                getattr(block_mask, f"full_{by}_indices"))
+    full = fn is not None
+    num, ind = i32(n), i32(idx)
+    bb, hh, rows = n.shape
+    return ([num, ind, i32(fn) if full else num, i32(fidx) if full else ind,
+             hh * rows if bb > 1 else 0, rows if hh > 1 else 0, rows, ind.shape[-1]],
+            {"SPARSE": True, "QBS": qbs, "KVBS": kvbs, "FULL": full})
+
+
+def _walk_args(lists, dummy):
+    if lists is None:  # every tile, masked elementwise
+        return ([dummy, dummy, dummy, dummy, 0, 0, 0, 0],
+                {"SPARSE": False, "QBS": 1, "KVBS": 1, "FULL": False})
+    return lists

@@ -22,6 +22,7 @@ import math
 
 import ember
 from ember import Tensor
+from ember._state import state
 
 __all__ = ["flex_attention", "create_block_mask", "create_mask", "BlockMask", "and_masks",
            "or_masks", "noop_mask", "_DEFAULT_SPARSE_BLOCK_SIZE"]
@@ -218,6 +219,13 @@ def _check(query, key, value, enable_gqa, block_mask):
         raise ValueError(f"Expect key and value to have the same sequence length and heads but "
                          f"got key {tuple(key.shape)} and value {tuple(value.shape)}.")
     bq, bkv = query.size(0), key.size(0)
+    if bq != bkv and block_mask is None:
+        raise ValueError(f"Expect query and key/value to have the same batch size, or non-none "
+                         f"block_mask, but got block_mask=None, Bq={bq}, and Bkv={bkv}.")
+    if bq != bkv and block_mask.kv_num_blocks.size(0) != bq:
+        raise ValueError(f"Expect query and key/value to have the same batch size, or "
+                         f"block_mask and query to have the same batch size, but got Bq={bq}, "
+                         f"Bkv={bkv}, B_block_mask={block_mask.kv_num_blocks.size(0)}.")
     if not (bq == bkv or bkv == 1):
         raise RuntimeError(f"Bq and Bkv must broadcast. Got Bq={bq} and Bkv={bkv}")
     if block_mask is not None:
@@ -229,7 +237,8 @@ def _check(query, key, value, enable_gqa, block_mask):
 
 
 def _fused(query, key, value, score_mod, block_mask, scale, return_lse):
-    """The device's fused kernel (forward only), or NotImplemented."""
+    """The device's fused kernels (an autograd node where gradients are wanted), or
+    NotImplemented."""
     from ember._device import get_backend
     try:
         fn = getattr(get_backend(query.device.type), "flex_attention", None)
@@ -248,14 +257,36 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     return_lse also the logsumexp of the scores (B, Hq, L). Hq may be a multiple of Hkv under
     enable_gqa."""
     _check(query, key, value, enable_gqa, block_mask)
-    B, Hq, L, E = query.shape
-    S = key.size(2)
-    scale = 1.0 / math.sqrt(E) if scale is None else scale
-    if query.device.type != "cpu" and not (ember.is_grad_enabled() and any(
-            t.requires_grad for t in (query, key, value))):
+    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    if state.modes:   # traced (make_fx, ember.compile): one flex_attention node, not its ops
+        hop = _traced()
+        if hop is not None and hop.tracing():
+            out, lse = hop.call(query, key, value, score_mod, block_mask, scale, enable_gqa)
+            return (out, lse) if return_lse else out
+    if query.device.type not in ("cpu", "meta") and not hasattr(query, "fake_mode"):
+        # the device's fused kernels (forward and backward); fake tensors: the reference
         fused = _fused(query, key, value, score_mod, block_mask, scale, return_lse)
         if fused is not NotImplemented:
             return fused
+    return _reference(query, key, value, score_mod, block_mask, scale, return_lse)
+
+
+flex_attention._ember_allow_in_graph = True   # ember.compile records it whole (mods included)
+
+
+def _traced():
+    """ember-compiler's flex_attention higher-order op, None where it is not installed."""
+    try:
+        from ember._higher_order_ops import flex_attention as hop
+    except ImportError:
+        return None
+    return hop
+
+
+def _reference(query, key, value, score_mod, block_mask, scale, return_lse):
+    """The eager reference: the (B, H, L, S) scores in ember ops."""
+    B, Hq, L, E = query.shape
+    S = key.size(2)
     if Hq != key.size(1):  # grouped-query attention: each kv head serves Hq // Hkv heads
         g = Hq // key.size(1)
         key = key.repeat_interleave(g, dim=1)
@@ -271,12 +302,13 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     mask_mod = noop_mask if block_mask is None else block_mask.mask_mod
     keep = mask_mod(b, h, m, n)
     if isinstance(keep, Tensor):
-        scores = ember.where(keep, scores, ember.tensor(-math.inf, dtype=work,
-                                                        device=query.device))
+        scores = ember.where(keep, scores, ember.full((), -math.inf, dtype=work,
+                                                      device=query.device))
     elif not keep:
         scores = ember.full_like(scores, -math.inf)
     dead = (scores == -math.inf).all(dim=-1, keepdim=True)             # fully masked rows
-    lse = ember.where(dead.squeeze(-1), ember.tensor(-math.inf, dtype=work, device=query.device),
+    lse = ember.where(dead.squeeze(-1),
+                      ember.full((), -math.inf, dtype=work, device=query.device),
                       ember.where(dead, 0.0, scores).logsumexp(dim=-1))
     probs = ember.softmax(ember.where(dead, 0.0, scores), dim=-1)
     probs = ember.where(dead, 0.0, probs)
