@@ -24,7 +24,10 @@ if [[ $what == tests || $what == all ]]; then
   # ember.compile(mode="reduce-overhead") (CUDA graphs of compiled graphs) needs ember-compiler
   PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 300 python3 -m pytest -q --timeout 120 \
     -p no:cacheprovider packages/compiler/tests/test_cudagraphs.py \
-    packages/compiler/tests/test_inductor_cuda.py packages/compiler/tests/test_triton_op.py 2>&1 | tail -60 \
+    packages/compiler/tests/test_inductor_cuda.py packages/compiler/tests/test_triton_op.py \
+    packages/compiler/tests/test_inductor_cuda_gemm.py \
+    packages/compiler/tests/test_inductor_cuda_dynamic.py \
+    packages/compiler/tests/test_inductor_cuda_random.py 2>&1 | tail -60 \
     | tee "$out/tests_compiler.log" || rc=1
 fi
 if [[ $what == bench || $what == all ]]; then
