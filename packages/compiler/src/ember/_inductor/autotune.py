@@ -23,7 +23,7 @@ __all__ = ["select", "FORCE", "configs", "stats"]
 log = logging.getLogger("ember._inductor")
 FORCE = None                 # None (benchmark), "triton" or "extern"
 configs = None               # None: gemm.CONFIGS
-stats = {"benchmarked": 0, "hit_memory": 0, "hit_disk": 0}
+stats = {"selected": 0, "benchmarked": 0, "hit_memory": 0, "hit_disk": 0}
 _memory: dict = {}
 _REPS = 10
 
@@ -32,6 +32,7 @@ def select(g, spec, dtype):
     """The config tuple of the fastest template, or None where the extern call is faster."""
     from .gemm import CONFIGS
     cands = list(configs or CONFIGS)
+    stats["selected"] += 1
     if FORCE is not None:
         return cands[0] if FORCE == "triton" else None
     key = _key(g, spec, dtype, cands)
