@@ -61,6 +61,8 @@ for i in range(4):
     w.grad = None
 for a, b in zip(masks, masks[1:]):
     assert (a != b).mean() > 0.3           # every replay draws new numbers
+fw = graphs[0].last                        # the mask drawn, applied and saved in one kernel
+assert fw.n_kernels == 1 and fw.n_extern == 0, fw.code()
 assert cg.skips == [], cg.skips
 assert cg.counters["recorded"] == 2 and cg.counters["replayed"] >= 4, cg.counters
 

@@ -231,6 +231,8 @@ class GraphLowering:
     def _run_meta(self, n: Node):
         args = _map(n.args, lambda a: self.meta[a])
         kwargs = _map(n.kwargs, lambda a: self.meta[a])
+        if "random" in getattr(n.target, "tags", ()) and kwargs.get("device") is not None:
+            kwargs["device"] = ember.device("meta")  # no draw (nor memory) at compile time
         try:
             return n.target(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - an op without a meta rule: the graph runs as is
