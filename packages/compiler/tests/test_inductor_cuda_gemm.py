@@ -105,6 +105,19 @@ for i in range(2):
         codecache._memory.clear()
 assert autotune.stats["benchmarked"] == before["benchmarked"] + 1, autotune.stats
 assert autotune.stats["hit_disk"] == before["hit_disk"] + 1, autotune.stats
+# dynamic sizes: the symbolic lowering runs twice (other size values); one benchmark decides
+graphs.clear()
+ember._dynamo.reset()
+f = ember.compile(block, backend=backend_with({"max_autotune": True}))
+n0 = autotune.stats["benchmarked"]
+for n in (20, 33):
+    xs, rs = ember.randn(n, 24, device="cuda"), ember.randn(n, 48, device="cuda")
+    ember._dynamo.mark_dynamic(xs, 0)     # only the batch: small benchmarks in the interpreter
+    ember._dynamo.mark_dynamic(rs, 0)
+    with ember.no_grad():
+        close(f(xs, w, b, rs), block(xs, w, b, rs))
+assert autotune.stats["benchmarked"] == n0 + 1, autotune.stats
+assert graphs[-1].n_compiles == 1 and len(graphs[-1].sym_variants) == 1
 print("ok")
 """
 

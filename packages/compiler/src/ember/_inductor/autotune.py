@@ -29,7 +29,19 @@ _REPS = 10
 
 
 def select(g, spec, dtype):
-    """The config tuple of the fastest template, or None where the extern call is faster."""
+    """The config tuple of the fastest template, or None where the extern call is faster.
+    A symbolic lowering (dynamic sizes: run twice with other size values) shares its choices
+    by GEMM order (`g.gemm_choices`), so both runs make the same kernels."""
+    shared = getattr(g, "gemm_choices", None)
+    if shared is not None:
+        i = g.n_gemms = getattr(g, "n_gemms", 0) + 1
+        if i not in shared:
+            shared[i] = _select(g, spec, dtype)
+        return shared[i]
+    return _select(g, spec, dtype)
+
+
+def _select(g, spec, dtype):
     from .gemm import CONFIGS
     cands = list(configs or CONFIGS)
     stats["selected"] += 1

@@ -66,12 +66,15 @@ class CompiledFxGraph:
         from . import dynamic
         arts = []
         dev = dynamic.device_of(args)
+        choices: dict = {}   # GEMM i's autotune choice: the second lowering takes the first's
         try:
             for primes in (dynamic._PRIMES, dynamic._PRIMES[::-1]):
                 primes = primes[:len(self.plan.symbols)]
                 g = GraphLowering(self.gm, dynamic.fake_inputs(self.plan, args, primes),
                                   device=dev, sym_ints=True,
-                                  max_autotune=self.max_autotune).run()
+                                  max_autotune=self.max_autotune)
+                g.gemm_choices = choices
+                g.run()
                 sym = dynamic.size_exprs(g.sv, self.plan, primes)
                 arts.append((build(g, sym, self.plan, compile_kernels=False), sym))
         except Exception as e:  # noqa: BLE001 - any gap of the symbolic lowering: per size
