@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend's GPU suite, on a machine with an NVIDIA GPU (the lent device machine):
-#   bash packages/devices/tests/run_gpu.sh [smoke|tests|bench|all|profile|ember|cudagraphs]
+#   bash packages/devices/tests/run_gpu.sh [smoke|tests|bench|all|profile|ember|cudagraphs|autotune]
 # (profile: cProfile + host fallbacks of the MLP/CNN/GPT steps; ember: the workloads on ember
-# alone, no torch anchor)
+# alone, no torch anchor; autotune: linear blocks eager / compiled / max-autotune templates)
 # nvmath-python (cuBLAS bindings) is not in the device image: carry it as a wheel in .whl/.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -42,6 +42,10 @@ fi
 if [[ $what == cudagraphs ]]; then  # MLP/CNN train steps: eager vs mode="reduce-overhead"
   PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 300 python3 \
     packages/devices/tests/gpu_cudagraph_bench.py 2>&1 | tee "$out/cudagraphs.log" || rc=1
+fi
+if [[ $what == autotune ]]; then  # gelu(linear(x)) + r: extern GEMM + epilogue vs templates
+  PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 400 python3 \
+    packages/devices/tests/gpu_inductor_gemm_bench.py 2>&1 | tee "$out/autotune.log" || rc=1
 fi
 if [[ $what == ember ]]; then
   timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/workloads.py --impl ember --device cuda --big \
