@@ -95,7 +95,6 @@ def _t(x: TBox) -> TBox:
 def _spec(g, a: TBox, b: TBox):
     """A GemmSpec for matmul(a, b), or None where the shapes are not ones the template takes
     (a: (..., M, K) with b: (K, N); or a: (B, M, K) with b: (B, K, N))."""
-    a, b = _mat(g, a), _mat(g, b)
     if len(a.shape) < 2 or len(b.shape) not in (2, 3):
         return None
     if len(b.shape) == 2:
@@ -119,6 +118,7 @@ def _template_ok(g, spec, dtype) -> bool:
 
 def _gemm(g, a: TBox, b: TBox, meta, origin: str):
     """matmul(a, b) as a TBox: a template (max-autotune, when it wins) or an extern call."""
+    a, b = _mat(g, a), _mat(g, b)   # operands in memory (once: realize makes a new buffer)
     if getattr(g, "max_autotune", False) and isinstance(meta, Tensor):
         spec = _spec(g, a, b)
         if spec is not None and _template_ok(g, spec, meta.dtype):
@@ -129,7 +129,7 @@ def _gemm(g, a: TBox, b: TBox, meta, origin: str):
                 g.buffers.append(buf)
                 return TBox.of(buf)
     from ember._ops.registry import OPS
-    return g.extern(_Origin(origin), OPS["matmul"], (_mat(g, a), _mat(g, b)), {}, meta)
+    return g.extern(_Origin(origin), OPS["matmul"], (a, b), {}, meta)
 
 
 class _Origin:
