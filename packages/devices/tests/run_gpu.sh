@@ -22,7 +22,7 @@ if [[ $what == tests || $what == all ]]; then
   timeout 330 python3 -m pytest -q --timeout 120 -n 8 -p no:cacheprovider \
     packages/devices/tests 2>&1 | tail -150 | tee "$out/tests.log" || rc=1
   # ember.compile(mode="reduce-overhead") (CUDA graphs of compiled graphs) needs ember-compiler
-  PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 300 python3 -m pytest -q --timeout 120 \
+  PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 450 python3 -m pytest -q --timeout 120 \
     -p no:cacheprovider packages/compiler/tests/test_cudagraphs.py \
     packages/compiler/tests/test_inductor_cuda.py packages/compiler/tests/test_triton_op.py \
     packages/compiler/tests/test_inductor_cuda_gemm.py \
