@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend's GPU suite, on a machine with an NVIDIA GPU (the lent device machine):
-#   bash packages/devices/tests/run_gpu.sh [smoke|tests|bench|all|profile|ember|cudagraphs]
+#   bash packages/devices/tests/run_gpu.sh [smoke|tests|bench|all|profile|ember|cudagraphs|autotune]
 # (profile: cProfile + host fallbacks of the MLP/CNN/GPT steps; ember: the workloads on ember
-# alone, no torch anchor)
+# alone, no torch anchor; autotune: linear blocks eager / compiled / max-autotune templates)
 # nvmath-python (cuBLAS bindings) is not in the device image: carry it as a wheel in .whl/.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -22,10 +22,13 @@ if [[ $what == tests || $what == all ]]; then
   timeout 330 python3 -m pytest -q --timeout 120 -n 8 -p no:cacheprovider \
     packages/devices/tests 2>&1 | tail -150 | tee "$out/tests.log" || rc=1
   # ember.compile(mode="reduce-overhead") (CUDA graphs of compiled graphs) needs ember-compiler
-  PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 300 python3 -m pytest -q --timeout 120 \
+  PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 450 python3 -m pytest -q --timeout 120 \
     -p no:cacheprovider packages/compiler/tests/test_cudagraphs.py \
     packages/compiler/tests/test_inductor_cuda.py packages/compiler/tests/test_triton_op.py \
-    packages/compiler/tests/test_flex_attention_cuda.py 2>&1 | tail -60 \
+    packages/compiler/tests/test_flex_attention_cuda.py \
+    packages/compiler/tests/test_inductor_cuda_gemm.py \
+    packages/compiler/tests/test_inductor_cuda_dynamic.py \
+    packages/compiler/tests/test_inductor_cuda_random.py 2>&1 | tail -60 \
     | tee "$out/tests_compiler.log" || rc=1
 fi
 if [[ $what == bench || $what == all ]]; then
@@ -40,6 +43,10 @@ fi
 if [[ $what == cudagraphs ]]; then  # MLP/CNN train steps: eager vs mode="reduce-overhead"
   PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 300 python3 \
     packages/devices/tests/gpu_cudagraph_bench.py 2>&1 | tee "$out/cudagraphs.log" || rc=1
+fi
+if [[ $what == autotune ]]; then  # gelu(linear(x)) + r: extern GEMM + epilogue vs templates
+  PYTHONPATH=packages/compiler/src:$PYTHONPATH timeout 400 python3 \
+    packages/devices/tests/gpu_inductor_gemm_bench.py 2>&1 | tee "$out/autotune.log" || rc=1
 fi
 if [[ $what == ember ]]; then
   timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/workloads.py --impl ember --device cuda --big \

@@ -33,8 +33,11 @@ def lookup_backend(backend, mode=None, options=None):
     """A backend callable from a name or a callable; under mode="reduce-overhead" (or
     "max-autotune", or options={"triton.cudagraphs": True}) its callables replay as CUDA
     graphs (cudagraphs.py)."""
-    from .modes import wants_cudagraphs
+    from .modes import mode_options, wants_cudagraphs
     fn = _lookup(backend)
+    opts = mode_options(mode, options)
+    if fn is inductor and opts.get("max_autotune"):   # GEMM templates (ember._inductor.gemm)
+        fn = _with_options(fn, {"max_autotune": True})
     if wants_cudagraphs(mode, options):
         from .cudagraphs import cudagraphify
         return cudagraphify(fn)
@@ -66,6 +69,13 @@ def aot_eager(gm, example_inputs):
 
 
 @register_backend(name="inductor")
-def inductor(gm, example_inputs):
+def inductor(gm, example_inputs, options=None):
     from ember._inductor import compile_fx
-    return compile_fx(gm, example_inputs)
+    return compile_fx(gm, example_inputs, options)
+
+
+def _with_options(fn, options):
+    def backend(gm, example_inputs):
+        return fn(gm, example_inputs, options=options)
+    backend.__name__ = getattr(fn, "__name__", "backend")
+    return backend

@@ -4,8 +4,9 @@ whole graph for inference) runs eagerly once (warm-up), is captured on its secon
 inputs copied into static buffers (parameters, buffers and tensors that earlier graphs returned
 are used where they are), then replayed. Where capture is unsafe it keeps running the plain
 callable and says why on the `cudagraphs` log channel (EMBER_LOGS=cudagraphs): CPU tensors,
-mutated inputs, random ops, operations not permitted while capturing (a sync, a host copy),
-too many distinct input sizes.
+mutated inputs, random ops drawn by eager kernels (the inductor's own random draws read their
+seed and counter from a tensor refilled before each replay: ember._inductor.rng), operations
+not permitted while capturing (a sync, a host copy), too many distinct input sizes.
 
 Outputs are views of the graph's memory: the next replay writes them again. As in PyTorch, a new
 step starts at `ember.compiler.cudagraph_mark_step_begin()` or when a forward runs with no
@@ -14,6 +15,7 @@ when its graph replays within the same step is moved to memory of its own first.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import weakref
@@ -60,7 +62,10 @@ def wrap_compiled(fn, gm, kind: str):
         return fn
     ctx.wrapped = True
     static = ctx.static_idx if kind != "backward" else frozenset()
-    reason = _graph_reason(gm, static)
+    safe = None
+    if getattr(fn, "graph_safe_random", False):
+        from ember._inductor.rng import graph_safe as safe
+    reason = _graph_reason(gm, static, safe)
     if reason is not None:
         _skip(reason, kind)
         return fn
@@ -126,8 +131,10 @@ def _cpu_input(gm, example_inputs):
     return None if cuda else "no cuda inputs"
 
 
-def _graph_reason(gm, static) -> str | None:
-    """Why gm's graph cannot be captured safely (None: it can)."""
+def _graph_reason(gm, static, safe_random=None) -> str | None:
+    """Why gm's graph cannot be captured safely (None: it can). safe_random(node): the
+    compiler draws that random op's numbers from a state the runner refills per replay
+    (ember._inductor.rng); one it leaves to eager after all is caught while capturing."""
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     index = {n: i for i, n in enumerate(phs)}
     for n in gm.graph.nodes:
@@ -135,7 +142,7 @@ def _graph_reason(gm, static) -> str | None:
             continue
         op = n.target
         tags = getattr(op, "tags", ())
-        if "random" in tags:
+        if "random" in tags and not (safe_random is not None and safe_random(n)):
             return f"random ops ({getattr(op, 'qualname', op)}: a replay would repeat the " \
                    "capture's random numbers)"
         mutated = getattr(op, "mutated_idx", None)
@@ -223,6 +230,21 @@ class _CannotCapture(Exception):
     pass
 
 
+def _generator_offsets() -> dict:
+    """The default CUDA generators' offsets (an eager random draw advances one)."""
+    from ember.cuda import _random
+    return {i: g.offset for i, g in _random._defaults.items()}
+
+
+@contextlib.contextmanager
+def _quiet_random():
+    """Silence the generator's baked-seed warning: such a capture is dropped instead."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="a random op was captured")
+        yield
+
+
 def _empty_like_strided(a):
     """A new tensor with a's sizes and strides (a static input buffer)."""
     import ember
@@ -259,8 +281,11 @@ class _Recording:
                 inputs.append(buf)
         self._copy_in(args)
         self.graph = ember.cuda.CUDAGraph()
+        from ember._inductor import rng
+        drawn = _generator_offsets()
         try:
-            with ember.cuda.graph(self.graph):
+            with rng.recording() as self.rng_slots, _quiet_random(), \
+                    ember.cuda.graph(self.graph):
                 outs = runner.fn(*inputs)
         except RuntimeError as e:
             from ember.cuda.runtime.capture import NOT_PERMITTED
@@ -268,6 +293,9 @@ class _Recording:
                 raise _CannotCapture("an operation not permitted while capturing (a sync or "
                                      "a host copy inside the graph)") from None
             raise
+        if _generator_offsets() != drawn:  # an eager random kernel baked its seed in
+            raise _CannotCapture("random ops (drawn by an eager kernel: a replay would repeat "
+                                 "the capture's random numbers)")
         self.inputs = inputs
         self.tuple_out = isinstance(outs, (tuple, list))
         self.outs = list(outs) if self.tuple_out else [outs]
@@ -296,6 +324,9 @@ class _Recording:
                 return self.runner.fn(*args)
         self._copy_in(args)
         self._retire()
+        from ember._inductor import rng
+        for t, gen, n in self.rng_slots:  # fresh random numbers for this replay
+            rng.refill(t, gen, n)
         self.graph.replay()
         counters["replayed"] += 1
         kind = self.runner.kind

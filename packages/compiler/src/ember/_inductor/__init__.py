@@ -9,7 +9,8 @@ scheduled into fused kernels, generated as C++ with OpenMP for CPU tensors and c
 """
 from __future__ import annotations
 
-from . import decompositions  # noqa: F401 - registers the reduction and composite lowerings
+# registered lowerings: reductions and composites; matmuls and random ops (CUDA graphs)
+from . import decompositions, gemm, rng  # noqa: F401
 from .aoti import AOTICompiledModel, aoti_compile_and_package, aoti_load_package
 from .compile_fx import CompiledFxGraph, compile_fx, compile_graph
 

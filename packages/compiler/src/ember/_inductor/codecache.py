@@ -50,8 +50,8 @@ def _codes(gm) -> list:
     return [gm.code, *sorted(subs)]
 
 
-def cache_key(gm, args) -> str:
-    parts = [*_codes(gm), _sources_hash(), str(_flags._threads or os.cpu_count())]
+def cache_key(gm, args, flags: str = "") -> str:
+    parts = [*_codes(gm), _sources_hash(), str(_flags._threads or os.cpu_count()), flags]
     for a in args:
         if isinstance(a, Tensor):
             parts.append(f"T{a.dtype}{a.device.type}{tuple(a._shape)}{tuple(a._stride)}")
@@ -71,9 +71,10 @@ def _dir():
     return d if _kcache.trusted(d) else None
 
 
-def lookup(gm, args):
-    """The artifact compiled for this graph and these inputs, or None."""
-    key = cache_key(gm, args)
+def lookup(gm, args, flags: str = ""):
+    """The artifact compiled for this graph and these inputs (and flags: "max_autotune"), or
+    None."""
+    key = cache_key(gm, args, flags)
     art = _memory.get(key)
     if art is not None:
         stats["hit_memory"] += 1
@@ -94,8 +95,8 @@ def lookup(gm, args):
     return None
 
 
-def save(gm, args, art) -> None:
-    key = cache_key(gm, args)
+def save(gm, args, art, flags: str = "") -> None:
+    key = cache_key(gm, args, flags)
     _memory[key] = art
     d = _dir()
     if d is None:

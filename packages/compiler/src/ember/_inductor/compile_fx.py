@@ -28,8 +28,11 @@ def _key(args) -> tuple:
 class CompiledFxGraph:
     """A graph's compiled variants by input layout; compiled on the first call of each."""
 
-    def __init__(self, gm):
+    graph_safe_random = True   # its random draws may be captured in CUDA graphs (rng.py)
+
+    def __init__(self, gm, options=None):
         self.gm = gm
+        self.max_autotune = bool((options or {}).get("max_autotune"))
         self.variants: dict = {}
         self.last = None
         self.plan = None          # dynamic.SymPlan, False (no symbolic sizes), None: not yet
@@ -62,11 +65,16 @@ class CompiledFxGraph:
     def _compile_symbolic(self, args):
         from . import dynamic
         arts = []
+        dev = dynamic.device_of(args)
+        choices: dict = {}   # GEMM i's autotune choice: the second lowering takes the first's
         try:
             for primes in (dynamic._PRIMES, dynamic._PRIMES[::-1]):
                 primes = primes[:len(self.plan.symbols)]
                 g = GraphLowering(self.gm, dynamic.fake_inputs(self.plan, args, primes),
-                                  device="cpu", sym_ints=True).run()
+                                  device=dev, sym_ints=True,
+                                  max_autotune=self.max_autotune)
+                g.gemm_choices = choices
+                g.run()
                 sym = dynamic.size_exprs(g.sv, self.plan, primes)
                 arts.append((build(g, sym, self.plan, compile_kernels=False), sym))
         except Exception as e:  # noqa: BLE001 - any gap of the symbolic lowering: per size
@@ -77,7 +85,7 @@ class CompiledFxGraph:
             log.info("ember inductor: sizes specialized (the lowering depends on them)")
             return None
         from .graph import load_kernels
-        if load_kernels(a.sources) is None:
+        if dev == "cpu" and load_kernels(a.sources) is None:
             return None   # deferred
         self.n_compiles += 1
         compiled = codecache.load(a, self.gm)
@@ -88,14 +96,18 @@ class CompiledFxGraph:
 
     def _compile(self, args):
         try:
-            art = codecache.lookup(self.gm, args)
+            flags = ""
+            if self.max_autotune:
+                from . import autotune
+                flags = f"max_autotune {autotune.FORCE} {autotune.configs}"
+            art = codecache.lookup(self.gm, args, flags)
             if art is None:
-                g = GraphLowering(self.gm, args).run()
+                g = GraphLowering(self.gm, args, max_autotune=self.max_autotune).run()
                 art = build(g)
                 if art is None:  # kernels deferred: run as captured this time
                     from ember._dynamo.runner import fast_callable
                     return _once(fast_callable(self.gm), self, _key(args))
-                codecache.save(self.gm, args, art)
+                codecache.save(self.gm, args, art, flags)
             self.n_compiles += 1
             compiled = codecache.load(art, self.gm)
             if compiled is None:  # kernels deferred (see graph.deferred)
@@ -124,12 +136,16 @@ def _once(f, cg, key):
     return run
 
 
-def compile_graph(gm, example_inputs=None):
-    """A callable running gm through generated kernels."""
-    return CompiledFxGraph(gm)
+def compile_graph(gm, example_inputs=None, options=None):
+    """A callable running gm through generated kernels (options: ember.compile's, e.g.
+    {"max_autotune": True})."""
+    return CompiledFxGraph(gm, options)
 
 
-def compile_fx(gm, example_inputs):
+def compile_fx(gm, example_inputs, options=None):
     """The backend: `(GraphModule, example_inputs) -> callable`."""
     from ember._dynamo.aot import aot_module
-    return aot_module(gm, example_inputs, fw_compiler=compile_graph, bw_compiler=compile_graph)
+
+    def comp(g, ex=None):
+        return compile_graph(g, ex, options)
+    return aot_module(gm, example_inputs, fw_compiler=comp, bw_compiler=comp)

@@ -7,7 +7,8 @@ opposite orders, and the symbolic path is taken only where both give the same ke
 same wrapper (no decision depended on the values); the wrapper reads the graph's symbols from
 its inputs at each call and evaluates the size expressions (sympy, printed as Python).
 Sizes used as values (`x.view(s0, -1)`, AOT graphs' `4 * s0`) are `SymVal`s of the lowering.
-Anything else (non-contiguous inputs, CUDA, lowerings that differ by size) compiles per size.
+Anything else (non-contiguous inputs, lowerings that differ by size) compiles per size. CPU and
+CUDA graphs alike: Triton kernels take their sizes as (unspecialized) arguments too.
 """
 from __future__ import annotations
 
@@ -105,9 +106,10 @@ def key(p: SymPlan, args):
         if not isinstance(vals[s], int):
             return None
     out = []
+    dev = device_of(args)
     for a, shape in zip(args, p.shapes):
         if isinstance(a, Tensor):
-            if a.device.type != "cpu" or not isinstance(shape, tuple) or \
+            if a.device.type != dev or not isinstance(shape, tuple) or \
                     not a.is_contiguous() or len(shape) != a.dim():
                 return None
             for s, want in zip(a._shape, shape):
@@ -115,12 +117,21 @@ def key(p: SymPlan, args):
                     return None
                 if not isinstance(want, int) and (s < 2 or s != _eval(want, vals)):
                     return None   # 0/1 are specialized
-            out.append((a.dtype,))
+            out.append((a.dtype, dev))
         elif shape is None or isinstance(shape, tuple):
             out.append((type(a), a))
         elif a != _eval(shape, vals):
             return None
     return tuple(out)
+
+
+def device_of(args) -> str:
+    """The device type of the graph's tensors ("cpu" or "cuda": Triton kernels take their
+    sizes as arguments too; the first tensor decides, `key` rejects a mix)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            return a.device.type if a.device.type in ("cpu", "cuda") else "cpu"
+    return "cpu"
 
 
 def _eval(e, vals):

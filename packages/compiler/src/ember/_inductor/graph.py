@@ -152,7 +152,7 @@ def load(art: Artifact, gm) -> CompiledGraph | None:
         return None  # deferred: the kernels are compiled later, with other graphs'
     env = {"_launch": _launch_triton, "_empty": _empty_device, "_np": np, "_Tensor": Tensor,
            "_ptrs": _ptrs, "_ext": _extern_call, "_as": _as_tensor, "_relayout": _relayout,
-           "_out": _out, "_wb": _writeback, "_nt": _nthreads,
+           "_out": _out, "_wb": _writeback, "_nt": _nthreads, "_rng": _rng_state,
            "_KSA": ctypes.c_int64 * max(1, len(art.ks)),
            "_KS": (ctypes.c_int64 * max(1, len(art.ks)))(*art.ks),
            "_D": {name: getattr(ember, name.split(".")[-1]).np for name in art.dtypes},
@@ -179,23 +179,31 @@ def _triton_kernels(sources) -> dict:
     return out
 
 
+def _rng_state(n, device):
+    from .rng import state
+    return state(n, device)
+
+
 def _empty_device(n, dtype, device):
     import ember
     return ember.empty(n, dtype=dtype, device=device)
 
 
-def _launch_triton(fn, grid, bufs, ints, xblock, rblock):
-    """Launch a generated Triton kernel through the device's launcher. A reduction kernel (one
-    program per outer index, xblock 1) gets an RBLOCK covering its row when the row is short
-    (the last size argument is rnumel), so each loop phase is one masked chunk."""
+def _launch_triton(fn, grid, bufs, ints, xblock, rblock, opts=None):
+    """Launch a generated Triton kernel through the device's launcher (opts: num_warps and
+    num_stages of a GEMM template). A reduction kernel (one program per outer index, xblock 1)
+    gets an RBLOCK covering its row when the row is short (the last size argument is rnumel),
+    so each loop phase is one masked chunk."""
     from ember._device import get_backend
     from ember.cuda.kernels.pointwise import Operand
-    if xblock == 1 and ints:
+    if xblock == 1 and ints and not opts:
         rblock = rblock_for(ints[-1], rblock)
     launch = get_backend("cuda").pw.launch
     ops = [Operand(t, t.data_ptr(), (t.numel(),), (1,), t.dtype) for t in bufs]
-    launch(fn, grid, ops + list(ints), ("inductor", fn, rblock),
-           {"XBLOCK": xblock, "RBLOCK": rblock})
+    consts = {"XBLOCK": xblock, "RBLOCK": rblock}
+    if opts:
+        consts.update(opts)
+    launch(fn, grid, ops + list(ints), ("inductor", fn, rblock), consts)
 
 
 def rblock_for(rnumel: int, least: int, most: int = 2048) -> int:
@@ -322,6 +330,9 @@ def _wrapper(g, steps, stored, kernels, art, sym=None, plan=None):  # noqa: C901
             where[b.buf.name] = f"in{b.buf.index}"
     for buf, _ in g.constants:
         where[buf.name] = buf.name
+    if getattr(g, "rng_buf", None) is not None:  # random ops' seed and counter (rng.py)
+        lines.append(f"    rng_state = _rng({fmt(g.rng_total)}, {g.device!r})")
+        where["rng_state"] = "rng_state"
     for i, s in enumerate(steps):
         if isinstance(s, Kernel):
             args, syms = s.launch_args
@@ -340,12 +351,7 @@ def _wrapper(g, steps, stored, kernels, art, sym=None, plan=None):  # noqa: C901
                     where[b.name] = b.name
             ptrs = ", ".join(_ptr_expr(where, b) for b in args)
             if syms is not None:  # Triton: a grid over the outer ranges
-                from .triton import RBLOCK, XBLOCK
-                xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
-                ints = [sv.values[y] for y in syms] + [xn, rn]
-                grid = (-(-xn // XBLOCK),) if not s.K else (xn,)
-                lines.append(f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, "
-                             f"{XBLOCK if not s.K else 1}, {RBLOCK})")
+                lines.append(_triton_launch(s, ptrs, syms, sv, sym))
             elif sym is not None:
                 work = sympy.Mul(*s.R) * sympy.Mul(*s.K)
                 lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, _nt({pyexpr(work)}))")
@@ -389,6 +395,30 @@ def _wrapper(g, steps, stored, kernels, art, sym=None, plan=None):  # noqa: C901
             outs = [f"_o{k}" if y == x else y for y in outs]
     lines.append(f"    return ({''.join(x + ', ' for x in outs)})")
     return "\n".join(lines) + "\n"
+
+
+def _triton_launch(s, ptrs, syms, sv, sym) -> str:
+    """The wrapper line launching Triton kernel s: sizes are kernel arguments (values, or with
+    `sym` the ks names the prologue computed per call), so one kernel serves every size."""
+    from .triton import RBLOCK, XBLOCK
+    if s.template is not None:   # a GEMM template: a grid of output tiles (x batch)
+        from .autotune import launch_shape
+        tb = s.template
+        val = (lambda e: sv.hint(e)) if sym is None else (lambda e: pyexpr(sympy.expand(e)))
+        grid, opts = launch_shape(tb.spec, tb.config, val)
+        ints = "".join(f"{sv.values[y] if sym is None else y}, " for y in syms)
+        return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}1, 1, ), 1, 1, {opts})"
+    xb = XBLOCK if not s.K else 1
+    if sym is None:
+        xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
+        ints = [sv.values[y] for y in syms] + [xn, rn]
+        grid = (-(-xn // XBLOCK),) if not s.K else (xn,)
+        return f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, {xb}, {RBLOCK})"
+    xn = pyexpr(sympy.expand(sympy.Mul(*s.R)))
+    rn = pyexpr(sympy.expand(sympy.Mul(*s.K))) if s.K else "1"
+    ints = "".join(f"{y}, " for y in syms) + f"{xn}, {rn}, "
+    grid = f"(-(-({xn}) // {XBLOCK}),)" if not s.K else f"({xn},)"
+    return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}), {xb}, {RBLOCK})"
 
 
 def _is_computed(g, name):

@@ -67,6 +67,10 @@ class Probe(CppOps):
         self.n += 1
         return Var(f"ix{self.n}", D.int64)
 
+    def philox(self, kind, seed, ctr, flat):   # a random draw (rng.py; Triton kernels only)
+        self.n += 4
+        return Var(f"rnd{self.n}", D.float32)
+
 
 class SymVal:
     """A size used as a value (dynamic graphs): `expr` over the lowering's size symbols;
@@ -92,8 +96,9 @@ def _meta_like(shape, stride, offset, dtype):
 class GraphLowering:
     """Lowers one GraphModule for its example inputs (static sizes, bound as symbols)."""
 
-    def __init__(self, gm, example_inputs, device=None, sym_ints=False):
+    def __init__(self, gm, example_inputs, device=None, sym_ints=False, max_autotune=False):
         self.gm, self.example_inputs = gm, list(example_inputs)
+        self.max_autotune = max_autotune  # GEMMs as benchmarked Triton templates (gemm.py)
         self.sym_ints = sym_ints        # int inputs are sizes: SymVal values (dynamic.py)
         self.as_device = device         # meta inputs standing for this device's (dynamic.py)
         self.sv = SizeVars()
@@ -107,6 +112,7 @@ class GraphLowering:
         self.grad_mode = [None, None]   # grad mode the graph set last, the one the wrapper set
         self.names = 0
         self.device = "cpu"            # where the graph's tensors live: "cpu" or "cuda"
+        self._device_set = False       # (int inputs come before tensors in AOT graphs)
 
     # ---- helpers ---------------------------------------------------------------------------
     def new_name(self, prefix="buf") -> str:
@@ -212,9 +218,9 @@ class GraphLowering:
 
     def _input(self, name, t, index):
         dev = self.as_device if t.device.type == "meta" and self.as_device else t.device.type
-        if dev not in ("cpu", "cuda") or (self.inputs + self.constants and dev != self.device):
+        if dev not in ("cpu", "cuda") or (self._device_set and dev != self.device):
             raise Fallback(f"tensors on {dev} (and {self.device})")
-        self.device = dev
+        self.device, self._device_set = dev, True
         if t.dtype not in _DTYPES:
             raise Fallback(f"dtype {t.dtype}")
         buf = InputBuffer(name, self.sv.shape(t.shape), t.dtype, index)
@@ -229,6 +235,8 @@ class GraphLowering:
     def _run_meta(self, n: Node):
         args = _map(n.args, lambda a: self.meta[a])
         kwargs = _map(n.kwargs, lambda a: self.meta[a])
+        if "random" in getattr(n.target, "tags", ()) and kwargs.get("device") is not None:
+            kwargs["device"] = ember.device("meta")  # no draw (nor memory) at compile time
         try:
             return n.target(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - an op without a meta rule: the graph runs as is

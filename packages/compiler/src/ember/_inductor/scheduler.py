@@ -6,6 +6,8 @@ pointwise op on the reduced shape). A buffer joins the latest kernel it can foll
 ranges fit the kernel's (R + K pointwise, R x K reduction, R outer-level) and every value it
 reads from that kernel is one the kernel has at the same index: vertical chains,
 reductions with their prologue and epilogue (softmax, layer norm) and horizontal siblings.
+A GEMM template (gemm.py) starts a kernel of its own and takes the pointwise buffers over its
+output that follow it (its epilogue: bias, activation, residual).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class Kernel:
         self.where: dict = {}      # buffer name -> (phase index, level)
         self.xs = loop_vars("x", len(R))
         self.rs = loop_vars("r", len(K))
+        self.template = None       # a gemm.TemplateBuffer: its GEMM, then pointwise epilogues
 
     @property
     def nodes(self):
@@ -76,6 +79,10 @@ class _Reads(CppOps):
 
     def index_expr(self, e):
         return Var("i", _int64())
+
+    def philox(self, kind, seed, ctr, flat):
+        from ember import _dtype as D
+        return Var("rnd", D.float32)
 
 
 def _int64():
@@ -129,14 +136,23 @@ def schedule(buffers, names) -> list:
                     pos[o.name] = len(steps) - 1
             continue
         assert isinstance(b, ComputedBuffer)
+        if getattr(b, "spec", None) is not None:   # a GEMM template starts its own kernel
+            k = Kernel(f"kernel{names()}", b.ranges, ())
+            _add(k, b, "new")
+            k.template = b
+            steps.append(k)
+            pos[b.name] = len(steps) - 1
+            continue
         deps = _deps(b)
         earliest = max((pos[d] for d in deps if d in pos), default=-1)
         placed = False
         i = max((j for j, s in enumerate(steps) if isinstance(s, Kernel)), default=-1)
         if i >= 0 and i >= earliest:  # the latest kernel, when b may follow what it reads
             k = steps[i]
-            mode = _placement(k, b)
-            if mode is None and not k.K and _can_resplit(k, b):
+            # a template kernel takes pointwise epilogues over its output only
+            mode = None if k.template is not None and (b.is_reduction or b.ranges != k.R) \
+                else _placement(k, b)
+            if mode is None and not k.K and k.template is None and _can_resplit(k, b):
                 k.resplit(b)
                 mode = _placement(k, b)
             if mode is not None:

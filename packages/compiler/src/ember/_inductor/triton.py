@@ -1,11 +1,13 @@
 """Triton code generation for CUDA tensors: the same scheduled kernels as the C++ path, values
-emitted by ember-devices' Triton ops handler (`ember.cuda.kernels.triton_handler.TritonOps`, the
-one behind the eager Triton kernels), launched through the device's launcher (Triton's
+emitted by ember-devices' Triton ops handler (`ember.cuda.kernels.triton_handler.TritonOps`,
+the one behind the eager Triton kernels), launched through the device's launcher (Triton's
 interpreter on the fake device: EMBER_CUDA_FAKE=1 TRITON_INTERPRET=1).
 
 Pointwise kernels: one program per XBLOCK elements of the flattened outer ranges. Kernels with
 reductions: one program per outer index; each loop phase walks the flattened inner ranges in
 RBLOCK chunks (masked loads, block accumulators reduced with tl.sum / tl.max at the end).
+GEMM templates (gemm.py): one program per output tile, the K loop of tl.dot, then the
+kernel's pointwise epilogue on the accumulator (`template_body`).
 """
 from __future__ import annotations
 
@@ -80,6 +82,17 @@ def _handler_class():
         def index_expr(self, e):
             return self.emit(f"tl.full([], {pyexpr(e)}, tl.int64)", D.int64, False)
 
+        def philox(self, kind, seed, ctr, flat):
+            """A Philox draw for counter ctr + flat (rng.py): uniform [0, 1) from the top 24
+            bits (never 1.0, as eager float32), or a normal."""
+            blk = self.k._block(flat)
+            off = self.emit(f"{ctr.code} + ({pyexpr(flat)})", D.int64, blk)
+            if kind == "normal":
+                return self.emit(f"tl.randn({seed.code}, {off.code})", D.float32, blk)
+            r = self.emit(f"tl.randint({seed.code}, {off.code})", D.int64, blk)
+            return self.emit(f"({r.code} >> 8).to(tl.float32) * 5.960464477539063e-08",
+                             D.float32, blk)
+
     return KernelOps, Var, TL, literal
 
 
@@ -96,6 +109,7 @@ class TritonKernel:
         self.block_vars: set = set()
         self.mask = None
         self.f32_acc = False   # while emitting a reduction's term that accumulates in float32
+        self.full = None          # a template's tile shape (source) for broadcast stores
         self.h = ops(self)
 
     def ptr(self, buf) -> str:
@@ -132,8 +146,8 @@ class TritonKernel:
             code = f"({v.code} != 0)"
         block = self._block(index)
         if block and not v.block:
-            code = f"tl.full([{'XBLOCK' if not self.kernel.K else 'RBLOCK'}], {code}, " \
-                   f"{self.TL[buf.dtype]})"
+            shape = self.full or f"[{'XBLOCK' if not self.kernel.K else 'RBLOCK'}]"
+            code = f"tl.full({shape}, {code}, {self.TL[buf.dtype]})"
         mask = f", mask={self.mask}" if block and self.mask else ""
         out.append(f"tl.store({self.ptr(buf)} + ({pyexpr(index)}), {code}{mask})")
 
@@ -150,6 +164,8 @@ class TritonKernel:
 
     def body(self) -> list:
         k = self.kernel
+        if k.template is not None:
+            return self.template_body()
         lines: list = []
         if not k.K:  # pointwise: XBLOCK elements of the flattened outer ranges
             self.block_vars = set(k.xs)
@@ -169,6 +185,52 @@ class TritonKernel:
                     self.store(b, k.store_index(b), v, lines)
             else:
                 lines += self.loop_phase(bufs)
+        return lines
+
+    def template_body(self) -> list:
+        """A GEMM tile (gemm.py's TemplateBuffer) then its epilogue on the accumulator: the
+        output's index vars are 2-d blocks (rows from rm[:, None], the column rn[None, :]),
+        so the pointwise buffers of the kernel are emitted as in any kernel."""
+        k, tb = self.kernel, self.kernel.template
+        sp, (bm, bn, bk, _, _) = tb.spec, tb.config
+        xs, nb = k.xs, sp.nb
+        m, n, kk = pyexpr(sp.M), pyexpr(sp.N), pyexpr(sp.K)
+        lines = ["pid = tl.program_id(0)",
+                 f"grid_m = ({m} + {bm - 1}) // {bm}", f"grid_n = ({n} + {bn - 1}) // {bn}",
+                 "width = 8 * grid_n", "group = pid // width",
+                 "gsize = tl.minimum(grid_m - group * 8, 8)",
+                 "pid_m = group * 8 + (pid % width) % gsize", "pid_n = (pid % width) // gsize",
+                 f"rm = pid_m * {bm} + tl.arange(0, {bm})",
+                 f"rn = pid_n * {bn} + tl.arange(0, {bn})"]
+        if nb:
+            lines.append(f"{xs[0]} = tl.program_id(1)")
+        lines += self._decompose(xs[nb:-1], sp.rows, "rm[:, None]")
+        lines += [f"{xs[-1]} = rn[None, :]", f"xmask = (rm[:, None] < {m}) & (rn[None, :] < {n})"]
+        a_row = sp.a.offset + sum((x * st for x, st in zip(xs[:-1], sp.a_strides)), 0)
+        b_col = sp.b.offset + xs[-1] * sp.b_n + (xs[0] * sp.b_batch if nb else 0)
+        pa, pb = self.ptr(sp.a.buf), self.ptr(sp.b.buf)
+        f32 = self.h.interpret or tb.dtype is D.float32   # (the interpreter's bf16 is wrong)
+        to = ".to(tl.float32)" if f32 else ""
+        # float32: TF32 tensor cores unless the matmul precision is "highest" (as cuBLAS)
+        prec = ("" if not f32 else ', input_precision="ieee"' if self.h.interpret or
+                _precision() == "highest" else ', input_precision="tf32"')
+        lines += [f"acc = tl.zeros(({bm}, {bn}), dtype=tl.float32)",
+                  f"for k0 in range(0, {kk}, {bk}):",
+                  f"    rk = k0 + tl.arange(0, {bk})",
+                  f"    a = tl.load({pa} + ({pyexpr(sympy.expand(a_row))} + rk[None, :] * "
+                  f"({pyexpr(sp.a_k)})), mask=(rm[:, None] < {m}) & (rk[None, :] < {kk}), "
+                  f"other=0){to}",
+                  f"    b = tl.load({pb} + ({pyexpr(sympy.expand(b_col))} + rk[:, None] * "
+                  f"({pyexpr(sp.b_k)})), mask=(rk[:, None] < {kk}) & (rn[None, :] < {n}), "
+                  f"other=0){to}",
+                  f"    acc += tl.dot(a, b{prec})"]
+        self.block_vars, self.mask, self.full = set(xs), "xmask", f"[{bm}, {bn}]"
+        self.h.lines = lines
+        acc = self.Var("acc", D.float32, True)
+        for _, bufs in k.phases:
+            for b in bufs:
+                v = acc if b is tb else self.h.v(b.fn(self.h, xs, ()))
+                self.store(b, k.store_index(b), v, lines)
         return lines
 
     def loop_phase(self, bufs) -> list:
@@ -263,6 +325,11 @@ class TritonKernel:
                 f"def {name}({', '.join(params)}, XBLOCK: tl.constexpr, "
                 f"RBLOCK: tl.constexpr):"]
         return "\n".join(head + ["    " + x for x in body]) + "\n"
+
+
+def _precision() -> str:
+    import ember
+    return ember.get_float32_matmul_precision()
 
 
 def generate(kernel, stored: set, name: str, sizevars):

@@ -13,6 +13,7 @@ from . import driver as rt
 from .streams import current_stream_handle
 
 _driver = None
+_LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
 
 
 def install_driver():
@@ -121,7 +122,9 @@ class FastLauncher:
             install_driver()
             call = [Ptr(a.addr, a.dtype) if isinstance(a, Operand) else a for a in args]
             ck = fn[grid](*call, **constexprs)
-            self.compiled[full] = self.last = direct(ck) + (tuple(constexprs.values()),)
+            # launch options (num_warps, num_stages) shape the compile, not the arguments
+            self.compiled[full] = self.last = direct(ck) + (tuple(
+                v for k, v in constexprs.items() if k not in _LAUNCH_OPTIONS),)
             return
         self.last = ck
         run, prefix, cvals = ck
