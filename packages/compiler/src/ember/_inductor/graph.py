@@ -191,13 +191,9 @@ def _empty_device(n, dtype, device):
 
 def _launch_triton(fn, grid, bufs, ints, xblock, rblock, opts=None):
     """Launch a generated Triton kernel through the device's launcher (opts: num_warps and
-    num_stages of a GEMM template). A reduction kernel (one program per outer index, xblock 1)
-    gets an RBLOCK covering its row when the row is short (the last size argument is rnumel),
-    so each loop phase is one masked chunk."""
+    num_stages of a GEMM template)."""
     from ember._device import get_backend
     from ember.cuda.kernels.pointwise import Operand
-    if xblock == 1 and ints and not opts:
-        rblock = rblock_for(ints[-1], rblock)
     launch = get_backend("cuda").pw.launch
     ops = [Operand(t, t.data_ptr(), (t.numel(),), (1,), t.dtype) for t in bufs]
     consts = {"XBLOCK": xblock, "RBLOCK": rblock}
@@ -409,16 +405,19 @@ def _triton_launch(s, ptrs, syms, sv, sym) -> str:
         ints = "".join(f"{sv.values[y] if sym is None else y}, " for y in syms)
         return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}1, 1, ), 1, 1, {opts})"
     xb = XBLOCK if not s.K else 1
+    # a reduction's RBLOCK covers its row (by the size at compile time: one kernel for every
+    # size of a dynamic graph), so each loop phase is one masked chunk for rows up to 2048
+    rb = rblock_for(sv.hint(sympy.Mul(*s.K)), RBLOCK) if s.K else RBLOCK
     if sym is None:
         xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
         ints = [sv.values[y] for y in syms] + [xn, rn]
         grid = (-(-xn // XBLOCK),) if not s.K else (xn,)
-        return f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, {xb}, {RBLOCK})"
+        return f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, {xb}, {rb})"
     xn = pyexpr(sympy.expand(sympy.Mul(*s.R)))
     rn = pyexpr(sympy.expand(sympy.Mul(*s.K))) if s.K else "1"
     ints = "".join(f"{y}, " for y in syms) + f"{xn}, {rn}, "
     grid = f"(-(-({xn}) // {XBLOCK}),)" if not s.K else f"({xn},)"
-    return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}), {xb}, {RBLOCK})"
+    return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}), {xb}, {rb})"
 
 
 def _is_computed(g, name):
