@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -23,9 +24,14 @@ def run_script(script: str, name: str, timeout: int = 900) -> None:
         from ember._device import get_backend
         be = get_backend("cuda")
         earlier, be.fallback_ops = be.fallback_ops, {}
+        # a module of its own in sys.modules: code that imports the script's functions back by
+        # their __module__ (torch's dynamo tracing a reference's score_mod) finds them
+        mod = types.ModuleType(name)
+        sys.modules[name] = mod
         try:
-            exec(compile(script, name, "exec"), {"__name__": name})
+            exec(compile(script, name, "exec"), mod.__dict__)
         finally:
+            sys.modules.pop(name, None)
             for op, n in be.fallback_ops.items():
                 earlier[op] = earlier.get(op, 0) + n
             be.fallback_ops = earlier

@@ -405,9 +405,11 @@ def _triton_launch(s, ptrs, syms, sv, sym) -> str:
         ints = "".join(f"{sv.values[y] if sym is None else y}, " for y in syms)
         return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}1, 1, ), 1, 1, {opts})"
     xb = XBLOCK if not s.K else 1
-    # a reduction's RBLOCK covers its row (by the size at compile time: one kernel for every
-    # size of a dynamic graph), so each loop phase is one masked chunk for rows up to 2048
-    rb = rblock_for(sv.hint(sympy.Mul(*s.K)), RBLOCK) if s.K else RBLOCK
+    # a reduction's RBLOCK covers its row, so each loop phase is one masked chunk for rows up
+    # to 2048; a row of symbolic length gets 1024 (one kernel for every size)
+    rn_expr = sympy.Mul(*s.K) if s.K else sympy.Integer(1)
+    rb = RBLOCK if not s.K else rblock_for(sv.hint(rn_expr), RBLOCK) \
+        if not rn_expr.free_symbols else 1024
     if sym is None:
         xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
         ints = [sv.values[y] for y in syms] + [xn, rn]
