@@ -13,7 +13,8 @@ import os
 
 import numpy as np
 
-__all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats"]
+__all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats",
+           "register_autograd", "set_native_grad", "grad_stats"]
 
 _C = None
 
@@ -138,6 +139,24 @@ def pointwise_entry():
     return None if _C is None else _C.fast_pointwise
 
 
+def register_autograd(classes: dict) -> bool:
+    """ember-autograd's node classes and its per-op description (ember/autograd/_native.py):
+    with them a hit whose input requires grad builds its graph node in C++ (csrc/fastpath_grad.cpp)
+    instead of going to autograd's `record`. False without the native module."""
+    if _C is None or not hasattr(_C, "grad_init"):
+        return False
+    from ._tensor import Storage, Tensor
+    _C.grad_init(dict(classes, Tensor=Tensor, Storage=Storage))
+    return True
+
+
+def set_native_grad(on: bool) -> None:
+    """Build graph nodes of hits natively (True) or leave all recording to autograd's Python
+    `record` (False); the hit path itself stays on."""
+    if _C is not None and hasattr(_C, "grad_enable"):
+        _C.grad_enable(bool(on))
+
+
 def set_enabled(on: bool) -> None:
     """Turn the native hit path on or off at run time (tests compare both)."""
     if _C is not None:
@@ -151,3 +170,9 @@ def enabled() -> bool:
 def stats():
     """(hits, misses, ops seen) of the native hit path, or None without it."""
     return None if _C is None else _C.fastpath_stats()
+
+
+def grad_stats():
+    """How many graph nodes the native path built so far (None without it or ember-autograd's
+    registration)."""
+    return None if _C is None or not hasattr(_C, "grad_stats") else _C.grad_stats()
