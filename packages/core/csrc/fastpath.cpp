@@ -54,8 +54,9 @@ struct Plan {
 
 struct OpEntry {
   bool enabled = false;
+  bool kernel = false;           // not pointwise: op.kernels["cpu"] on the arrays (try_kernel)
   PyObject* formula = nullptr;   // op.pointwise (borrowed from the op, which lives forever)
-  PyObject* check = nullptr;     // op.check or nullptr
+  PyObject* check = nullptr;     // op.check (kernel ops: their dtype-category check) or nullptr
   PyObject* kernels = nullptr;   // op.kernels (a plain dict: device type -> kernel) or nullptr
   Py_ssize_t nargs = 0;
   std::vector<char> is_tensor;   // per position: a Tensor slot of the schema
@@ -88,6 +89,9 @@ struct Globals {
   PyObject* describe = nullptr;    // _native.describe(op) -> None | (formula, check, ...)
   PyObject* planner = nullptr;     // _native.plan(op, args, arrays) -> None | (fn, spec, consts)
   PyObject* finish = nullptr;      // _dispatch._fast_finish(r, rdt) -> Tensor | None
+  PyObject* py_wrap = nullptr;     // _dispatch._wrap(op, r, args): kernel results -> tensors
+  PyObject* by_np = nullptr;       // numpy dtype -> ember dtype (_dtype._BY_NP)
+  PyObject* str_cpu = nullptr;
   PyObject* zero = nullptr;
   PyObject* str_np = nullptr;
   PyObject* str_rg = nullptr;
@@ -130,10 +134,12 @@ OpEntry* entry_of(PyObject* op) {
     delete e;
     return nullptr;
   }
-  // (formula, check or None, is_tensor tuple of bools, promote_bool, kernels)
+  // (formula or None for a kernel op, check or None, is_tensor tuple of bools, promote_bool,
+  // kernels)
   if (d != Py_None && PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 5) {
     e->formula = PyTuple_GET_ITEM(d, 0);
     Py_INCREF(e->formula);
+    e->kernel = e->formula == Py_None;
     PyObject* c = PyTuple_GET_ITEM(d, 1);
     if (c != Py_None) {
       e->check = c;
@@ -372,12 +378,103 @@ PyObject* recording(PyObject* op, GradOp** g) {
   return Py_None;
 }
 
+// The ember dtype of a numpy dtype object (borrowed; nullptr: none, or an error).
+PyObject* dtype_of(PyObject* descr) {
+  static std::unordered_map<PyObject*, PyObject*> known;  // (numpy's dtypes live forever)
+  auto it = known.find(descr);
+  if (it != known.end()) return it->second;
+  PyObject* dt = PyDict_GetItemWithError(G.by_np, descr);
+  if (dt != nullptr) {
+    Py_INCREF(descr);
+    Py_INCREF(dt);
+    known.emplace(descr, dt);
+  }
+  return dt;
+}
+
+// Whether t is a Tensor subclass that dispatch treats as a Tensor below autograd (nn.Parameter:
+// no `__ember_dispatch__` of its own; same slots as Tensor). Cached per class.
+bool plain_subclass(PyTypeObject* t) {
+  static std::unordered_map<PyTypeObject*, bool> known;
+  auto it = known.find(t);
+  if (it != known.end()) return it->second;
+  bool plain = PyType_IsSubtype(t, G.tensor) &&
+               !PyObject_HasAttrString(reinterpret_cast<PyObject*>(t), "__ember_dispatch__");
+  Py_INCREF(t);
+  known.emplace(t, plain);
+  return plain;
+}
+
+// The hit path of an op that is not pointwise: its cpu kernel on the arrays, as dispatch's
+// `execute` runs it (`_wrap(op, kernel(*_np_args(op, args)), args)`), for CPU Tensors (or plain
+// subclasses: nn.Parameter) and Python scalars / None in its Tensor slots; the node built here
+// when an input requires grad.
+PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
+  GradOp* grad = nullptr;
+  bool asked = false, any = false;
+  ArgArrays aa;
+  for (Py_ssize_t i = 0; i < e->nargs; ++i) {
+    PyObject* v = PyTuple_GET_ITEM(args, i);
+    PyTypeObject* t = Py_TYPE(v);
+    if (t == G.tensor || (t->tp_dictoffset != 0 && plain_subclass(t))) {
+      if (!e->is_tensor[i] || slot(v, DEVICE) != G.cpu) return Py_None;
+      if (!asked && requires_grad(v)) {
+        asked = true;
+        PyObject* how = recording(op, &grad);
+        if (how != Py_None) return how;  // kRecord, or nullptr (error)
+      }
+      PyObject* a = array_of(v);
+      if (a == nullptr) return nullptr;
+      aa.v[aa.n++] = a;
+      any = true;
+      continue;
+    }
+    if (e->is_tensor[i] && !(t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type ||
+                             v == Py_None))
+      return Py_None;  // a subclass (nn.Parameter), a numpy value, ...: Python decides
+    Py_INCREF(v);
+    aa.v[aa.n++] = v;
+  }
+  if (!any) return Py_None;  // (factories: the device comes from their arguments)
+  ++G.hits;
+  if (e->check != nullptr) {
+    PyObject* r = PyObject_CallOneArg(e->check, args);
+    if (r == nullptr) return nullptr;
+    Py_DECREF(r);
+  }
+  PyObject* k = PyDict_GetItemWithError(e->kernels, G.str_cpu);  // (live: register_kernel)
+  if (k == nullptr) return PyErr_Occurred() ? nullptr : Py_None;
+  PyObject* r = PyObject_Vectorcall(k, aa.v, aa.n, nullptr);
+  if (r == nullptr) return nullptr;  // the kernel's error, as the Python path raises it
+  PyObject* res = nullptr;
+  auto* na = reinterpret_cast<NpArray*>(r);
+  PyObject* dt = nullptr;
+  if (Py_TYPE(r) == G.ndarray && na->base == nullptr && (na->flags & kCContiguous)) {
+    dt = dtype_of(na->descr);
+    if (dt == nullptr && PyErr_Occurred()) {
+      Py_DECREF(r);
+      return nullptr;
+    }
+  }
+  if (dt != nullptr) {
+    res = wrap(r, dt);
+  } else {
+    PyObject* wv[3] = {op, r, args};
+    res = PyObject_Vectorcall(G.py_wrap, wv, 3, nullptr);
+  }
+  Py_DECREF(r);
+  if (res != nullptr && grad != nullptr && ember_native::grad_record(grad, op, args, res) != 0)
+    Py_CLEAR(res);
+  return res;
+}
+
 // The hit path; returns nullptr with no error set for "take the Python path".
 // grad_ok: autograd's `record` asks (it records the node itself).
 PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
   OpEntry* e = entry_of(op);
   if (e == nullptr) return nullptr;  // error set
   if (!e->enabled || PyTuple_GET_SIZE(args) != e->nargs) return Py_None;
+  if (e->kernel) return grad_ok ? Py_None : try_kernel(e, op, args);
   GradOp* grad = nullptr;   // set: this call's node is built here
   bool asked = grad_ok;     // whether recording() was asked (once per call)
   bool scalar_for_tensor = false;
@@ -646,6 +743,9 @@ void fastpath_init(py::dict g) {
   G.describe = keep(g["describe"]);
   G.planner = keep(g["plan"]);
   G.finish = keep(g["finish"]);
+  G.py_wrap = keep(g["wrap"]);
+  G.by_np = keep(g["by_np"]);
+  G.str_cpu = PyUnicode_InternFromString("cpu");
   G.big = g["big"].cast<Py_ssize_t>();
   G.zero = PyLong_FromLong(0);  // the small-int singleton that `special[0]` holds when idle
   G.str_np = PyUnicode_InternFromString("_np");

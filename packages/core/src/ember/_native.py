@@ -22,12 +22,22 @@ _C = None
 def describe(op):
     """(formula, check, is-tensor flags, promotes to bool, kernel slots) of an op C++ may run,
     else None. A call whose first tensor is on another device runs that device's slot, as
-    dispatch's `call` does when nothing records."""
-    if op.pointwise is None or op.inplace_of is not None or op.view is not None or \
-            op.mutated_idx or op.list_idx:
+    dispatch's `call` does when nothing records. An op that is not pointwise but has a cpu
+    kernel on numpy arrays is described as (None, its dtype-category check or None, is-tensor
+    flags, False, kernel slots): C++ calls the kernel and wraps its result as `execute` does."""
+    if op.inplace_of is not None or op.view is not None or op.mutated_idx or op.list_idx:
         return None
     is_tensor = tuple(i in op.tensor_idx for i in range(len(op.schema.args)))
-    return op.pointwise, op.check, is_tensor, op.promote == "bool", op.kernels
+    if op.pointwise is not None:
+        return op.pointwise, op.check, is_tensor, op.promote == "bool", op.kernels
+    if "cpu" not in op.kernels or "tensor_kernel" in op.tags or not op.tensor_idx:
+        return None
+    check = None
+    if op.supports != "bifc":  # as dispatch's `call`: float-only kernels (nn ops)
+        from ._dispatch import _check_supports
+        def check(args, op=op):
+            _check_supports(op, args)
+    return None, check, is_tensor, False, op.kernels
 
 
 class _Param:
@@ -121,6 +131,7 @@ def _load():
         bool=D.bool, dispatch_globals=vars(_dispatch), strides=_tensor._STRIDES,
         c_strides=_tensor.c_strides, state=_dispatch.state,
         call=_dispatch.call, describe=describe, plan=plan, finish=_dispatch._fast_finish,
+        wrap=_dispatch._wrap, by_np=D._BY_NP,
         big=min(_dispatch.JIT_MIN, _dispatch.CHUNK_MIN)))
     return C
 
