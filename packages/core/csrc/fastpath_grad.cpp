@@ -49,6 +49,7 @@ struct AgGlobals {
   PyObject* zero = nullptr;
   PyObject* s_grad_fn = nullptr, *s_rg = nullptr, *s_ag = nullptr, *s_base = nullptr;
   PyObject* s_acc = nullptr, *s_acc_edge = nullptr, *s_out = nullptr, *s_cat = nullptr;
+  PyObject* s_ag_info = nullptr;
   // Tensor slots
   Py_ssize_t t_st, t_shape, t_stride, t_offset, t_dtype, t_device;
   // OpNode slots
@@ -283,10 +284,29 @@ bool grad_native_now(PyObject* hook) {
          PyList_GET_ITEM(A.saved_hooks, 0) == A.zero;
 }
 
+// Whether g still describes op: ember.library drops `op._ag_info` when it gives an op a new vjp
+// (register_autograd), and autograd then makes a new one.
+bool current(GradOp* g, PyObject* op) {
+  PyObject* info = g->info;
+  if (info == nullptr) return true;  // (an op Python records: nothing cached to go stale)
+  PyObject** dp = _PyObject_GetDictPtr(op);
+  PyObject* now = dp != nullptr && *dp != nullptr ? PyDict_GetItem(*dp, A.s_ag_info) : nullptr;
+  return now == info;
+}
+
 GradOp* grad_op(PyObject* op) {
   static std::unordered_map<PyObject*, GradOp*> ops;
   auto it = ops.find(op);
-  if (it != ops.end()) return it->second->native ? it->second : nullptr;
+  if (it != ops.end()) {
+    if (current(it->second, op)) return it->second->native ? it->second : nullptr;
+    GradOp* old = it->second;  // described again below
+    Py_CLEAR(old->info);
+    Py_CLEAR(old->last_args);
+    Py_CLEAR(old->last_meta);
+    delete old;
+    ops.erase(it);
+    Py_DECREF(op);
+  }
   PyObject* d = PyObject_CallOneArg(A.describe, op);
   if (d == nullptr) return nullptr;
   auto* g = new GradOp();
@@ -407,6 +427,7 @@ void grad_init(py::dict g) {
   A.s_acc_edge = PyUnicode_InternFromString("acc_edge");
   A.s_out = PyUnicode_InternFromString("out");
   A.s_cat = PyUnicode_InternFromString("_cat");
+  A.s_ag_info = PyUnicode_InternFromString("_ag_info");
   PyObject* T = g["Tensor"].ptr();
   A.t_st = member_offset(T, "_st");
   A.t_shape = member_offset(T, "_shape");

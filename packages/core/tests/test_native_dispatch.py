@@ -297,3 +297,25 @@ def test_native_node_is_built():
         "MulBackward0", "ember::autograd::AccumulateGrad"]
     y.sum().backward()
     assert x.grad.tolist() == [3.0, 5.0]
+
+
+def test_new_vjp_is_seen():
+    """ember.library's register_autograd gives an op a new vjp and drops autograd's cached
+    `_ag_info`: the native node must use the new vjp, not a description kept from before."""
+    op = TABLE["exp"]
+    old = op.vjp
+    x = _leaf(0.0, 1.0)
+    x.exp().sum().backward()
+    assert x.grad.tolist() == [1.0, pytest.approx(2.718281828)]
+    try:
+        op.vjp = lambda g, out, self: (g * 0 + 7,)
+        op.__dict__.pop("_ag_info", None)
+        x.grad = None
+        x.exp().sum().backward()
+        assert x.grad.tolist() == [7.0, 7.0]
+    finally:
+        op.vjp = old
+        op.__dict__.pop("_ag_info", None)
+    x.grad = None
+    x.exp().sum().backward()
+    assert x.grad.tolist() == [1.0, pytest.approx(2.718281828)]
