@@ -1,9 +1,12 @@
-// The eager hot path of a pointwise CPU op call, replayed in C++ (ember/_native.py is its Python
-// side and says what a hit is; ember/_dispatch.py's `call` is the reference it must equal).
+// The eager hot path of a CPU op call, replayed in C++ (ember/_native.py is its Python side and
+// says what a hit is; ember/_dispatch.py's `call` is the reference it must equal).
 //
-//   call(op, args, out) -- out given, a mode/autocast on, a subclass, a tensor that requires
-//   grad, another device, mixed or non-float dtypes, a big input ... --> Python's dispatch `call`
-//   hit: [op.check(dtype, *args)] -> plan (one numpy handler, or the op's formula) -> Tensor
+//   call(op, args, out) -- out given, a mode/autocast on, a subclass with its own dispatch,
+//   another device, a view / in-place / list op, a big input ... --> Python's dispatch `call`
+//   pointwise hit: [op.check(dtype, *args)] -> plan (one numpy handler, or the formula) -> Tensor
+//   kernel-op hit: [dtype-category check] -> op.kernels["cpu"](*arrays) -> Tensor(s)
+//   an input requires grad (grad on): the node is built by fastpath_grad.cpp, or by autograd's
+//   Python `record` for what that file declines
 //
 // No op knowledge lives here: Python describes an op once (its formula, check, tensor positions)
 // and builds each plan on a miss; this file only keys, replays and wraps the result.
@@ -431,7 +434,7 @@ PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
     }
     if (e->is_tensor[i] && !(t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type ||
                              v == Py_None))
-      return Py_None;  // a subclass (nn.Parameter), a numpy value, ...: Python decides
+      return Py_None;  // a subclass with its own dispatch, a numpy value, ...: Python decides
     Py_INCREF(v);
     aa.v[aa.n++] = v;
   }
