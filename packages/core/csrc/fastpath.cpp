@@ -1,16 +1,19 @@
-// The eager hot path of a pointwise CPU op call, replayed in C++ (ember/_native.py is its Python
-// side and says what a hit is; ember/_dispatch.py's `call` is the reference it must equal).
+// The eager hot path of a CPU op call, replayed in C++ (ember/_native.py is its Python side and
+// says what a hit is; ember/_dispatch.py's `call` is the reference it must equal).
 //
-//   call(op, args, out) -- out given, a mode/autocast on, a subclass, a tensor that requires
-//   grad, another device, mixed or non-float dtypes, a big input ... --> Python's dispatch `call`
-//   hit: [op.check(dtype, *args)] -> plan (one numpy handler, or the op's formula) -> Tensor
+//   call(op, args, out) -- out given, a mode/autocast on, a subclass with its own dispatch,
+//   another device, a view / in-place / list op, a big input ... --> Python's dispatch `call`
+//   pointwise hit: [op.check(dtype, *args)] -> plan (one numpy handler, or the formula) -> Tensor
+//   kernel-op hit: [dtype-category check] -> op.kernels["cpu"](*arrays) -> Tensor(s)
+//   an input requires grad (grad on): the node is built by fastpath_grad.cpp, or by autograd's
+//   Python `record` for what that file declines
 //
 // No op knowledge lives here: Python describes an op once (its formula, check, tensor positions)
 // and builds each plan on a miss; this file only keys, replays and wraps the result.
 
-#include <Python.h>
+#include "fastpath.h"
+
 #include <structmember.h>
-#include <pybind11/pybind11.h>
 
 #include <cstdint>
 #include <cstring>
@@ -18,6 +21,7 @@
 #include <vector>
 
 namespace py = pybind11;
+using ember_native::GradOp;
 
 namespace {
 
@@ -53,8 +57,9 @@ struct Plan {
 
 struct OpEntry {
   bool enabled = false;
+  bool kernel = false;           // not pointwise: op.kernels["cpu"] on the arrays (try_kernel)
   PyObject* formula = nullptr;   // op.pointwise (borrowed from the op, which lives forever)
-  PyObject* check = nullptr;     // op.check or nullptr
+  PyObject* check = nullptr;     // op.check (kernel ops: their dtype-category check) or nullptr
   PyObject* kernels = nullptr;   // op.kernels (a plain dict: device type -> kernel) or nullptr
   Py_ssize_t nargs = 0;
   std::vector<char> is_tensor;   // per position: a Tensor slot of the schema
@@ -87,6 +92,9 @@ struct Globals {
   PyObject* describe = nullptr;    // _native.describe(op) -> None | (formula, check, ...)
   PyObject* planner = nullptr;     // _native.plan(op, args, arrays) -> None | (fn, spec, consts)
   PyObject* finish = nullptr;      // _dispatch._fast_finish(r, rdt) -> Tensor | None
+  PyObject* py_wrap = nullptr;     // _dispatch._wrap(op, r, args): kernel results -> tensors
+  PyObject* by_np = nullptr;       // numpy dtype -> ember dtype (_dtype._BY_NP)
+  PyObject* str_cpu = nullptr;
   PyObject* zero = nullptr;
   PyObject* str_np = nullptr;
   PyObject* str_rg = nullptr;
@@ -102,6 +110,7 @@ PyObject* const kRecord = reinterpret_cast<PyObject*>(&G);
 // try_fast's answer for "the first tensor is on another device": its kernel slot may run it
 PyObject* const kDevice = reinterpret_cast<PyObject*>(&g_ops);
 constexpr int kMaxArgs = 16;
+constexpr int kMaxCachedDims = 8;
 
 enum Slot { ST, SHAPE, STRIDE, OFFSET, DTYPE, DEVICE, NPC };
 
@@ -128,10 +137,12 @@ OpEntry* entry_of(PyObject* op) {
     delete e;
     return nullptr;
   }
-  // (formula, check or None, is_tensor tuple of bools, promote_bool, kernels)
+  // (formula or None for a kernel op, check or None, is_tensor tuple of bools, promote_bool,
+  // kernels)
   if (d != Py_None && PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 5) {
     e->formula = PyTuple_GET_ITEM(d, 0);
     Py_INCREF(e->formula);
+    e->kernel = e->formula == Py_None;
     PyObject* c = PyTuple_GET_ITEM(d, 1);
     if (c != Py_None) {
       e->check = c;
@@ -244,32 +255,76 @@ bool requires_grad(PyObject* t) {
   return v != nullptr && PyObject_IsTrue(v) == 1;
 }
 
-// Wrap a fresh C-contiguous array as a CPU tensor (Tensor._make(None, shape, strides, 0, ...)).
-PyObject* wrap(PyObject* r, PyObject* rdt) {
-  auto* a = reinterpret_cast<NpArray*>(r);
-  PyObject* shape = PyTuple_New(a->nd);
-  if (shape == nullptr) return nullptr;
+// A result shape's tuple and its contiguous strides, one pair per shape: fresh results share
+// them (fewer objects per op for the cyclic GC to walk; tuples are immutable).
+struct ShapeKey {
+  int nd;
+  Py_ssize_t dims[kMaxCachedDims];
+  bool operator==(const ShapeKey& o) const {
+    return nd == o.nd && std::memcmp(dims, o.dims, sizeof(Py_ssize_t) * nd) == 0;
+  }
+};
+struct ShapeHash {
+  size_t operator()(const ShapeKey& k) const {
+    size_t h = static_cast<size_t>(k.nd);
+    for (int i = 0; i < k.nd; ++i) h = h * 1000003u ^ static_cast<size_t>(k.dims[i]);
+    return h;
+  }
+};
+std::unordered_map<ShapeKey, std::pair<PyObject*, PyObject*>, ShapeHash> g_shapes;
+
+// (shape, strides) of an array's dims: new references.
+bool shape_of(const NpArray* a, PyObject** shape, PyObject** strides) {
+  ShapeKey k;
+  k.nd = a->nd;
+  bool cached = a->nd <= kMaxCachedDims;
+  if (cached) {
+    std::memcpy(k.dims, a->dimensions, sizeof(Py_ssize_t) * a->nd);
+    auto it = g_shapes.find(k);
+    if (it != g_shapes.end()) {
+      *shape = it->second.first;
+      *strides = it->second.second;
+      Py_INCREF(*shape);
+      Py_INCREF(*strides);
+      return true;
+    }
+  }
+  PyObject* sh = PyTuple_New(a->nd);
+  if (sh == nullptr) return false;
   for (int i = 0; i < a->nd; ++i) {
     PyObject* n = PyLong_FromSsize_t(a->dimensions[i]);
     if (n == nullptr) {
-      Py_DECREF(shape);
-      return nullptr;
+      Py_DECREF(sh);
+      return false;
     }
-    PyTuple_SET_ITEM(shape, i, n);
+    PyTuple_SET_ITEM(sh, i, n);
   }
-  PyObject* st = PyDict_GetItemWithError(G.strides, shape);  // borrowed
-  PyObject* st_owned = nullptr;
+  PyObject* st = PyObject_CallOneArg(G.c_strides, sh);
   if (st == nullptr) {
-    if (PyErr_Occurred()) {
-      Py_DECREF(shape);
-      return nullptr;
-    }
-    st = st_owned = PyObject_CallOneArg(G.c_strides, shape);
-    if (st == nullptr) {
-      Py_DECREF(shape);
-      return nullptr;
-    }
+    Py_DECREF(sh);
+    return false;
   }
+  if (cached) {
+    if (g_shapes.size() >= 4096) {
+      for (auto& e : g_shapes) {
+        Py_DECREF(e.second.first);
+        Py_DECREF(e.second.second);
+      }
+      g_shapes.clear();
+    }
+    Py_INCREF(sh);
+    Py_INCREF(st);
+    g_shapes.emplace(k, std::make_pair(sh, st));
+  }
+  *shape = sh;
+  *strides = st;
+  return true;
+}
+
+// Wrap a fresh C-contiguous array as a CPU tensor (Tensor._make(None, shape, strides, 0, ...)).
+PyObject* wrap(PyObject* r, PyObject* rdt) {
+  PyObject *shape, *st;
+  if (!shape_of(reinterpret_cast<NpArray*>(r), &shape, &st)) return nullptr;
   PyObject* t = G.tensor->tp_alloc(G.tensor, 0);
   if (t != nullptr) {
     set_slot(t, ST, Py_None);
@@ -281,7 +336,7 @@ PyObject* wrap(PyObject* r, PyObject* rdt) {
     set_slot(t, NPC, r);
   }
   Py_DECREF(shape);
-  Py_XDECREF(st_owned);
+  Py_DECREF(st);
   return t;
 }
 
@@ -310,11 +365,122 @@ PyObject* compute(OpEntry* e, const Plan* p, PyObject* const* av, Py_ssize_t n) 
   return PyObject_Vectorcall(e->formula, fv, n + 1, nullptr);
 }
 
+// How a call with an input that requires grad is recorded: its node built here (*g set), in
+// Python (kRecord), or not at all (grad off, or no ember-autograd): nullptr with an error set.
+PyObject* recording(PyObject* op, GradOp** g) {
+  PyObject* on = PyObject_GetAttr(G.state, G.str_grad);
+  if (on == nullptr) return nullptr;
+  Py_DECREF(on);  // (True / False are immortal enough: compared by identity)
+  if (on != Py_True) return Py_None;
+  PyObject* hook = PyDict_GetItemWithError(G.dispatch, G.str_hook);  // borrowed
+  if (hook == nullptr) return PyErr_Occurred() ? nullptr : Py_None;
+  if (hook == Py_None) return Py_None;
+  if (!ember_native::grad_native_now(hook)) return kRecord;
+  *g = ember_native::grad_op(op);
+  if (*g == nullptr) return PyErr_Occurred() ? nullptr : kRecord;
+  return Py_None;
+}
+
+// The ember dtype of a numpy dtype object (borrowed; nullptr: none, or an error).
+PyObject* dtype_of(PyObject* descr) {
+  static std::unordered_map<PyObject*, PyObject*> known;  // (numpy's dtypes live forever)
+  auto it = known.find(descr);
+  if (it != known.end()) return it->second;
+  PyObject* dt = PyDict_GetItemWithError(G.by_np, descr);
+  if (dt != nullptr) {
+    Py_INCREF(descr);
+    Py_INCREF(dt);
+    known.emplace(descr, dt);
+  }
+  return dt;
+}
+
+// Whether t is a Tensor subclass that dispatch treats as a Tensor below autograd (nn.Parameter:
+// no `__ember_dispatch__` of its own; same slots as Tensor). Cached per class.
+bool plain_subclass(PyTypeObject* t) {
+  static std::unordered_map<PyTypeObject*, bool> known;
+  auto it = known.find(t);
+  if (it != known.end()) return it->second;
+  bool plain = PyType_IsSubtype(t, G.tensor) &&
+               !PyObject_HasAttrString(reinterpret_cast<PyObject*>(t), "__ember_dispatch__");
+  Py_INCREF(t);
+  known.emplace(t, plain);
+  return plain;
+}
+
+// The hit path of an op that is not pointwise: its cpu kernel on the arrays, as dispatch's
+// `execute` runs it (`_wrap(op, kernel(*_np_args(op, args)), args)`), for CPU Tensors (or plain
+// subclasses: nn.Parameter) and Python scalars / None in its Tensor slots; the node built here
+// when an input requires grad.
+PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
+  GradOp* grad = nullptr;
+  bool asked = false, any = false;
+  ArgArrays aa;
+  for (Py_ssize_t i = 0; i < e->nargs; ++i) {
+    PyObject* v = PyTuple_GET_ITEM(args, i);
+    PyTypeObject* t = Py_TYPE(v);
+    if (t == G.tensor || (t->tp_dictoffset != 0 && plain_subclass(t))) {
+      if (!e->is_tensor[i] || slot(v, DEVICE) != G.cpu) return Py_None;
+      if (!asked && requires_grad(v)) {
+        asked = true;
+        PyObject* how = recording(op, &grad);
+        if (how != Py_None) return how;  // kRecord, or nullptr (error)
+      }
+      PyObject* a = array_of(v);
+      if (a == nullptr) return nullptr;
+      aa.v[aa.n++] = a;
+      any = true;
+      continue;
+    }
+    if (e->is_tensor[i] && !(t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type ||
+                             v == Py_None))
+      return Py_None;  // a subclass with its own dispatch, a numpy value, ...: Python decides
+    Py_INCREF(v);
+    aa.v[aa.n++] = v;
+  }
+  if (!any) return Py_None;  // (factories: the device comes from their arguments)
+  ++G.hits;
+  if (e->check != nullptr) {
+    PyObject* r = PyObject_CallOneArg(e->check, args);
+    if (r == nullptr) return nullptr;
+    Py_DECREF(r);
+  }
+  PyObject* k = PyDict_GetItemWithError(e->kernels, G.str_cpu);  // (live: register_kernel)
+  if (k == nullptr) return PyErr_Occurred() ? nullptr : Py_None;
+  PyObject* r = PyObject_Vectorcall(k, aa.v, aa.n, nullptr);
+  if (r == nullptr) return nullptr;  // the kernel's error, as the Python path raises it
+  PyObject* res = nullptr;
+  auto* na = reinterpret_cast<NpArray*>(r);
+  PyObject* dt = nullptr;
+  if (Py_TYPE(r) == G.ndarray && na->base == nullptr && (na->flags & kCContiguous)) {
+    dt = dtype_of(na->descr);
+    if (dt == nullptr && PyErr_Occurred()) {
+      Py_DECREF(r);
+      return nullptr;
+    }
+  }
+  if (dt != nullptr) {
+    res = wrap(r, dt);
+  } else {
+    PyObject* wv[3] = {op, r, args};
+    res = PyObject_Vectorcall(G.py_wrap, wv, 3, nullptr);
+  }
+  Py_DECREF(r);
+  if (res != nullptr && grad != nullptr && ember_native::grad_record(grad, op, args, res) != 0)
+    Py_CLEAR(res);
+  return res;
+}
+
 // The hit path; returns nullptr with no error set for "take the Python path".
+// grad_ok: autograd's `record` asks (it records the node itself).
 PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
   OpEntry* e = entry_of(op);
   if (e == nullptr) return nullptr;  // error set
   if (!e->enabled || PyTuple_GET_SIZE(args) != e->nargs) return Py_None;
+  if (e->kernel) return grad_ok ? Py_None : try_kernel(e, op, args);
+  GradOp* grad = nullptr;   // set: this call's node is built here
+  bool asked = grad_ok;     // whether recording() was asked (once per call)
+  bool scalar_for_tensor = false;
   ArgArrays aa;
   PyObject* d = nullptr;
   Py_ssize_t big = 0;
@@ -328,7 +494,11 @@ PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
       if (!e->is_tensor[i]) return Py_None;
       if (slot(v, DEVICE) != G.cpu)
         return d == nullptr && !grad_ok && e->kernels != nullptr ? kDevice : Py_None;
-      if (!grad_ok && requires_grad(v)) return kRecord;
+      if (!asked && requires_grad(v)) {
+        asked = true;
+        PyObject* how = recording(op, &grad);
+        if (how != Py_None) return how;  // kRecord, or nullptr (error)
+      }
       PyObject* dt = slot(v, DTYPE);
       if (d == nullptr) {
         if (dt != G.f32 && dt != G.f64) return Py_None;
@@ -349,15 +519,20 @@ PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
       PyTypeObject* t = Py_TYPE(v);
       // a Python scalar for a tensor passes as it is (dispatch's `call` does the same);
       // autograd's recording takes only tensors there (grad_ok: its reference is record())
-      if (e->is_tensor[i] && (grad_ok || !(t == &PyFloat_Type || t == &PyLong_Type ||
-                                           t == &PyBool_Type || v == Py_None)))
-        return Py_None;  // a subclass, a numpy value, a complex, ...: Python decides
+      if (e->is_tensor[i]) {
+        if (grad_ok || !(t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type ||
+                         v == Py_None))
+          return Py_None;  // a subclass, a numpy value, a complex, ...: Python decides
+        scalar_for_tensor = true;
+      }
       if (keyable && !key_item(v, &keys[nkeys++])) keyable = false;
       Py_INCREF(v);
       aa.v[aa.n++] = v;
     }
   }
   if (d == nullptr || big >= G.big) return Py_None;
+  // autograd's record computes such a call through the general path, not this one
+  if (grad != nullptr && scalar_for_tensor) return kRecord;
   const Plan* plan = nullptr;
   if (keyable) {
     for (const Plan& p : e->plans) {
@@ -417,15 +592,21 @@ PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
     auto* na = reinterpret_cast<NpArray*>(r);
     plain = na->descr == npd && na->base == nullptr && (na->nd <= 1 || (na->flags & kCContiguous));
   }
+  PyObject* t;
   if (plain) {
-    PyObject* t = wrap(r, rdt);
-    Py_DECREF(r);
-    return t;
+    t = wrap(r, rdt);
+  } else {
+    PyObject* fv[2] = {r, rdt};
+    t = PyObject_Vectorcall(G.finish, fv, 2, nullptr);
   }
-  PyObject* fv[2] = {r, rdt};
-  PyObject* t = PyObject_Vectorcall(G.finish, fv, 2, nullptr);
   Py_DECREF(r);
-  return t;  // a Tensor, None (take the Python path) or nullptr (error)
+  if (t == Py_None) {  // (the Python path decides; it records)
+    Py_DECREF(t);
+    return grad != nullptr ? kRecord : Py_None;
+  }
+  if (t != nullptr && grad != nullptr && ember_native::grad_record(grad, op, args, t) != 0)
+    Py_CLEAR(t);
+  return t;  // a Tensor or nullptr (error)
 }
 
 // As dispatch's `call` for a pointwise call whose first tensor is on another device (cuda):
@@ -506,18 +687,22 @@ PyObject* native_pointwise(PyObject*, PyObject* const* argv, Py_ssize_t n) {
   return r;
 }
 
-Py_ssize_t member_offset(PyObject* type, const char* name) {
-  PyObject* d = PyObject_GetAttrString(type, "__dict__");
-  if (d == nullptr) throw py::error_already_set();
-  PyObject* m = PyMapping_GetItemString(d, name);
-  Py_DECREF(d);
-  if (m == nullptr) throw py::error_already_set();
-  bool ok = Py_TYPE(m) == &PyMemberDescr_Type;
+}  // namespace
+
+Py_ssize_t ember_native::member_offset(PyObject* type, const char* name) {
+  // (looked up along the MRO: a slot of a base class, as Node's next_functions for OpNode)
+  PyObject* m = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(type), py::str(name).ptr());
+  bool ok = m != nullptr && Py_TYPE(m) == &PyMemberDescr_Type;
   Py_ssize_t off = ok ? reinterpret_cast<PyMemberDescrObject*>(m)->d_member->offset : -1;
-  Py_DECREF(m);
-  if (!ok) throw py::type_error(std::string("Tensor.") + name + " is not a __slots__ member");
+  if (!ok) {
+    std::string cls = reinterpret_cast<PyTypeObject*>(type)->tp_name;
+    throw py::type_error(cls + "." + name + " is not a __slots__ member");
+  }
   return off;
 }
+
+namespace {
+using ember_native::member_offset;
 
 PyObject* keep(py::handle h) {
   PyObject* p = h.ptr();
@@ -561,6 +746,9 @@ void fastpath_init(py::dict g) {
   G.describe = keep(g["describe"]);
   G.planner = keep(g["plan"]);
   G.finish = keep(g["finish"]);
+  G.py_wrap = keep(g["wrap"]);
+  G.by_np = keep(g["by_np"]);
+  G.str_cpu = PyUnicode_InternFromString("cpu");
   G.big = g["big"].cast<Py_ssize_t>();
   G.zero = PyLong_FromLong(0);  // the small-int singleton that `special[0]` holds when idle
   G.str_np = PyUnicode_InternFromString("_np");
@@ -587,4 +775,5 @@ void init_fastpath(py::module_& m) {
   m.def("fastpath_stats", []() { return py::make_tuple(G.hits, G.misses, g_ops.size()); },
         "(hits, misses, ops seen) of the native hit path");
   if (PyModule_AddFunctions(m.ptr(), kMethods) != 0) throw py::error_already_set();
+  ember_native::init_grad(m);
 }

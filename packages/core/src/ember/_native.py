@@ -13,7 +13,8 @@ import os
 
 import numpy as np
 
-__all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats"]
+__all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats",
+           "register_autograd", "set_native_grad", "grad_stats"]
 
 _C = None
 
@@ -21,12 +22,22 @@ _C = None
 def describe(op):
     """(formula, check, is-tensor flags, promotes to bool, kernel slots) of an op C++ may run,
     else None. A call whose first tensor is on another device runs that device's slot, as
-    dispatch's `call` does when nothing records."""
-    if op.pointwise is None or op.inplace_of is not None or op.view is not None or \
-            op.mutated_idx or op.list_idx:
+    dispatch's `call` does when nothing records. An op that is not pointwise but has a cpu
+    kernel on numpy arrays is described as (None, its dtype-category check or None, is-tensor
+    flags, False, kernel slots): C++ calls the kernel and wraps its result as `execute` does."""
+    if op.inplace_of is not None or op.view is not None or op.mutated_idx or op.list_idx:
         return None
     is_tensor = tuple(i in op.tensor_idx for i in range(len(op.schema.args)))
-    return op.pointwise, op.check, is_tensor, op.promote == "bool", op.kernels
+    if op.pointwise is not None:
+        return op.pointwise, op.check, is_tensor, op.promote == "bool", op.kernels
+    if "cpu" not in op.kernels or "tensor_kernel" in op.tags or not op.tensor_idx:
+        return None
+    check = None
+    if op.supports != "bifc":  # as dispatch's `call`: float-only kernels (nn ops)
+        from ._dispatch import _check_supports
+        def check(args, op=op):
+            _check_supports(op, args)
+    return None, check, is_tensor, False, op.kernels
 
 
 class _Param:
@@ -120,6 +131,7 @@ def _load():
         bool=D.bool, dispatch_globals=vars(_dispatch), strides=_tensor._STRIDES,
         c_strides=_tensor.c_strides, state=_dispatch.state,
         call=_dispatch.call, describe=describe, plan=plan, finish=_dispatch._fast_finish,
+        wrap=_dispatch._wrap, by_np=D._BY_NP,
         big=min(_dispatch.JIT_MIN, _dispatch.CHUNK_MIN)))
     return C
 
@@ -138,6 +150,24 @@ def pointwise_entry():
     return None if _C is None else _C.fast_pointwise
 
 
+def register_autograd(classes: dict) -> bool:
+    """ember-autograd's node classes and its per-op description (ember/autograd/_native.py):
+    with them a hit whose input requires grad builds its graph node in C++ (csrc/fastpath_grad.cpp)
+    instead of going to autograd's `record`. False without the native module."""
+    if _C is None or not hasattr(_C, "grad_init"):
+        return False
+    from ._tensor import Storage, Tensor
+    _C.grad_init(dict(classes, Tensor=Tensor, Storage=Storage))
+    return True
+
+
+def set_native_grad(on: bool) -> None:
+    """Build graph nodes of hits natively (True) or leave all recording to autograd's Python
+    `record` (False); the hit path itself stays on."""
+    if _C is not None and hasattr(_C, "grad_enable"):
+        _C.grad_enable(bool(on))
+
+
 def set_enabled(on: bool) -> None:
     """Turn the native hit path on or off at run time (tests compare both)."""
     if _C is not None:
@@ -151,3 +181,9 @@ def enabled() -> bool:
 def stats():
     """(hits, misses, ops seen) of the native hit path, or None without it."""
     return None if _C is None else _C.fastpath_stats()
+
+
+def grad_stats():
+    """How many graph nodes the native path built so far (None without it or ember-autograd's
+    registration)."""
+    return None if _C is None or not hasattr(_C, "grad_stats") else _C.grad_stats()

@@ -76,12 +76,13 @@ def add_hook(hooks: _HookDict, fn) -> RemovableHandle:
 class TensorInfo:
     """Autograd's per-tensor record (`tensor._ag`): output number, hooks, retain_grad."""
 
-    __slots__ = ("output_nr", "retains_grad", "acc", "post_hooks", "view_version")
+    __slots__ = ("output_nr", "retains_grad", "acc", "post_hooks", "view_version", "acc_edge")
 
     def __init__(self, output_nr: int = 0):
         self.output_nr = output_nr
         self.retains_grad = False
         self.acc = None          # the leaf's AccumulateGrad node (kept: hooks live on it)
+        self.acc_edge = None     # (acc, 0), kept by core's native recording (fastpath_grad.cpp)
         self.post_hooks = None   # post-accumulate-grad hooks (leaves)
         # for a differentiable view: the storage version its grad_fn is current for (an in-place
         # write to the base elsewhere makes it regenerate from the base, as PyTorch does)
