@@ -91,6 +91,7 @@ class FSDPParam:
         is in flight. True if one was issued."""
         if self.pending is not None:
             return False
+        self.adopt_assigned()
         local = self.sharded._local_tensor.detach()
         if len(self.lshape) == 0:
             self.pending = (None, local.clone(), None)
@@ -104,6 +105,18 @@ class FSDPParam:
         work = C.all_gather_into_tensor(out, local, group=self.unit.group, async_op=True)
         self.pending = (work, out, local)
         return True
+
+    def adopt_assigned(self):
+        """load_state_dict(assign=True) put a new sharded parameter in the module: use it."""
+        cur = self.owner._parameters.get(self.name)
+        if cur is self.sharded or cur is self.full or not isinstance(cur, DTensor):
+            return
+        if cur.placements != self.sharded.placements or tuple(cur.shape) != self.shape:
+            raise RuntimeError(
+                f"fully_shard: parameter {self.name!r} was replaced by a DTensor of shape "
+                f"{tuple(cur.shape)} placed {cur.placements}; expected {self.shape} placed "
+                f"{self.sharded.placements}")
+        self.sharded = cur
 
     def gather(self):
         """The whole parameter (TP-local piece under TP): the all-gather in flight, or a new one."""
