@@ -101,6 +101,7 @@ class _Unit:
     def begin_backward(self):
         """This unit's first re-gather of the backward pass: issue its own all-gathers, then
         those of the units that run backward next."""
+        self.state.queue_finish()
         self.start_backward_gather()
         self.bwd_started = True
         for u in self._backward_targets():

@@ -45,9 +45,13 @@ class FSDPState:
         self.callback_queued = False
 
     def queue_finish(self):
+        """Have finish_backward run when the backward pass in progress ends (once)."""
         if not self.callback_queued:
             from ember.autograd._engine import queue_callback
-            queue_callback(self.finish_backward)
+            try:
+                queue_callback(self.finish_backward)
+            except RuntimeError:  # not inside a backward pass (saved tensors read directly)
+                return
             self.callback_queued = True
 
     def finish_backward(self):
@@ -194,6 +198,7 @@ def _gather_fn():
         @staticmethod
         def backward(ctx, g):
             fp = ctx.fp
+            fp.unit.state.queue_finish()  # (also without sync: drops unused prefetches)
             fp.bwd_full = None  # every use of the whole parameter is behind us
             if isinstance(g, DTensor):  # TP: the gradient of this rank's TP piece
                 g = g.redistribute(fp.tp[0], fp.tp[1])._local_tensor
