@@ -9,7 +9,7 @@ import ember.distributed as dist
 import ember.nn as nn
 from ember.distributed.device_mesh import init_device_mesh
 from ember.distributed.fsdp import fully_shard
-from ember.distributed.tensor import DTensor, Shard
+from ember.distributed.tensor import DTensor, Shard, distribute_tensor
 from ember.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 dist.init_process_group("gloo")
@@ -94,9 +94,17 @@ def parameters_are_2d_dtensors():
     w2 = model.layers[0].fc2.weight
     assert w2.placements == (Shard(0), Shard(1)) and tuple(w2.to_local().shape) == (4, 6)
     assert model.inp.weight.placements == (Shard(0),)  # FSDP only (not TP)
+    assert type(w.placements[0]).__name__ == "_StridedShard"  # dp splits the TP piece
     ref = make_model()
+    refs = dict(ref.named_parameters())
     for name, v in gathered(model).items():
-        np.testing.assert_allclose(v, dict(ref.named_parameters())[name].detach().numpy(),
+        np.testing.assert_allclose(v, refs[name].detach().numpy(), err_msg=name)
+    # the 2-D DTensors describe their layout: full_tensor and distribute_tensor agree with it
+    for name, p in model.named_parameters():
+        np.testing.assert_allclose(p.full_tensor().detach().numpy(), refs[name].detach().numpy(),
+                                   err_msg=name)
+        d = distribute_tensor(refs[name].detach(), p.device_mesh, p.placements)
+        np.testing.assert_allclose(d.to_local().numpy(), p.to_local().detach().numpy(),
                                    err_msg=name)
 
 
@@ -137,8 +145,10 @@ def training_equals_single_process():
             o.step()
             o.zero_grad()
         for name, v in gathered(model).items():
-            np.testing.assert_allclose(v, dict(ref.named_parameters())[name].detach().numpy(),
-                                       rtol=1e-4, atol=1e-5, err_msg=name)
+            want = dict(ref.named_parameters())[name].detach().numpy()
+            np.testing.assert_allclose(v, want, rtol=1e-4, atol=1e-5, err_msg=name)
+            full = dict(model.named_parameters())[name].full_tensor().detach().numpy()
+            np.testing.assert_allclose(full, want, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 @check(R)

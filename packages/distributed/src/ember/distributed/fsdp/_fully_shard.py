@@ -20,10 +20,10 @@ On a 2-D mesh (HSDP) parameters are (Replicate(), Shard(0)): gathered within a r
 gradients reduce-scattered there and averaged over the replicas (all-reduce over dim 0).
 FSDP + TP: parameters that parallelize_module made DTensors on mesh["tp"] and fully_shard(mesh=
 mesh["dp"]) become (Shard(0), tp placement) on the 2-D mesh: their TP-local piece is sharded over
-"dp" and gathered back to the TP DTensor for forward and backward.
+"dp" and gathered back to the TP DTensor for forward and backward (where TP shards dim 0 too,
+dp's placement is _StridedShard(0): its split applies to the TP piece).
 
-Not done: CPU offload, gradient bucketing across parameters, torch's _StridedShard (under FSDP +
-TP with a tp placement of Shard(0), the 2-D DTensor's full_tensor() orders rows dp-first).
+Not done: CPU offload, gradient bucketing across parameters.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import ember
 
 from ..tensor._dtensor import DTensor, distribute_tensor
-from ..tensor._placements import Replicate, Shard, shard_sizes
+from ..tensor._placements import Replicate, Shard, _StridedShard, shard_sizes
 from ._param import FSDPParam, FSDPState, all_gather_param, trace
 
 __all__ = ["fully_shard", "FSDPModule", "MixedPrecisionPolicy", "UnshardHandle"]
@@ -266,7 +266,9 @@ def _shard_param(unit, owner, name, p, mesh):
         if tp_local.dim():
             sizes = shard_sizes(tp_local.shape[0], n)
             local = tp_local.narrow(0, sum(sizes[:me]), sizes[me]).clone().contiguous()
-            ps = (Shard(0), *p.placements)
+            # dp splits the TP piece: where TP shards dim 0 too, dp's split comes second
+            ps = ((_StridedShard(0, mesh.size(0)) if p.placements[0] == Shard(0) else Shard(0)),
+                  *p.placements)
         else:
             local, ps = tp_local.clone(), (Replicate(), *p.placements)
         d = DTensor._wrap(local, spmd, ps, tuple(p.shape))
