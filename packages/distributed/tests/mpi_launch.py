@@ -49,3 +49,26 @@ def assert_check(run, rank: int, name: str) -> None:
     proc, got = run
     assert (rank, name) in got, f"rank {rank} did not report {name}:\n" + proc.stderr[-3000:]
     assert got[(rank, name)] == "OK", got[(rank, name)]
+
+
+def run_example(script: str, n: int, *args, timeout: float = 300, cwd=None) -> list:
+    """Run examples/<script> with `python -m ember.distributed.run --nproc-per-node n` and return
+    the `LOSS <i...> <value>` lines rank 0 printed as [(i..., value)]."""
+    cmd = [sys.executable, "-m", "ember.distributed.run", "--nproc-per-node", str(n),
+           os.path.join(HERE, "examples", script), *map(str, args)]
+    proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    out = []
+    for line in proc.stdout.splitlines():
+        if line.startswith("LOSS "):
+            *key, value = line.split()[1:]
+            out.append((tuple(int(k) for k in key), float(value)))
+    assert out, proc.stdout[-2000:]
+    return out
+
+
+def assert_losses_equal(a: list, b: list, rtol: float = 1e-5) -> None:
+    assert [k for k, _ in a] == [k for k, _ in b], (a, b)
+    for (k, x), (_, y) in zip(a, b):
+        assert abs(x - y) <= rtol * max(1.0, abs(x)), (k, x, y)

@@ -98,14 +98,14 @@ def reshard_regathers_in_backward():
     loss = nn.functional.mse_loss(model(mine(x)), mine(y))
     # after forward the modules hold the shards again, not gathered parameters
     assert isinstance(model[0].weight, DTensor)
-    from ember.distributed.fsdp import _fully_shard as impl
+    from ember.distributed.fsdp import _param as impl
     calls = []
-    gather = impl._Param.gather
-    impl._Param.gather = lambda fp: calls.append(fp.name) or gather(fp)
+    gather = impl.FSDPParam.gather
+    impl.FSDPParam.gather = lambda fp: calls.append(fp.name) or gather(fp)
     try:
         loss.backward()
     finally:
-        impl._Param.gather = gather
+        impl.FSDPParam.gather = gather
     assert "weight" in calls, calls  # the saved weights were gathered again for backward
     ref = make_model()
     nn.functional.mse_loss(ref(x), y).backward()

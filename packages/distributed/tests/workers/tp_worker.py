@@ -146,12 +146,20 @@ def prepare_module_input_and_embedding():
     assert tp.emb.weight.placements == (Shard(1),)
     y = tp(idx)
     np.testing.assert_allclose(y.detach().numpy(), ref(idx).detach().numpy(), rtol=1e-5)
-    try:
-        parallelize_module(nn.Embedding(4, 2), mesh, RowwiseParallel())
-    except NotImplementedError as e:
-        assert "Embedding" in str(e)
-    else:
-        raise AssertionError("RowwiseParallel on Embedding ran")
+    # RowwiseParallel: vocabulary-parallel lookup (11 rows: uneven over 2 and 4 ranks, ids of
+    # every rank's rows, a padding row), forward and the weight's gradient
+    emb = nn.Embedding(11, 4, padding_idx=2)
+    ref_emb = copy.deepcopy(emb)
+    vp = parallelize_module(emb, mesh, RowwiseParallel(input_layouts=Replicate(),
+                                                       output_layouts=Replicate()))
+    assert vp.weight.placements == (Shard(0),)
+    out = vp(idx)
+    want = ref_emb(idx)
+    np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    (out * out).sum().backward()
+    (want * want).sum().backward()
+    np.testing.assert_allclose(vp.weight.grad.full_tensor().numpy(), ref_emb.weight.grad.numpy(),
+                               rtol=1e-5, atol=1e-7)
 
 
 @check(R)

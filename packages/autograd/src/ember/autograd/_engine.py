@@ -4,6 +4,7 @@ vjps; `run_backward` executes a graph in topological order with dependency count
 from __future__ import annotations
 
 import heapq
+import threading
 
 from ember import _dispatch
 from ember import _dtype as D
@@ -30,7 +31,7 @@ from ._graph import (
     op_info,
 )
 
-__all__ = ["record", "run_backward", "Engine", "ENGINE"]
+__all__ = ["record", "run_backward", "Engine", "ENGINE", "queue_callback"]
 
 _execute = _dispatch.execute
 _fast_core = getattr(_dispatch, "_fast_core", None) if hasattr(_dispatch, "special") else None
@@ -548,6 +549,38 @@ def _as_list(x):
     return list(x)
 
 
+class _Callbacks(threading.local):
+    depth = 0
+    fns: list = []
+
+
+_CB = _Callbacks()
+
+
+def queue_callback(fn) -> None:
+    """Run fn() once the outermost backward pass running in this thread has finished (torch's
+    `Variable._execution_engine.queue_callback`; FSDP waits for its reduce-scatters there)."""
+    if _CB.depth == 0:
+        raise RuntimeError("queue_callback: no backward pass is running")
+    _CB.fns = [*_CB.fns, fn]
+
+
+def _run_with_callbacks(*args):
+    _CB.depth += 1
+    ok = False
+    try:
+        out = run_backward(*args)
+        ok = True
+    finally:
+        _CB.depth -= 1
+        if _CB.depth == 0:
+            fns, _CB.fns = _CB.fns, []
+            if ok:
+                for fn in fns:
+                    fn()
+    return out
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     """Accumulate gradients of `tensors` into the graph leaves' `.grad` (PyTorch semantics)."""
@@ -565,7 +598,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         retain_graph = create_graph
     roots = [_root_edge(t, i) for i, t in enumerate(tensors)]
     grads = make_grads(tensors, grads)
-    captured = run_backward(roots, grads, retain_graph, create_graph, inputs, True)
+    captured = _run_with_callbacks(roots, grads, retain_graph, create_graph, inputs, True)
     if inputs is not None:
         for t, g in zip(inputs, captured):
             if g is not None and t.grad_fn is not None:  # non-leaf inputs accumulate too
@@ -600,7 +633,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     grads = make_grads(outputs, grads)
     if is_grads_batched:
         raise NotImplementedError("grad(is_grads_batched=True) is not supported by ember")
-    captured = run_backward(roots, grads, retain_graph, create_graph, inputs, False)
+    captured = _run_with_callbacks(roots, grads, retain_graph, create_graph, inputs, False)
     res = []
     for i, (t, g) in enumerate(zip(inputs, captured)):
         if g is None:

@@ -84,8 +84,10 @@ class DeviceMesh:
         if sorted(dims) != dims or len(set(dims)) != len(dims):
             raise ValueError(f"Invalid mesh_dim_names {names}: must be in the mesh's order")
         index = tuple(slice(None) if d in dims else self._coord[d] for d in range(self.ndim))
-        return DeviceMesh(self.device_type, self._mesh[index], mesh_dim_names=names,
-                          _groups=[self._groups[d] for d in dims])
+        sub = DeviceMesh(self.device_type, self._mesh[index], mesh_dim_names=names,
+                         _groups=[self._groups[d] for d in dims])
+        sub._root = getattr(self, "_root", None) or self  # FSDP + TP finds the 2-D mesh here
+        return sub
 
     def __repr__(self):
         names = f", mesh_dim_names={self.mesh_dim_names}" if self.mesh_dim_names else ""

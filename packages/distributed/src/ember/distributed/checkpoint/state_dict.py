@@ -82,7 +82,31 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
     """Load into the model; whole tensors load into DTensor parameters (each rank keeps its
     piece) and DTensors of any placement into plain or DTensor parameters."""
     o = _opts(options)
-    return model.load_state_dict(model_state_dict, strict=o.strict)
+    cur = model.state_dict()
+    if o.broadcast_from_rank0:
+        model_state_dict = _broadcast_full(model_state_dict, cur)
+    # whole tensors become DTensors laid out as the parameters they load into; a model still on
+    # the meta device (built there, sharded, not materialized) takes them by assignment
+    meta = any(isinstance(v, ember.Tensor) and v.device.type == "meta" for v in cur.values())
+    sd = {k: _like(v, cur[k]) if k in cur else v for k, v in model_state_dict.items()}
+    return model.load_state_dict(sd, strict=o.strict, assign=meta)
+
+
+def _broadcast_full(sd, cur):
+    """Rank 0's whole tensors to every rank (the others' sd may be empty)."""
+    from .. import _collectives as C
+    from .._group import get_rank
+    out = {}
+    for k, ref in cur.items():
+        if not isinstance(ref, ember.Tensor):
+            continue
+        if get_rank() == 0:
+            t = sd[k].detach().to(ref.dtype).contiguous().clone()
+        else:
+            t = ember.empty(tuple(ref.shape), dtype=ref.dtype)
+        C.broadcast(t, src=0)
+        out[k] = t
+    return out
 
 
 def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=None) -> None:
@@ -122,3 +146,24 @@ def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, opt
     r = set_model_state_dict(model, model_state_dict, options=options)
     set_optimizer_state_dict(model, optimizers, optim_state_dict, options=options)
     return r
+
+
+def _init_optim_state(optim) -> None:
+    """Create the optimizer's state (as torch's helper of this name: one step with zero
+    gradients and lr 0, then the gradients dropped), so a state dict of the right layout exists
+    to load into. Nothing happens if the state exists already."""
+    if optim.state:
+        return
+    for group in optim.param_groups:
+        for p in group["params"]:
+            if p.grad is not None:
+                raise RuntimeError("_init_optim_state: a parameter already has a gradient")
+            if p.requires_grad:
+                p.grad = ember.zeros_like(p)
+    lrs = [g["lr"] for g in optim.param_groups]
+    for g in optim.param_groups:
+        g["lr"] = 0.0
+    optim.step()
+    for g, lr in zip(optim.param_groups, lrs):
+        g["lr"] = lr
+    optim.zero_grad(set_to_none=True)

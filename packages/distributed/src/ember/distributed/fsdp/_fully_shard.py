@@ -8,15 +8,22 @@ that no inner unit holds.
 - With reshard_after_forward, tensors the forward saves for backward that are the gathered
   parameters (or views of them) are kept as handles and all-gathered again when backward needs
   them (saved_tensors_hooks), so the whole parameters do not live from forward to backward.
-- The Function's backward reduce-scatters the whole gradient (averaged over ranks) to the
-  shard's gradient; with set_requires_gradient_sync(False) it accumulates the whole gradient
-  locally instead and adds it into the next synced reduce-scatter.
+- Prefetching (_param.py issues every collective async): forward, a unit's pre-forward issues
+  the all-gathers of the modules given to set_modules_to_forward_prefetch after its own; backward,
+  a unit's first re-gather also issues the next unit's (the one before it in forward order, or
+  those given to set_modules_to_backward_prefetch). Gradients are reduce-scattered as they
+  arrive; the waits happen once, when the backward pass ends (autograd's queue_callback), and
+  set the shards' .grad. With set_requires_gradient_sync(False) whole gradients accumulate
+  locally instead and are added into the next synced reduce-scatter.
 
 On a 2-D mesh (HSDP) parameters are (Replicate(), Shard(0)): gathered within a row of the mesh,
 gradients reduce-scattered there and averaged over the replicas (all-reduce over dim 0).
+FSDP + TP: parameters that parallelize_module made DTensors on mesh["tp"] and fully_shard(mesh=
+mesh["dp"]) become (Shard(0), tp placement) on the 2-D mesh: their TP-local piece is sharded over
+"dp" and gathered back to the TP DTensor for forward and backward (where TP shards dim 0 too,
+dp's placement is _StridedShard(0): its split applies to the TP piece).
 
-Not done: prefetching/overlap (collectives run in order, synchronously),
-CPU offload, gradient bucketing across parameters.
+Not done: CPU offload, gradient bucketing across parameters.
 """
 from __future__ import annotations
 
@@ -24,12 +31,11 @@ from dataclasses import dataclass
 
 import ember
 
-from .. import _collectives as C
-from .._types import ReduceOp
 from ..tensor._dtensor import DTensor, distribute_tensor
-from ..tensor._placements import Replicate, Shard, shard_sizes
+from ..tensor._placements import Replicate, Shard, _StridedShard, shard_sizes
+from ._param import FSDPParam, FSDPState, all_gather_param, trace
 
-__all__ = ["fully_shard", "FSDPModule", "MixedPrecisionPolicy"]
+__all__ = ["fully_shard", "FSDPModule", "MixedPrecisionPolicy", "UnshardHandle"]
 
 
 @dataclass(frozen=True)
@@ -44,92 +50,6 @@ class MixedPrecisionPolicy:
     cast_forward_inputs: bool = True
 
 
-class _Param:
-    """One sharded parameter of a unit: where it is registered and its collectives."""
-
-    def __init__(self, unit, owner, name, sharded):
-        self.unit, self.owner, self.name, self.sharded = unit, owner, name, sharded
-        self.shape = tuple(sharded.shape)
-        self.full = None            # the gathered tensor registered during forward
-        self.bwd_full = None        # re-gathered for backward (reshard_after_forward)
-        self.grad_acc = None        # whole gradient accumulated without sync
-
-    def _rows(self):
-        n = self.unit.group.size()
-        return -(-self.shape[0] // n) if self.shape[0] else 0, n
-
-    def gather(self):
-        """The whole parameter from every rank's shard (rows padded to equal pieces)."""
-        local = self.sharded._local_tensor.detach()
-        if len(self.shape) == 0:
-            return local.clone()
-        c, n = self._rows()
-        pad = c - local.shape[0]
-        if pad:
-            local = ember.cat([local, local.new_zeros((pad, *local.shape[1:]))], 0)
-        out = ember.empty((n * c, *self.shape[1:]), dtype=local.dtype, device=local.device)
-        C.all_gather_into_tensor(out, local.contiguous(), group=self.unit.group)
-        return out[:self.shape[0]]
-
-    def reduce_scatter(self, g):
-        """The shard of the rank-averaged whole gradient g (HSDP: then averaged over the
-        replicas too)."""
-        n = self.unit.group.size()
-        if len(self.shape) == 0:
-            out = g.clone()
-            C.all_reduce(out, ReduceOp.SUM, group=self.unit.group)
-        else:
-            c, _ = self._rows()
-            pad = n * c - g.shape[0]
-            if pad:
-                g = ember.cat([g, g.new_zeros((pad, *g.shape[1:]))], 0)
-            out = ember.empty((c, *g.shape[1:]), dtype=g.dtype, device=g.device)
-            C.reduce_scatter_tensor(out, g.contiguous(), ReduceOp.SUM, group=self.unit.group)
-            out = out[:shard_sizes(self.shape[0], n)[self.unit.group.rank()]].contiguous()
-        rep = self.unit.replicate_group
-        if rep is not None and rep.size() > 1:
-            C.all_reduce(out, ReduceOp.SUM, group=rep)
-            n *= rep.size()
-        return out / n
-
-
-def _gather_fn():
-    from ember.autograd import Function
-
-    class FSDPAllGather(Function):
-        @staticmethod
-        def forward(ctx, sharded, fp):
-            ctx.fp = fp
-            full = fp.gather()
-            dt = fp.unit.mp.param_dtype
-            return full.to(dt) if dt is not None else full
-
-        @staticmethod
-        def backward(ctx, g):
-            fp = ctx.fp
-            fp.bwd_full = None  # every use of the whole parameter is behind us
-            rd = fp.unit.mp.reduce_dtype
-            g = g.to(rd if rd is not None else fp.sharded.dtype)
-            if fp.grad_acc is not None:
-                g = g + fp.grad_acc.to(g.dtype)
-                fp.grad_acc = None
-            if not fp.unit.sync:
-                fp.grad_acc = g.detach()
-                return None, None
-            local = fp.reduce_scatter(g).to(fp.sharded.dtype)
-            return DTensor._wrap(local, fp.unit.mesh, fp.sharded.placements, fp.shape), None
-    return FSDPAllGather
-
-
-_GATHER = []
-
-
-def _all_gather(fp):
-    if not _GATHER:
-        _GATHER.append(_gather_fn())
-    return _GATHER[0].apply(fp.sharded, fp)
-
-
 class _Unit:
     def __init__(self, module, mesh, reshard, mp):
         self.module, self.mesh, self.reshard_after_forward, self.mp = module, mesh, reshard, mp
@@ -137,13 +57,27 @@ class _Unit:
         self.group = mesh.get_group(mesh.ndim - 1)
         self.replicate_group = mesh.get_group(0) if mesh.ndim == 2 else None
         self.sync = True
-        self.params: list[_Param] = []
+        self.params: list[FSDPParam] = []
         self.hooks = None
+        self.prefetch_forward: list | None = None   # explicit targets (modules)
+        self.prefetch_backward: list | None = None  # None: the unit before this one
+        self.bwd_started = False
+        self.state = FSDPState()
+        self.state.units.append(self)
+
+    def start_unshard(self):
+        """Issue the all-gathers of the parameters not gathered yet (no wait)."""
+        if any([fp.start_gather() for fp in self.params if fp.full is None]):
+            trace("all_gather", self)
 
     def unshard(self):
+        need = [fp for fp in self.params if fp.full is None]
+        if need:
+            self.start_unshard()
+            trace("all_gather_wait", self)
+            for fp in need:
+                fp.full = all_gather_param(fp)
         for fp in self.params:
-            if fp.full is None:
-                fp.full = _all_gather(fp)
             fp.owner._parameters[fp.name] = fp.full
 
     def reshard(self):
@@ -151,11 +85,36 @@ class _Unit:
             fp.owner._parameters[fp.name] = fp.sharded
             fp.full = None
 
+    # ---- backward: re-gather with prefetch ------------------------------------------------
+    def _backward_targets(self):
+        if self.prefetch_backward is not None:
+            return [m._fsdp_unit for m in self.prefetch_backward]
+        order = self.state.post_order
+        i = next((k for k, u in enumerate(order) if u is self), None)
+        return [order[i - 1]] if i else []
+
+    def start_backward_gather(self):
+        if self.reshard_after_forward and not self.bwd_started:
+            if any([fp.start_gather() for fp in self.params if fp.bwd_full is None]):
+                trace("all_gather", self)
+
+    def begin_backward(self):
+        """This unit's first re-gather of the backward pass: issue its own all-gathers, then
+        those of the units that run backward next."""
+        self.state.queue_finish()
+        self.start_backward_gather()
+        self.bwd_started = True
+        for u in self._backward_targets():
+            u.start_backward_gather()
+
     # saved-tensor hooks: gathered parameters (and views of them) saved by the forward become
     # handles, gathered again when backward unpacks them
     def pack(self, t):
         for i, fp in enumerate(self.params):
-            if fp.full is not None and (t is fp.full or t._base is fp.full):
+            if fp.full is None:
+                continue
+            # (a view of the gathered buffer: same storage; fp.full starts it, contiguous)
+            if t is fp.full or (fp.tp is None and t._storage is fp.full._storage):
                 return (_Handle, i, tuple(t._shape), tuple(t._stride), t._offset, t is fp.full)
         return t
 
@@ -165,10 +124,13 @@ class _Unit:
         _, i, shape, stride, offset, whole = packed
         fp = self.params[i]
         if fp.bwd_full is None:
+            if not self.bwd_started:
+                self.begin_backward()
+                trace("all_gather_wait", self)
             with ember.no_grad():
                 full = fp.gather()
                 dt = self.mp.param_dtype
-                fp.bwd_full = (full.to(dt) if dt is not None else full).contiguous()
+                fp.bwd_full = fp.wrap_full((full.to(dt) if dt is not None else full).contiguous())
         return fp.bwd_full if whole else fp.bwd_full._alias(shape, stride, offset)
 
 
@@ -184,12 +146,30 @@ def _cast(x, dtype):
     return x
 
 
+class UnshardHandle:
+    """FSDPModule.unshard(async_op=True): wait() finishes the gather (the next forward would)."""
+
+    def __init__(self, unit):
+        self._unit = unit
+
+    def wait(self) -> None:
+        if self._unit is not None:
+            self._unit.unshard()
+            self._unit = None
+
+
 class FSDPModule:
     """Mixed into a module's class by fully_shard (isinstance(module, FSDPModule))."""
 
     def unshard(self, async_op: bool = False):
-        """Gather this unit's parameters now (the next forward uses them)."""
-        self._fsdp_unit.unshard()
+        """Gather this unit's parameters now (the next forward uses them); async_op: issue the
+        all-gathers and return a handle whose wait() finishes them."""
+        unit = self._fsdp_unit
+        if async_op:
+            unit.start_unshard()
+            return UnshardHandle(unit)
+        unit.unshard()
+        return None
 
     def reshard(self):
         """Put the shards back in place of the gathered parameters."""
@@ -204,12 +184,15 @@ class FSDPModule:
                 m._fsdp_unit.sync = bool(requires_gradient_sync)
 
     def set_modules_to_forward_prefetch(self, modules) -> None:
-        """Accepted for torch's API; a no-op here: each unit gathers its parameters when its
-        forward starts (collectives run synchronously, so there is nothing to overlap)."""
+        """When this unit's forward starts, issue the all-gathers of `modules` (FSDP modules
+        that run next) right after its own, so they travel while this unit computes."""
+        _check_fsdp(modules, "set_modules_to_forward_prefetch")
         self._fsdp_unit.prefetch_forward = list(modules)
 
     def set_modules_to_backward_prefetch(self, modules) -> None:
-        """Accepted for torch's API; a no-op here (see set_modules_to_forward_prefetch)."""
+        """When this unit's backward starts, issue the re-gathers of `modules` (default: the
+        unit whose forward ended just before this one's)."""
+        _check_fsdp(modules, "set_modules_to_backward_prefetch")
         self._fsdp_unit.prefetch_backward = list(modules)
 
     def set_reshard_after_forward(self, reshard_after_forward: bool, recurse=True):
@@ -219,9 +202,26 @@ class FSDPModule:
                 m._fsdp_unit.reshard_after_forward = bool(reshard_after_forward)
 
 
+def _check_fsdp(modules, what):
+    for m in modules:
+        if not isinstance(m, FSDPModule):
+            raise ValueError(f"{what}: expected FSDP modules (fully_shard applied), got "
+                             f"{type(m).__name__}")
+
+
 def _pre_forward(unit):
     def hook(module, args, kwargs):
+        st = unit.state
+        if unit is st.units[-1]:  # the root: a new iteration
+            if st.pending_rs:
+                st.finish_backward()
+            st.post_order = []
+            for u in st.units:
+                u.bwd_started = False
+        trace("forward", unit)
         unit.unshard()
+        for m in unit.prefetch_forward or ():
+            m._fsdp_unit.start_unshard()
         if unit.reshard_after_forward:
             from ember.autograd.graph import saved_tensors_hooks
             unit.hooks = saved_tensors_hooks(unit.pack, unit.unpack)
@@ -239,8 +239,61 @@ def _post_forward(unit):
             unit.hooks.__exit__(None, None, None)
             unit.hooks = None
         unit.reshard()
+        unit.state.post_order.append(unit)
         return _cast(out, unit.mp.output_dtype) if unit.mp.output_dtype is not None else out
     return hook
+
+
+def _spmd_mesh(p, mesh):
+    """FSDP + TP: the 2-D ("dp", "tp") mesh that `mesh` (dp) and p's TP mesh are slices of."""
+    tp_mesh = p.device_mesh
+    root = getattr(mesh, "_root", None)
+    if (mesh.ndim != 1 or tp_mesh.ndim != 1 or root is None or root.ndim != 2
+            or getattr(tp_mesh, "_root", None) is not root
+            or mesh.get_group(0) is not root.get_group(0)
+            or tp_mesh.get_group(0) is not root.get_group(1)):
+        raise NotImplementedError(
+            "fully_shard: a DTensor parameter must come from parallelize_module on mesh['tp'] "
+            "and fully_shard must get mesh['dp'] of the same 2-D (dp, tp) mesh")
+    return root
+
+
+def _shard_param(unit, owner, name, p, mesh):
+    if isinstance(p, DTensor):  # FSDP + TP
+        spmd = _spmd_mesh(p, mesh)
+        tp_local = p._local_tensor.detach()
+        n, me = mesh.size(0), mesh.get_local_rank(0)
+        if tp_local.dim():
+            sizes = shard_sizes(tp_local.shape[0], n)
+            local = tp_local.narrow(0, sum(sizes[:me]), sizes[me]).clone().contiguous()
+            # dp splits the TP piece: where TP shards dim 0 too, dp's split comes second
+            ps = ((_StridedShard(0, mesh.size(0)) if p.placements[0] == Shard(0) else Shard(0)),
+                  *p.placements)
+        else:
+            local, ps = tp_local.clone(), (Replicate(), *p.placements)
+        d = DTensor._wrap(local, spmd, ps, tuple(p.shape))
+        tp = (p.device_mesh, p.placements, tuple(tp_local.shape))
+    else:
+        ps = [Replicate()] * (mesh.ndim - 1) + [Shard(0) if p.dim() else Replicate()]
+        d, tp = distribute_tensor(p.detach(), mesh, ps, src_data_rank=None), None
+    sharded = ember.nn.Parameter(d, p.requires_grad)
+    owner._parameters[name] = sharded
+    unit.params.append(FSDPParam(unit, owner, name, sharded, tp))
+
+
+def _adopt(unit, module):
+    """The root's state takes in the inner units' (one forward order, one backward end)."""
+    inner = []
+    for m in module.modules():
+        if m is not module and isinstance(m, FSDPModule):
+            old = m._fsdp_unit.state
+            if old is unit.state:
+                continue
+            for u in old.units:
+                u.state = unit.state
+            inner += old.units
+    unit.state.units[:0] = inner
+    return {id(fp.sharded) for u in unit.state.units for fp in u.params}
 
 
 def fully_shard(module, *, mesh=None, reshard_after_forward: bool = True, shard_placement_fn=None,
@@ -264,21 +317,18 @@ def fully_shard(module, *, mesh=None, reshard_after_forward: bool = True, shard_
     if isinstance(module, FSDPModule):
         return module
     unit = _Unit(module, mesh, reshard_after_forward, mp_policy or MixedPrecisionPolicy())
+    taken = _adopt(unit, module)
     ignored = {id(p) for p in ignored_params or ()}
     seen = set()
     for _, owner in module.named_modules():
         for name, p in list(owner._parameters.items()):
-            if p is None or isinstance(p, DTensor) or id(p) in ignored:
+            if p is None or id(p) in taken or id(p) in ignored:
                 continue
             if id(p) in seen:
                 raise NotImplementedError("fully_shard: shared (tied) parameters are not "
                                           "supported")
             seen.add(id(p))
-            ps = [Replicate()] * (mesh.ndim - 1) + [Shard(0) if p.dim() else Replicate()]
-            d = distribute_tensor(p.detach(), mesh, ps, src_data_rank=None)
-            sharded = ember.nn.Parameter(d, p.requires_grad)
-            owner._parameters[name] = sharded
-            unit.params.append(_Param(unit, owner, name, sharded))
+            _shard_param(unit, owner, name, p, mesh)
     module._fsdp_unit = unit
     module.register_forward_pre_hook(_pre_forward(unit), with_kwargs=True)
     module.register_forward_hook(_post_forward(unit))

@@ -1,7 +1,7 @@
 """Placements of a DTensor on one mesh dim: Shard(dim), Replicate(), Partial(reduce_op)."""
 from __future__ import annotations
 
-__all__ = ["Placement", "Shard", "Replicate", "Partial", "shard_sizes"]
+__all__ = ["Placement", "Shard", "Replicate", "Partial", "shard_sizes", "_StridedShard"]
 
 
 class Placement:
@@ -32,6 +32,20 @@ class Shard(Placement):
 
     def __repr__(self):
         return f"Shard(dim={self.dim})"
+
+
+class _StridedShard(Shard):
+    """Shard(dim) applied after the later mesh dims' shards of the same dim (torch's
+    _StridedShard; FSDP + TP: FSDP shards the TP piece over "dp", so dp's split comes second).
+    Equal to Shard(dim) for sharding rules; layout-aware in local_shape/offsets and
+    redistribution."""
+
+    def __init__(self, dim: int, split_factor: int = 1):
+        super().__init__(dim)
+        self.split_factor = split_factor
+
+    def __repr__(self):
+        return f"_StridedShard(dim={self.dim}, sf={self.split_factor})"
 
 
 class Replicate(Placement):

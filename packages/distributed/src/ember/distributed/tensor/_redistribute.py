@@ -12,7 +12,7 @@ import ember
 
 from .. import _collectives as C
 from .._types import ReduceOp
-from ._placements import Partial, Replicate, Shard, shard_sizes
+from ._placements import Partial, Replicate, Shard, _StridedShard, shard_sizes
 
 __all__ = ["normalize_placements", "redistribute_local", "local_shape", "local_offsets"]
 
@@ -37,11 +37,19 @@ def normalize_placements(placements, mesh, ndim) -> tuple:
     return tuple(ps)
 
 
+def _order(placements) -> list[int]:
+    """Mesh dims in the order their shards apply: in order, _StridedShard ones last."""
+    n = len(placements)
+    return ([m for m in range(n) if not isinstance(placements[m], _StridedShard)]
+            + [m for m in range(n) if isinstance(placements[m], _StridedShard)])
+
+
 def local_shape(shape, mesh, placements) -> tuple:
     """This rank's piece of a tensor of global `shape` (torch.chunk sizes, mesh dims in order)."""
     s = list(shape)
     coord = mesh.get_coordinate()
-    for m, p in enumerate(placements):
+    for m in _order(placements):
+        p = placements[m]
         if isinstance(p, Shard):
             s[p.dim] = shard_sizes(s[p.dim], mesh.size(m))[coord[m]]
     return tuple(s)
@@ -51,7 +59,8 @@ def local_offsets(shape, mesh, placements) -> tuple:
     """Where this rank's piece starts in the global tensor, per tensor dim."""
     s, off = list(shape), [0] * len(shape)
     coord = mesh.get_coordinate()
-    for m, p in enumerate(placements):
+    for m in _order(placements):
+        p = placements[m]
         if isinstance(p, Shard):
             sizes = shard_sizes(s[p.dim], mesh.size(m))
             off[p.dim] += sum(sizes[:coord[m]])
@@ -134,8 +143,15 @@ def _reduce_scatter(t, p, dim, mesh, m):
 def redistribute_local(t, mesh, cur, tgt):
     """The local piece of the same global tensor under placements tgt (t: the piece under cur).
     Runs without recording autograd (the DTensor-level op records it)."""
-    if tuple(cur) == tuple(tgt):
+    strided = any(isinstance(p, _StridedShard) for p in (*cur, *tgt))
+    if tuple(cur) == tuple(tgt) and (not strided or [type(p) for p in cur] == [type(p) for p
+                                                                           in tgt]):
         return t
+    if strided:  # the whole way through Replicate, in the shards' order
+        with ember.no_grad():
+            for m in reversed(_order(cur)):
+                t = _to_replicate(t, cur[m], mesh, m)
+            return from_full(t, mesh, tgt)
     changed = _plan(cur, tgt)
     if len(changed) == 1:
         m = changed[0]
@@ -154,6 +170,6 @@ def redistribute_local(t, mesh, cur, tgt):
 def from_full(t, mesh, placements):
     """This rank's piece of t (every rank holds all of t) under placements."""
     with ember.no_grad():
-        for m, p in enumerate(placements):
-            t = _from_replicate(t, p, mesh, m)
+        for m in _order(placements):
+            t = _from_replicate(t, placements[m], mesh, m)
     return t

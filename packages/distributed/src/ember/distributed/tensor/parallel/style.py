@@ -7,6 +7,8 @@ norm's parameters replicated and its activations sharded on the sequence dim.
 """
 from __future__ import annotations
 
+import types
+
 import ember
 from ember import nn
 
@@ -107,8 +109,34 @@ class RowwiseParallel(_Linear):
         _param(module, "bias", mesh, [Replicate()], self._src_data_rank)
 
     def _shard_embedding(self, module, mesh):
-        raise NotImplementedError("RowwiseParallel on nn.Embedding (a vocabulary-sharded "
-                                  "lookup needs a masked Partial placement): not supported")
+        """Vocabulary-parallel lookup: weight Shard(0); each rank looks up the ids in its rows
+        (others give zeros), the output is their Partial sum (torch's MaskPartial, done by
+        hand in the module's forward)."""
+        if module.max_norm is not None:
+            raise NotImplementedError("RowwiseParallel on nn.Embedding with max_norm is not "
+                                      "supported")
+        _param(module, "weight", mesh, [Shard(0)], self._src_data_rank)
+        module.forward = types.MethodType(_vocab_parallel_forward(mesh), module)
+
+
+def _vocab_parallel_forward(mesh):
+    from .._placements import Partial
+    from .._redistribute import local_offsets
+
+    def forward(self, ids):
+        w = self.weight  # Shard(0) over the vocabulary (FSDP + TP: the gathered TP DTensor)
+        ids = ids.to_local() if isinstance(ids, DTensor) else ids
+        local_w = w.to_local()
+        start, rows = local_offsets(w.shape, mesh, w.placements)[0], local_w.shape[0]
+        outside = (ids < start) | (ids >= start + rows)
+        pad = self.padding_idx
+        pad = pad - start if pad is not None and start <= pad < start + rows else None
+        out = ember.nn.functional.embedding((ids - start).masked_fill(outside, 0), local_w,
+                                            pad, None, 2.0, self.scale_grad_by_freq,
+                                            self.sparse)
+        out = out * (~outside).unsqueeze(-1).to(out.dtype)
+        return DTensor.from_local(out, mesh, [Partial()], shape=(*ids.shape, w.shape[1]))
+    return forward
 
 
 class SequenceParallel(ParallelStyle):
