@@ -200,7 +200,7 @@ def _pow2(n: int, lo: int = 16) -> int:
 def flex_forward(be, query, key, value, score_mod, block_mask, scale, return_lse):
     """(out, lse) of flex attention on cuda tensors, or NotImplemented."""
     import ember
-    from ember import _dtype as D
+    from ember._ops.registry import dtypes as D
 
     from .kernels.base import _launch
     if query.dtype not in (D.float32, D.float16, D.bfloat16):

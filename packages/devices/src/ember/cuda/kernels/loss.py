@@ -1,7 +1,7 @@
 """GPU kernels for nll_loss forward and backward (rows of (N, C) log-probabilities)."""
 from __future__ import annotations
 
-from ember import _dtype as D
+from ember._ops.registry import dtypes as D
 
 from .base import _ACC, _cont, _launch, _lazy, cuda_kernel
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ember import _dtype as D
+from ember._ops.registry import dtypes as D
 
 from .base import _ACC, _FLOAT, _acc_dt, _acc_tl, _cont, _launch, _lazy, cuda_kernel
 from .indexing import _INTS, _gather, _in_range, _index_kernel, _minmax, _ok_dtype, _raise, _scatter
