@@ -1,0 +1,58 @@
+"""GPU kernels of torch.special on cuda: the orthogonal polynomials (Chebyshev T/U/V/W and
+their shifted forms, Hermite H/He, Laguerre L, Legendre P) by their recurrences in Triton
+(`special_tl.poly`). HOST lists the special functions still computed by core's numpy series
+on host copies, with the reason. The pointwise formulas (entr, sinc, ndtr, xlog1py) need no
+entry here: they are Triton-generated pointwise kernels.
+"""
+from __future__ import annotations
+
+from ember._ops.registry import dtypes as D
+
+from .base import _launch, _lazy, cuda_kernel
+
+_KINDS = {"chebyshev_t": 0, "chebyshev_u": 1, "chebyshev_v": 2, "chebyshev_w": 3,
+          "hermite_h": 4, "hermite_he": 5, "laguerre_l": 6, "legendre_p": 7}
+_NMAX = 1 << 20   # longer recurrences (n up to inf) stay on the host: their loop is that long
+
+
+def _poly(kind, shifted):
+    def f(be, op, x, n):
+        m = op.meta(x, n)
+        if m.dtype not in (D.float16, D.bfloat16, D.float32, D.float64):
+            return NotImplemented
+        dev = next(t.device for t in (x, n) if t.device.type == "cuda")
+        x, n = (t if t.device.type == "cuda" else be.from_tensor(t, dev) for t in (x, n))
+        out = be._new(tuple(m.shape), m.dtype, dev)
+        total = out.numel()
+        if not total:
+            return out
+        xs, ns = be._new(out.shape, D.float64, dev), be._new(out.shape, D.float64, dev)
+        be._copy_into(xs, x)
+        be._copy_into(ns, n)
+        # the recurrence's length is the largest n (NaN counts as -1): one read of n, a sync
+        nmax = float(ns.nan_to_num(-1.0).max().item())
+        if not nmax < _NMAX:
+            return NotImplemented
+        K = _lazy("special_tl")
+        _launch(be, K.poly, (-(-total // 1024),), [xs, ns, out, total, max(int(nmax), 1)], (),
+                {"KIND": _KINDS[kind], "SHIFTED": shifted, "BLOCK": 1024})
+        return out
+    return f
+
+
+for _kind in _KINDS:
+    _name = _kind.replace("_", "_polynomial_", 1)
+    cuda_kernel(f"special_{_name}")(_poly(_kind, False))
+    if _kind.startswith("chebyshev"):
+        cuda_kernel(f"special_shifted_{_name}")(_poly(_kind, True))
+
+
+_SPECIAL = "series/quadrature numpy kernel (core's _special_np), no GPU kernel yet"
+HOST: dict[str, str] = dict.fromkeys(
+    ["i0", "special_i0e", "special_i1", "special_i1e", "special_erfcx", "special_log_ndtr",
+     "special_ndtri", "special_bessel_j0", "special_bessel_j1", "special_bessel_y0",
+     "special_bessel_y1", "special_modified_bessel_i0", "special_modified_bessel_i1",
+     "special_modified_bessel_k0", "special_modified_bessel_k1",
+     "special_scaled_modified_bessel_k0", "special_scaled_modified_bessel_k1",
+     "special_spherical_bessel_j0", "special_airy_ai", "special_zeta", "igamma", "igammac"],
+    _SPECIAL)

@@ -1,0 +1,68 @@
+"""Triton kernels for torch.special's orthogonal polynomials: P_n(x) by the three-term
+recurrence of each family, in float64 as core's CPU kernel (`_special_np.polynomial`).
+Imported only when first needed (triton is optional at import)."""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .common_tl import lanes
+
+# KIND: 0 chebyshev_t, 1 chebyshev_u, 2 chebyshev_v, 3 chebyshev_w, 4 hermite_h, 5 hermite_he,
+# 6 laguerre_l, 7 legendre_p
+
+
+@triton.jit
+def _first(x, KIND: tl.constexpr):
+    # P_1(x) of the family (P_0 = 1 for all)
+    if KIND == 0 or KIND == 5 or KIND == 7:
+        r = x
+    elif KIND == 1 or KIND == 4:
+        r = 2 * x
+    elif KIND == 2:
+        r = 2 * x - 1
+    elif KIND == 3:
+        r = 2 * x + 1
+    else:
+        r = 1 - x
+    return r
+
+
+@triton.jit
+def _step(k, x, p, q, KIND: tl.constexpr):
+    # P_{k+1} from P_{k-1} = p and P_k = q
+    if KIND <= 3:
+        r = 2 * x * q - p
+    elif KIND == 4:
+        r = 2 * x * q - 2 * k * p
+    elif KIND == 5:
+        r = x * q - k * p
+    elif KIND == 6:
+        r = ((2 * k + 1 - x) * q - k * p) / (k + 1)
+    else:
+        r = ((2 * k + 1) * x * q - k * p) / (k + 1)
+    return r
+
+
+@triton.jit(do_not_specialize=["total", "NMAX"])
+def poly(x_ptr, n_ptr, out_ptr, total, NMAX, KIND: tl.constexpr, SHIFTED: tl.constexpr,
+         BLOCK: tl.constexpr):
+    # x, n (float64) and out contiguous, of one shape; n truncated toward 0, NaN as -1;
+    # P_n(x) for n >= 0 (NMAX: the largest n), 0 for n < 0
+    offs, m = lanes(total, BLOCK)
+    x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float64)
+    nf = tl.load(n_ptr + offs, mask=m, other=0).to(tl.float64)
+    n = tl.where(nf != nf, -1.0, tl.where(nf < 0, tl.ceil(nf), tl.floor(nf)))
+    if SHIFTED:
+        x = 2 * x - 1
+    p = tl.zeros([BLOCK], tl.float64) + 1.0
+    q = _first(x, KIND)
+    out = tl.where(n == 0, p, q)
+    for k in range(1, NMAX):
+        kf = k * 1.0
+        r = _step(kf, x, p, q, KIND)
+        p = q
+        q = r
+        out = tl.where(n == kf + 1, q, out)
+    out = tl.where(n < 0, 0.0, out)
+    tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=m)

@@ -1,0 +1,92 @@
+"""Ops that used to run their CPU kernel on host copies of cuda tensors and now run on the GPU:
+complex tensors through their (re, im) float views (copies, fills, constant_pad_nd, zeros,
+slice_scatter, conj_physical, complex products: imag's gradient) and the orthogonal polynomials
+of torch.special (Triton recurrences). Each script checks values against the CPU and PyTorch,
+and that no call took host copies (`fallback_ops` stays empty).
+
+Without a GPU the scripts run on the fake device (host memory + Triton's interpreter) in a
+subprocess, as the other family scripts.
+"""
+from cuda_script import run_script
+
+_PRELUDE = r"""
+import numpy as np, torch, ember
+import ember.autograd
+from ember._device import get_backend
+be = get_backend("cuda")
+def same(e, g, t=None, tol=1e-6):
+    g = g.detach().cpu()
+    assert e.dtype == g.dtype and tuple(e.shape) == tuple(g.shape), (e, g)
+    assert np.allclose(g.numpy(), e.detach().numpy(), rtol=tol, atol=tol, equal_nan=True), (e, g)
+    if t is not None:
+        assert np.allclose(g.numpy(), t.detach().numpy(), rtol=1e-4, atol=1e-4,
+                           equal_nan=True), (t, g)
+"""
+
+COMPLEX = _PRELUDE + r"""
+rng = np.random.default_rng(0)
+a = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype("complex64")
+r = rng.standard_normal((4,)).astype("float32")
+x, xr, tx, tr = ember.tensor(a), ember.tensor(r), torch.tensor(a), torch.tensor(r)
+g, gr = x.cuda(), xr.cuda()
+F, TF = ember.nn.functional, torch.nn.functional
+same(F.pad(x, (1, 2, 0, 1)), F.pad(g, (1, 2, 0, 1)), TF.pad(tx, (1, 2, 0, 1)))
+same(F.pad(x, (1, 1), value=2.5), F.pad(g, (1, 1), value=2.5), TF.pad(tx, (1, 1), value=2.5))
+same(ember.zeros(2, 3, dtype=ember.complex128),
+     ember.zeros(2, 3, dtype=ember.complex128, device="cuda"))
+same(ember.full((2,), 1 - 2j), ember.full((2,), 1 - 2j, device="cuda"),
+     torch.full((2,), 1 - 2j))
+same(ember.slice_scatter(x, x[:1] * 2, 0, 1, 2), ember.slice_scatter(g, g[:1] * 2, 0, 1, 2),
+     torch.slice_scatter(tx, tx[:1] * 2, 0, 1, 2))
+same(x.conj_physical(), g.conj_physical(), tx.conj_physical())
+same(x[:, ::2].conj_physical(), g[:, ::2].conj_physical(), tx[:, ::2].conj_physical())
+for e, c, t in [(x * 1j, g * 1j, tx * 1j), (x * xr, g * gr, tx * tr), (xr * x, gr * g, tr * tx),
+                (x * x, g * g, tx * tx), (x * (2 - 1j), g * (2 - 1j), tx * (2 - 1j)),
+                (x.to(ember.complex128) * xr, g.to(ember.complex128) * gr,
+                 tx.to(torch.complex128) * tr)]:
+    same(e, c, t)
+out = ember.empty(3, 4, dtype=ember.complex64, device="cuda")
+out.copy_(g.to(ember.complex128))      # complex128 -> complex64
+same(x, out)
+out.copy_(gr)                          # real -> complex: imaginary part 0
+same(xr.to(ember.complex64).expand(3, 4), out)
+y = g.clone().requires_grad_()
+(y.imag * gr).sum().backward()         # imag's gradient: g * 1j
+ty = tx.clone().requires_grad_()
+(ty.imag * tr).sum().backward()
+same(ember.tensor(ty.grad.numpy()), y.grad, ty.grad)
+assert not be.fallback_ops, be.fallback_ops
+print("OK")
+"""
+
+POLYNOMIALS = _PRELUDE + r"""
+rng = np.random.default_rng(1)
+xs = rng.uniform(-1.5, 1.5, (4, 5)).astype("float32")
+ns = np.array([-1, 0, 1, 2, 3, 7.5, 12, float("nan")])
+x = ember.tensor(xs)
+names = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+         "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+         "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+         "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+         "laguerre_polynomial_l", "legendre_polynomial_p"]
+for nm in names:
+    f, tf = getattr(ember.special, nm), getattr(torch.special, nm)
+    for n in (3, 0, ember.tensor(ns[:5])):
+        gn = n.cuda() if isinstance(n, ember.Tensor) else n
+        tn = torch.tensor(n.numpy()) if isinstance(n, ember.Tensor) else n
+        same(f(x, n), f(x.cuda(), gn), tf(torch.tensor(xs), tn))
+    x64, n64 = ember.tensor(0.3, dtype=ember.float64), ember.tensor(ns)
+    same(f(x64, n64), f(x64, n64.cuda()), tol=1e-12)       # a host 0-d x, NaN and fractional n
+    ni = ember.tensor([0, 2, 5])
+    same(f(x[:1, :3], ni), f(x[:1, :3].cuda(), ni.cuda()))  # integer n, a strided x
+assert not be.fallback_ops, be.fallback_ops
+print("OK")
+"""
+
+
+def test_complex_tensors_on_the_gpu():
+    run_script(COMPLEX, "test_cuda_host_bounces_complex", timeout=600)
+
+
+def test_special_polynomials_on_the_gpu():
+    run_script(POLYNOMIALS, "test_cuda_host_bounces_poly", timeout=600)
