@@ -1,8 +1,9 @@
 """Ops that used to run their CPU kernel on host copies of cuda tensors and now run on the GPU:
 complex tensors through their (re, im) float views (copies, fills, constant_pad_nd, zeros,
-slice_scatter, conj_physical, complex products: imag's gradient) and the orthogonal polynomials
-of torch.special (Triton recurrences). Each script checks values against the CPU and PyTorch,
-and that no call took host copies (`fallback_ops` stays empty).
+slice_scatter, conj_physical, complex products: imag's gradient), the orthogonal polynomials
+of torch.special (Triton recurrences), the modified Bessel I_0/I_1 (plain and scaled) and
+spherical_bessel_j0 (now a pointwise formula in core). Each script checks values against the
+CPU and PyTorch, and that no call took host copies (`fallback_ops` stays empty).
 
 Without a GPU the scripts run on the fake device (host memory + Triton's interpreter) in a
 subprocess, as the other family scripts.
@@ -83,6 +84,26 @@ assert not be.fallback_ops, be.fallback_ops
 print("OK")
 """
 
+BESSEL = _PRELUDE + r"""
+a = np.concatenate([np.linspace(-40, 40, 161), [0.0, 1e-6, -1e-3, 0.75, 29.9, 30.1, 300.0,
+                                                -300.0, 800.0, np.inf, -np.inf, np.nan]])
+for nm in ("i0", "i0e", "i1", "i1e", "modified_bessel_i0", "modified_bessel_i1",
+           "spherical_bessel_j0"):
+    f, tf = getattr(ember.special, nm), getattr(torch.special, nm)
+    for arr, tol in ((a, 1e-13), (a.astype("float32"), 1e-6), (np.array([1, 0, -3]), 1e-6)):
+        x = ember.tensor(arr)
+        same(f(x), f(x.cuda()), tol=tol)
+        same(f(x[::3]), f(x.cuda()[::3]), tol=tol)           # a strided input
+    ok = np.abs(a) < 30                                      # torch: float64 i0 values there
+    same(f(ember.tensor(a[ok])), f(ember.tensor(a[ok]).cuda()), tf(torch.tensor(a[ok])),
+         tol=1e-13)
+x = ember.tensor(np.linspace(-3, 3, 7), requires_grad=True)  # i0's gradient is i1
+ember.special.i0(x.cuda()).sum().backward()
+same(ember.special.i1(x.detach()), x.grad.cuda())
+assert not be.fallback_ops, be.fallback_ops
+print("OK")
+"""
+
 
 def test_complex_tensors_on_the_gpu():
     run_script(COMPLEX, "test_cuda_host_bounces_complex", timeout=600)
@@ -90,3 +111,7 @@ def test_complex_tensors_on_the_gpu():
 
 def test_special_polynomials_on_the_gpu():
     run_script(POLYNOMIALS, "test_cuda_host_bounces_poly", timeout=600)
+
+
+def test_bessel_i_on_the_gpu():
+    run_script(BESSEL, "test_cuda_host_bounces_bessel", timeout=600)

@@ -1,14 +1,15 @@
 """GPU kernels of torch.special on cuda: the orthogonal polynomials (Chebyshev T/U/V/W and
 their shifted forms, Hermite H/He, Laguerre L, Legendre P) by their recurrences in Triton
-(`special_tl.poly`). HOST lists the special functions still computed by core's numpy series
-on host copies, with the reason. The pointwise formulas (entr, sinc, ndtr, xlog1py) need no
-entry here: they are Triton-generated pointwise kernels.
+(`special_tl.poly`), the modified Bessel I_0/I_1 (plain and scaled) by core's series and
+Hankel expansion in float64 (`special_tl.bessel_i`). HOST lists the special functions still
+computed by core's numpy series on host copies, with the reason. The pointwise formulas (entr,
+sinc, ndtr, xlog1py, spherical_bessel_j0) need no entry here: Triton kernels come from them.
 """
 from __future__ import annotations
 
 from ember._ops.registry import dtypes as D
 
-from .base import _launch, _lazy, cuda_kernel
+from .base import _cont, _launch, _lazy, cuda_kernel
 
 _KINDS = {"chebyshev_t": 0, "chebyshev_u": 1, "chebyshev_v": 2, "chebyshev_w": 3,
           "hermite_h": 4, "hermite_he": 5, "laguerre_l": 6, "legendre_p": 7}
@@ -47,12 +48,33 @@ for _kind in _KINDS:
         cuda_kernel(f"special_shifted_{_name}")(_poly(_kind, True))
 
 
+# ---- modified Bessel I_0 and I_1, plain and exponentially scaled -------------------------------
+def _bessel_i(nu, scaled):
+    def f(be, op, x):
+        m = op.meta(x)
+        if m.dtype not in (D.float16, D.bfloat16, D.float32, D.float64) or x.dtype.is_complex:
+            return NotImplemented
+        out = be._new(tuple(m.shape), m.dtype, x.device)
+        total = out.numel()
+        if total:
+            K = _lazy("special_tl")
+            _launch(be, K.bessel_i, (-(-total // 1024),), [_cont(be, x), out, total], (),
+                    {"NU": nu, "SCALED": scaled, "BLOCK": 1024})
+        return out
+    return f
+
+
+for _q, _nu, _scaled in (("i0", 0, False), ("special_modified_bessel_i0", 0, False),
+                         ("special_i0e", 0, True), ("special_i1", 1, False),
+                         ("special_modified_bessel_i1", 1, False), ("special_i1e", 1, True)):
+    cuda_kernel(_q)(_bessel_i(_nu, _scaled))
+
+
 _SPECIAL = "series/quadrature numpy kernel (core's _special_np), no GPU kernel yet"
 HOST: dict[str, str] = dict.fromkeys(
-    ["i0", "special_i0e", "special_i1", "special_i1e", "special_erfcx", "special_log_ndtr",
-     "special_ndtri", "special_bessel_j0", "special_bessel_j1", "special_bessel_y0",
-     "special_bessel_y1", "special_modified_bessel_i0", "special_modified_bessel_i1",
-     "special_modified_bessel_k0", "special_modified_bessel_k1",
-     "special_scaled_modified_bessel_k0", "special_scaled_modified_bessel_k1",
-     "special_spherical_bessel_j0", "special_airy_ai", "special_zeta", "igamma", "igammac"],
+    ["special_erfcx", "special_log_ndtr", "special_ndtri", "special_bessel_j0",
+     "special_bessel_j1", "special_bessel_y0", "special_bessel_y1", "special_modified_bessel_k0",
+     "special_modified_bessel_k1", "special_scaled_modified_bessel_k0",
+     "special_scaled_modified_bessel_k1", "special_airy_ai", "special_zeta", "igamma",
+     "igammac"],
     _SPECIAL)

@@ -66,3 +66,44 @@ def poly(x_ptr, n_ptr, out_ptr, total, NMAX, KIND: tl.constexpr, SHIFTED: tl.con
         out = tl.where(n == kf + 1, q, out)
     out = tl.where(n < 0, 0.0, out)
     tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["total"])
+def bessel_i(x_ptr, out_ptr, total, NU: tl.constexpr, SCALED: tl.constexpr,
+             BLOCK: tl.constexpr):
+    # I_NU(x) (NU 0 or 1), or exp(-|x|) I_NU(x) when SCALED, in float64 as core's
+    # _special_np.bessel_i: the power series for |x| <= 30, the Hankel expansion beyond
+    offs, m = lanes(total, BLOCK)
+    x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float64)
+    a = tl.abs(x)
+    h = a / 2
+    q = h * h
+    term = tl.zeros([BLOCK], tl.float64) + 1.0
+    if NU == 1:
+        term = h
+    s = term
+    for k in range(1, 90):
+        term = term * q / (k * (k + NU))
+        s += term
+    small = a <= 30.0
+    if SCALED:
+        s = s * tl.exp(-tl.where(small, a, 0.0))
+    # Hankel: sum_k (-1)^k a_k(NU) / a^k, a_k = a_{k-1} (4 NU^2 - (2k - 1)^2) / (8k)
+    big = tl.where(small, 1.0, a)
+    c = 1.0
+    sign = 1.0
+    p = tl.zeros([BLOCK], tl.float64) + 1.0
+    v = tl.zeros([BLOCK], tl.float64)
+    for k in range(0, 24):
+        v += sign * c * p
+        c = c * (4.0 * NU * NU - (2 * k + 1) * (2 * k + 1)) / ((k + 1) * 8.0)
+        sign = -sign
+        p = p / big
+    v = v / tl.sqrt(2 * 3.141592653589793 * big)
+    if not SCALED:
+        v = v * tl.exp(big)
+    r = tl.where(small, s, v)
+    r = tl.where(x != x, x, r)
+    if NU == 1:
+        r = tl.where(x < 0, -r, r)
+    tl.store(out_ptr + offs, r.to(out_ptr.dtype.element_ty), mask=m)
