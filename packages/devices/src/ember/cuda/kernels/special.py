@@ -1,9 +1,10 @@
 """GPU kernels of torch.special on cuda: the orthogonal polynomials (Chebyshev T/U/V/W and
 their shifted forms, Hermite H/He, Laguerre L, Legendre P) by their recurrences in Triton
-(`special_tl.poly`), the modified Bessel I_0/I_1 (plain and scaled) by core's series and
-Hankel expansion in float64 (`special_tl.bessel_i`). HOST lists the special functions still
-computed by core's numpy series on host copies, with the reason. The pointwise formulas (entr,
-sinc, ndtr, xlog1py, spherical_bessel_j0) need no entry here: Triton kernels come from them.
+(`special_tl.poly`), the modified Bessel I_0/I_1 and K_0/K_1 (plain and scaled) by core's
+series, Hankel expansion and trapezoid rule in float64 (`special_tl.bessel_i`, `bessel_k`).
+HOST lists the special functions still computed by core's numpy series on host copies, with
+the reason. The pointwise formulas (entr, sinc, ndtr, xlog1py, spherical_bessel_j0) need no
+entry here: Triton kernels come from them.
 """
 from __future__ import annotations
 
@@ -70,11 +71,32 @@ for _q, _nu, _scaled in (("i0", 0, False), ("special_modified_bessel_i0", 0, Fal
     cuda_kernel(_q)(_bessel_i(_nu, _scaled))
 
 
+# ---- modified Bessel K_0 and K_1, plain and exponentially scaled -------------------------------
+def _bessel_k(nu, scaled):
+    def f(be, op, x):
+        m = op.meta(x)
+        if m.dtype not in (D.float16, D.bfloat16, D.float32, D.float64) or x.dtype.is_complex:
+            return NotImplemented
+        out = be._new(tuple(m.shape), m.dtype, x.device)
+        total = out.numel()
+        if total:
+            K = _lazy("special_tl")
+            _launch(be, K.bessel_k, (-(-total // 256),), [_cont(be, x), out, total, float(nu)],
+                    (), {"SCALED": scaled, "BLOCK": 256})
+        return out
+    return f
+
+
+for _q, _nu, _scaled in (("special_modified_bessel_k0", 0, False),
+                         ("special_modified_bessel_k1", 1, False),
+                         ("special_scaled_modified_bessel_k0", 0, True),
+                         ("special_scaled_modified_bessel_k1", 1, True)):
+    cuda_kernel(_q)(_bessel_k(_nu, _scaled))
+
+
 _SPECIAL = "series/quadrature numpy kernel (core's _special_np), no GPU kernel yet"
 HOST: dict[str, str] = dict.fromkeys(
     ["special_erfcx", "special_log_ndtr", "special_ndtri", "special_bessel_j0",
-     "special_bessel_j1", "special_bessel_y0", "special_bessel_y1", "special_modified_bessel_k0",
-     "special_modified_bessel_k1", "special_scaled_modified_bessel_k0",
-     "special_scaled_modified_bessel_k1", "special_airy_ai", "special_zeta", "igamma",
-     "igammac"],
+     "special_bessel_j1", "special_bessel_y0", "special_bessel_y1", "special_airy_ai",
+     "special_zeta", "igamma", "igammac"],
     _SPECIAL)

@@ -59,7 +59,7 @@ def poly(x_ptr, n_ptr, out_ptr, total, NMAX, KIND: tl.constexpr, SHIFTED: tl.con
     q = _first(x, KIND)
     out = tl.where(n == 0, p, q)
     for k in range(1, NMAX):
-        kf = k * 1.0
+        kf = tl.cast(k, tl.float64)   # (k * 1.0 would be float32)
         r = _step(kf, x, p, q, KIND)
         p = q
         q = r
@@ -83,20 +83,22 @@ def bessel_i(x_ptr, out_ptr, total, NU: tl.constexpr, SCALED: tl.constexpr,
         term = h
     s = term
     for k in range(1, 90):
-        term = term * q / (k * (k + NU))
+        term = term * q / tl.cast(k * (k + NU), tl.float64)
         s += term
     small = a <= 30.0
     if SCALED:
         s = s * tl.exp(-tl.where(small, a, 0.0))
     # Hankel: sum_k (-1)^k a_k(NU) / a^k, a_k = a_{k-1} (4 NU^2 - (2k - 1)^2) / (8k)
     big = tl.where(small, 1.0, a)
-    c = 1.0
-    sign = 1.0
+    # loop-carried values keep one type (float64) from the start, as compiled Triton requires
+    c = tl.full([], 1.0, tl.float64)
+    sign = tl.full([], 1.0, tl.float64)
     p = tl.zeros([BLOCK], tl.float64) + 1.0
     v = tl.zeros([BLOCK], tl.float64)
     for k in range(0, 24):
+        kf = tl.cast(k, tl.float64)
         v += sign * c * p
-        c = c * (4.0 * NU * NU - (2 * k + 1) * (2 * k + 1)) / ((k + 1) * 8.0)
+        c = c * (4.0 * NU * NU - (2 * kf + 1) * (2 * kf + 1)) / ((kf + 1) * 8.0)
         sign = -sign
         p = p / big
     v = v / tl.sqrt(2 * 3.141592653589793 * big)
@@ -106,4 +108,31 @@ def bessel_i(x_ptr, out_ptr, total, NU: tl.constexpr, SCALED: tl.constexpr,
     r = tl.where(x != x, x, r)
     if NU == 1:
         r = tl.where(x < 0, -r, r)
+    tl.store(out_ptr + offs, r.to(out_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["total", "nu"])
+def bessel_k(x_ptr, out_ptr, total, nu, SCALED: tl.constexpr, BLOCK: tl.constexpr):
+    # K_nu(x) (nu >= 0), or exp(x) K_nu(x) when SCALED, as core's _special_np.bessel_k: the
+    # trapezoid rule (step 0.1) on integral_0^inf exp(-x cosh t) cosh(nu t) dt, cut where the
+    # integrand is below exp(-90) of its start; nan for x < 0, inf at 0, 0 at +inf
+    offs, m = lanes(total, BLOCK)
+    x = tl.load(x_ptr + offs, mask=m, other=1).to(tl.float64)
+    ok = (x > 0) & (x < float("inf"))
+    v = tl.where(ok, x, 1.0)
+    u = 1 + 90 / v
+    tmax = tl.minimum(tl.log(u + tl.sqrt(u * u - 1)) + 1 + nu * 0.1, 80.0)
+    s = tl.zeros([BLOCK], tl.float64)
+    for j in range(0, 802):
+        t = tl.cast(j, tl.float64) * 0.1   # float64 nodes and weights (j * 0.1 is float32)
+        e = -v * ((tl.exp(t) + tl.exp(-t)) / 2 - 1)
+        f = tl.exp(e + nu * t) * 0.5 + tl.exp(e - nu * t) * 0.5
+        f = tl.where(j == 0, f * 0.5, f)
+        s += tl.where(t < tmax + 0.1, f, 0.0)
+    s = s * 0.1
+    if not SCALED:
+        s = s * tl.exp(-v)
+    r = tl.where(ok, s, float("nan"))
+    r = tl.where(x == 0, float("inf"), r)
+    r = tl.where(x == float("inf"), 0.0, r)
     tl.store(out_ptr + offs, r.to(out_ptr.dtype.element_ty), mask=m)
