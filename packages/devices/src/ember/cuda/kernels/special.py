@@ -94,9 +94,18 @@ for _q, _nu, _scaled in (("special_modified_bessel_k0", 0, False),
     cuda_kernel(_q)(_bessel_k(_nu, _scaled))
 
 
-_SPECIAL = "series/quadrature numpy kernel (core's _special_np), no GPU kernel yet"
-HOST: dict[str, str] = dict.fromkeys(
-    ["special_erfcx", "special_log_ndtr", "special_ndtri", "special_bessel_j0",
-     "special_bessel_j1", "special_bessel_y0", "special_bessel_y1", "special_airy_ai",
-     "special_zeta", "igamma", "igammac"],
-    _SPECIAL)
+_LONG_DOUBLE = ("core sums the power series (|x| <= 20), whose terms cancel, in long double: a "
+                "float64 GPU series would lose digits; a GPU kernel needs another method "
+                "(rational approximations)")
+HOST: dict[str, str] = {
+    "special_bessel_j0": _LONG_DOUBLE, "special_bessel_j1": _LONG_DOUBLE,
+    "special_bessel_y0": _LONG_DOUBLE, "special_bessel_y1": _LONG_DOUBLE,
+    "special_airy_ai": "J_{+-1/3} series in long double (as Bessel J) and K_{1/3}: no GPU kernel "
+                       "yet",
+    **dict.fromkeys(["special_erfcx", "special_log_ndtr", "special_ndtri"],
+                    "core's piecewise-Chebyshev erfc (and ndtri's Newton steps on log_ndtr): no "
+                    "Triton port yet"),
+    **dict.fromkeys(["special_zeta", "igamma", "igammac"],
+                    "series and continued fractions with data-dependent iteration counts: no "
+                    "Triton port yet"),
+}
