@@ -56,16 +56,25 @@ def _taps(o, In, s_hi, s_lo, MODE: tl.constexpr, ALIGN: tl.constexpr, ACC: tl.co
         return i0, i1, i2, i3, w0, w1, w2, w3
 
 
-@triton.jit(do_not_specialize=["In", "Out", "B", "total", "s_hi", "s_lo"])
-def resample_fwd(x_ptr, y_ptr, In, Out, B, total, s_hi, s_lo, MODE: tl.constexpr,
-                 ALIGN: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
-    offs, m = lanes(total, BLOCK)
+@triton.jit
+def _resample_at(offs, In, Out, B, s_hi, s_lo, MODE: tl.constexpr, ALIGN: tl.constexpr,
+                 ACC: tl.constexpr):
+    # output positions (a, o, b) of an (A, Out, B) result: the input row a * In * B + b and the
+    # taps (indices along In, weights) of o
     b = offs % B
     t = offs // B
     o = t % Out
     a = t // Out
     i0, i1, i2, i3, w0, w1, w2, w3 = _taps(o, In, s_hi, s_lo, MODE, ALIGN, ACC)
-    row = a * In * B + b
+    return a * In * B + b, i0, i1, i2, i3, w0, w1, w2, w3
+
+
+@triton.jit(do_not_specialize=["In", "Out", "B", "total", "s_hi", "s_lo"])
+def resample_fwd(x_ptr, y_ptr, In, Out, B, total, s_hi, s_lo, MODE: tl.constexpr,
+                 ALIGN: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    offs, m = lanes(total, BLOCK)
+    row, i0, i1, i2, i3, w0, w1, w2, w3 = _resample_at(offs, In, Out, B, s_hi, s_lo, MODE,
+                                                       ALIGN, ACC)
     v = w0 * tl.load(x_ptr + row + i0 * B, mask=m, other=0).to(ACC)
     if MODE >= 2:
         v += w1 * tl.load(x_ptr + row + i1 * B, mask=m, other=0).to(ACC)
@@ -80,12 +89,8 @@ def resample_bwd(g_ptr, acc_ptr, In, Out, B, total, s_hi, s_lo, MODE: tl.constex
                  ALIGN: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     # acc (A, In, B) [taps of o] += w * g (A, Out, B): the transpose of resample_fwd
     offs, m = lanes(total, BLOCK)
-    b = offs % B
-    t = offs // B
-    o = t % Out
-    a = t // Out
-    i0, i1, i2, i3, w0, w1, w2, w3 = _taps(o, In, s_hi, s_lo, MODE, ALIGN, ACC)
-    row = a * In * B + b
+    row, i0, i1, i2, i3, w0, w1, w2, w3 = _resample_at(offs, In, Out, B, s_hi, s_lo, MODE,
+                                                       ALIGN, ACC)
     gv = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
     tl.atomic_add(acc_ptr + row + i0 * B, w0 * gv, mask=m)
     if MODE >= 2:

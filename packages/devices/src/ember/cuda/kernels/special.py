@@ -49,49 +49,42 @@ for _kind in _KINDS:
         cuda_kernel(f"special_shifted_{_name}")(_poly(_kind, True))
 
 
-# ---- modified Bessel I_0 and I_1, plain and exponentially scaled -------------------------------
-def _bessel_i(nu, scaled):
+# ---- modified Bessel I_0/I_1 and K_0/K_1, plain and exponentially scaled ------------------------
+_FLOATS = (D.float16, D.bfloat16, D.float32, D.float64)
+
+
+def _bessel(name, block, nu, scaled):
+    """The cuda kernel of a one-argument Bessel function: special_tl.<name> over x (float64
+    inside), written in the meta's dtype."""
     def f(be, op, x):
         m = op.meta(x)
-        if m.dtype not in (D.float16, D.bfloat16, D.float32, D.float64) or x.dtype.is_complex:
+        if m.dtype not in _FLOATS or x.dtype.is_complex:
             return NotImplemented
         out = be._new(tuple(m.shape), m.dtype, x.device)
         total = out.numel()
         if total:
             K = _lazy("special_tl")
-            _launch(be, K.bessel_i, (-(-total // 1024),), [_cont(be, x), out, total], (),
-                    {"NU": nu, "SCALED": scaled, "BLOCK": 1024})
+            if name == "bessel_i":     # NU a compile-time constant: the series' term ratio
+                args, consts = [_cont(be, x), out, total], {"NU": nu}
+            else:                      # nu a runtime value of the integrand
+                args, consts = [_cont(be, x), out, total, float(nu)], {}
+            _launch(be, getattr(K, name), (-(-total // block),), args, (),
+                    {**consts, "SCALED": scaled, "BLOCK": block})
         return out
     return f
 
 
-for _q, _nu, _scaled in (("i0", 0, False), ("special_modified_bessel_i0", 0, False),
-                         ("special_i0e", 0, True), ("special_i1", 1, False),
-                         ("special_modified_bessel_i1", 1, False), ("special_i1e", 1, True)):
-    cuda_kernel(_q)(_bessel_i(_nu, _scaled))
-
-
-# ---- modified Bessel K_0 and K_1, plain and exponentially scaled -------------------------------
-def _bessel_k(nu, scaled):
-    def f(be, op, x):
-        m = op.meta(x)
-        if m.dtype not in (D.float16, D.bfloat16, D.float32, D.float64) or x.dtype.is_complex:
-            return NotImplemented
-        out = be._new(tuple(m.shape), m.dtype, x.device)
-        total = out.numel()
-        if total:
-            K = _lazy("special_tl")
-            _launch(be, K.bessel_k, (-(-total // 256),), [_cont(be, x), out, total, float(nu)],
-                    (), {"SCALED": scaled, "BLOCK": 256})
-        return out
-    return f
-
-
-for _q, _nu, _scaled in (("special_modified_bessel_k0", 0, False),
-                         ("special_modified_bessel_k1", 1, False),
-                         ("special_scaled_modified_bessel_k0", 0, True),
-                         ("special_scaled_modified_bessel_k1", 1, True)):
-    cuda_kernel(_q)(_bessel_k(_nu, _scaled))
+for _q, _fn, _block, _nu, _scaled in (
+        ("i0", "bessel_i", 1024, 0, False),
+        ("special_modified_bessel_i0", "bessel_i", 1024, 0, False),
+        ("special_i0e", "bessel_i", 1024, 0, True), ("special_i1", "bessel_i", 1024, 1, False),
+        ("special_modified_bessel_i1", "bessel_i", 1024, 1, False),
+        ("special_i1e", "bessel_i", 1024, 1, True),
+        ("special_modified_bessel_k0", "bessel_k", 256, 0, False),
+        ("special_modified_bessel_k1", "bessel_k", 256, 1, False),
+        ("special_scaled_modified_bessel_k0", "bessel_k", 256, 0, True),
+        ("special_scaled_modified_bessel_k1", "bessel_k", 256, 1, True)):
+    cuda_kernel(_q)(_bessel(_fn, _block, _nu, _scaled))
 
 
 _LONG_DOUBLE = ("core sums the power series (|x| <= 20), whose terms cancel, in long double: a "
