@@ -2,8 +2,9 @@
 complex tensors through their (re, im) float views (copies, fills, constant_pad_nd, zeros,
 slice_scatter, conj_physical, complex products: imag's gradient), the orthogonal polynomials
 of torch.special (Triton recurrences), the modified Bessel I_0/I_1, K_0/K_1 (plain and
-scaled) and spherical_bessel_j0 (now a pointwise formula in core). Each script checks values
-against the CPU and PyTorch, and that no call took host copies (`fallback_ops` stays empty).
+scaled) and spherical_bessel_j0 (now a pointwise formula in core), and ctc_loss forward and
+backward (Triton alpha/beta recursions). Each script checks values against the CPU and PyTorch,
+and that no call took host copies (`fallback_ops` stays empty).
 
 Without a GPU the scripts run on the fake device (host memory + Triton's interpreter) in a
 subprocess, as the other family scripts.
@@ -114,6 +115,34 @@ assert not be.fallback_ops, be.fallback_ops
 print("OK")
 """
 
+CTC = _PRELUDE + r"""
+F, TF = ember.nn.functional, torch.nn.functional
+rng = np.random.default_rng(2)
+T, N, C = 7, 4, 6
+tg2 = np.array([[1, 1, 0], [0, 0, 0], [2, 3, 2], [4, 5, 4]])
+tls, ils = [2, 0, 3, 3], [7, 4, 5, 2]            # the last sample is impossible (3 labels, 2 steps)
+for dt, tol in (("float64", 1e-10), ("float32", 2e-5)):
+    lp = torch.tensor(rng.standard_normal((T, N, C))).log_softmax(2).to(getattr(torch, dt))
+    for tg in (tg2, np.concatenate([tg2[i, :tls[i]] for i in range(N)])):   # padded, concatenated
+        for red in ("none", "mean", "sum"):
+            for zi in (False, True):
+                got = []
+                for dev in ("cpu", "cuda"):
+                    x = ember.tensor(lp.numpy()).to(dev).requires_grad_()
+                    loss = F.ctc_loss(x, ember.tensor(tg).to(dev), ils, tls, reduction=red,
+                                      zero_infinity=zi)
+                    loss.sum().backward()
+                    got.append((loss, x.grad))
+                tx = lp.clone().requires_grad_()
+                tloss = TF.ctc_loss(tx, torch.tensor(tg), ils, tls, reduction=red,
+                                    zero_infinity=zi)
+                tloss.sum().backward()
+                same(got[0][0], got[1][0], tloss if zi else None, tol=tol)
+                same(got[0][1], got[1][1], tx.grad if zi else None, tol=tol)
+assert not be.fallback_ops, be.fallback_ops
+print("OK")
+"""
+
 
 def test_complex_tensors_on_the_gpu():
     run_script(COMPLEX, "test_cuda_host_bounces_complex", timeout=600)
@@ -125,3 +154,7 @@ def test_special_polynomials_on_the_gpu():
 
 def test_modified_bessel_on_the_gpu():
     run_script(BESSEL, "test_cuda_host_bounces_bessel", timeout=600)
+
+
+def test_ctc_loss_on_the_gpu():
+    run_script(CTC, "test_cuda_host_bounces_ctc", timeout=600)
