@@ -1,4 +1,5 @@
-"""GPU kernels for nll_loss forward and backward (rows of (N, C) log-probabilities)."""
+"""GPU kernels for nll_loss forward and backward (rows of (N, C) log-probabilities) and ctc_loss
+forward and backward (alpha/beta recursions over time, `ctc_tl`)."""
 from __future__ import annotations
 
 from ember._ops.registry import dtypes as D
