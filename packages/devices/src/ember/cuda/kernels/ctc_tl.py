@@ -38,6 +38,18 @@ def _ext(tg_ptr, off, s, blank, tlen):
     return e, (s >= 2) & (e != blank) & (e != e2)
 
 
+@triton.jit
+def _path_ll(alpha_ptr, T, N, S, n, ilen, tlen):
+    # the sample's log-likelihood: alpha at its last input step (numpy's row -1 when it has
+    # none), at the last label and the blank after it
+    last = alpha_ptr + (tl.where(ilen > 0, ilen - 1, T - 1) * N + n) * S
+    end = 2 * tlen
+    x1 = tl.load(last + end).to(tl.float64)
+    x2 = tl.where(end > 0, tl.load(last + tl.maximum(end - 1, 0)).to(tl.float64),
+                  float("-inf"))
+    return _lse2(x1, x2)
+
+
 @triton.jit(do_not_specialize=["T", "N", "C", "S", "blank"])
 def ctc_alpha(lp_ptr, tg_ptr, off_ptr, il_ptr, tl_ptr, alpha_ptr, nll_ptr, T, N, C, S, blank,
               ZERO_INF: tl.constexpr, BLOCK_S: tl.constexpr):
@@ -62,11 +74,7 @@ def ctc_alpha(lp_ptr, tg_ptr, off_ptr, il_ptr, tl_ptr, alpha_ptr, nll_ptr, T, N,
         a = tl.where(valid, _lse3(a, a1, a2) + em, float("-inf"))
         tl.store(alpha_ptr + (t * N + n) * S + s, a, mask=ins)
     tl.debug_barrier()
-    last = alpha_ptr + (tl.where(ilen > 0, ilen - 1, T - 1) * N + n) * S   # numpy's row -1
-    end = 2 * tlen
-    x1 = tl.load(last + end)
-    x2 = tl.where(end > 0, tl.load(last + tl.maximum(end - 1, 0)), float("-inf"))
-    nll = -_lse2(x1, x2)
+    nll = -_path_ll(alpha_ptr, T, N, S, n, ilen, tlen)
     if ZERO_INF:
         nll = tl.where(tl.abs(nll) == float("inf"), 0.0, nll)
     tl.store(nll_ptr + n, nll)
@@ -116,12 +124,7 @@ def ctc_grad(lp_ptr, tg_ptr, off_ptr, il_ptr, tl_ptr, alpha_ptr, beta_ptr, nll_p
     ilen = tl.load(il_ptr + n)
     ll = -tl.load(nll_ptr + n).to(tl.float64)
     gn = tl.load(g_ptr + n).to(tl.float64)
-    end = 2 * tlen
-    last = alpha_ptr + (tl.where(ilen > 0, ilen - 1, T - 1) * N + n) * S
-    x1 = tl.load(last + end).to(tl.float64)
-    x2 = tl.where(end > 0, tl.load(last + tl.maximum(end - 1, 0)).to(tl.float64),
-                  float("-inf"))
-    impossible = tl.abs(_lse2(x1, x2)) == float("inf")
+    impossible = tl.abs(_path_ll(alpha_ptr, T, N, S, n, ilen, tlen)) == float("inf")
     row = (t * N + n)
     for c0 in range(0, C, BLOCK_C):
         cols = c0 + tl.arange(0, BLOCK_C).to(tl.int64)
