@@ -185,13 +185,6 @@ def bessel_y(x, nu):
     return r
 
 
-def spherical_bessel_j0(x):
-    with np.errstate(all="ignore"):
-        r = np.sin(x) / x
-    tiny = np.abs(x) < 1e-4
-    return np.where(tiny, 1 - x * x / 6, np.where(np.isinf(x), 0.0, r))
-
-
 def airy_ai(x):
     r = np.full_like(x, np.nan)
     r[x == 0] = 0.355028053887817239260063186004
@@ -401,5 +394,5 @@ def polynomial(kind, x, n):
     return np.where(n < 0, 0.0, r)
 
 
-__all__ = ["bessel_i", "bessel_k", "bessel_j", "bessel_y", "spherical_bessel_j0", "airy_ai",
+__all__ = ["bessel_i", "bessel_k", "bessel_j", "bessel_y", "airy_ai",
            "erfcx", "log_ndtr", "ndtri", "gammainc", "zeta", "polynomial", "digamma"]

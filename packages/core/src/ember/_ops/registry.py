@@ -29,9 +29,23 @@ Argument readers (the entry's own, so a kernel and the meta agree), by family:
 - nn: `pad_pairs(pad, ndim, op)`, `check_index_pad(x_shape, pairs, mode)`.
 - random: `int_range(dtype)`, `check_int_range(low, high, dtype)`.
 - linalg: `solve_vector_case(a, b)`, `rank_cutoff(smax, atol, rtol, m, n, dtype)`.
+
+What a device backend builds on (storage, tensors, devices, generators), so that it imports no
+core module but this one:
+- tensors: `Tensor` (its `_make`/`_alias`/`_storage`/`_offset` are the backend-facing layout),
+  `Storage(buffer, device, nbytes)`, `c_strides(shape)`; `dtypes`: the dtype objects
+  (`dtypes.float32`, ...), `dtypes.dtype`, `dtypes.promote_types`, `dtypes.get_default_dtype`.
+- devices: `DeviceBackend` (the base a backend subclasses), `register_device(backend)`,
+  `get_backend(type)`, `device`.
+- sizes: `normalize_dim(dim, ndim)`, `broadcast_shapes(*shapes)`,
+  `collapse_dims(shape, strides_list)` (merge dims contiguous in every operand).
+- random: `Generator` (a device's generator subclasses it), `DEVICE_GENERATORS` (type -> class),
+  `SEED_HOOKS` (called by `manual_seed`), `DEFAULT_SEED`.
 """
 from __future__ import annotations
 
+from .. import _dtype as dtypes
+from .._device import DeviceBackend, device, get_backend, register_device
 from .._dispatch import (
     DynamicOutputShape,
     execute,
@@ -39,6 +53,10 @@ from .._dispatch import (
     pointwise_prepare,
     torch_name,
 )
+from .._random import _DEFAULT_SEED as DEFAULT_SEED
+from .._random import DEVICE_GENERATORS, SEED_HOOKS, Generator
+from .._size import broadcast_shapes, collapse_dims, normalize_dim
+from .._tensor import Storage, Tensor, c_strides
 from ._registry import OPS, OpDef, lookup, register_kernel
 from .creation import _scalar as scalar_value
 from .joining import _cat_inputs as cat_inputs
@@ -74,4 +92,8 @@ __all__ = [
     "pool_args", "avg_pool_args", "check_adaptive", "src_scale", "upsample_checks",
     "grid_checks", "pad_pairs", "check_index_pad", "int_range", "check_int_range",
     "solve_vector_case", "rank_cutoff",
+    # the device-backend surface
+    "Tensor", "Storage", "c_strides", "dtypes", "DeviceBackend", "register_device", "get_backend",
+    "device", "normalize_dim", "broadcast_shapes", "collapse_dims", "Generator",
+    "DEVICE_GENERATORS", "SEED_HOOKS", "DEFAULT_SEED",
 ]

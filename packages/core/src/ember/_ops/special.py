@@ -145,8 +145,20 @@ for _n, _f in (("bessel_j0", lambda x: S.bessel_j(x, 0)),
                ("modified_bessel_k1", lambda x: S.bessel_k(x, 1, False)),
                ("scaled_modified_bessel_k0", lambda x: S.bessel_k(x, 0, True)),
                ("scaled_modified_bessel_k1", lambda x: S.bessel_k(x, 1, True)),
-               ("spherical_bessel_j0", S.spherical_bessel_j0), ("airy_ai", S.airy_ai)):
+               ("airy_ai", S.airy_ai)):
     _unary("special_" + _n, _f)
+
+
+def _spherical_j0(o, x):
+    """sin(x) / x: 1 - x^2 / 6 near 0 (the quotient's 0 / 0), 0 at +-inf (its inf / inf)."""
+    near0 = o.add(o.mul(o.mul(x, x), -1 / 6), 1.0)
+    return o.where(o.lt(o.abs(x), 1e-4), near0,
+                   o.where(o.isinf(x), 0.0, o.truediv(o.sin(x), x)))
+
+
+defop("special_spherical_bessel_j0(Tensor self) -> Tensor", function=False, method=False,
+      inplace=False, promote="int_to_float", supports="bif", pointwise=_spherical_j0,
+      tags=_ELEMENTWISE, differentiable=())
 
 _POLY = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
          "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",

@@ -13,7 +13,7 @@ tensor needs it, and triton/nvmath are imported only when a kernel first runs.
 
 from __future__ import annotations
 
-from ember._device import register_device
+from ember._ops.registry import register_device
 
 from . import _random
 from ._backend import CudaBackend

@@ -11,11 +11,9 @@ import functools
 
 import numpy as np
 
-from ember import _dtype as D
-from ember._device import DeviceBackend
-from ember._device import device as Device
-from ember._ops.registry import pointwise_prepare
-from ember._tensor import Storage, Tensor, c_strides
+from ember._ops.registry import DeviceBackend, Storage, Tensor, c_strides, pointwise_prepare
+from ember._ops.registry import device as Device
+from ember._ops.registry import dtypes as D
 
 from .kernels.pointwise import Operand, PointwiseCache, Unsupported, run_op
 from .kernels.triton_handler import InterpreterLimit
@@ -244,10 +242,23 @@ class CudaBackend(DeviceBackend):
                 and src.is_contiguous() and dst.is_contiguous()):
             rt.memcpy_dtod(dst.data_ptr(), src.data_ptr(), dst.nbytes, _stream(dst.device.index))
             return
+        if dst.dtype.is_complex or src.dtype.is_complex:
+            return self._copy_complex(dst, src)
         if dst.dtype not in _TL_OK or src.dtype not in _TL_OK:
-            raise Unsupported("complex/fp8 copy")
+            raise Unsupported("fp8 copy")
         self.pw.run(_CopyOp, [self._operand(src)], lambda i: True, self._operand(dst),
                     dst.dtype, src.dtype)
+
+    def _copy_complex(self, dst, src):
+        """A copy with a complex side, through the (re, im) float views (Triton has no complex
+        dtypes): real into complex writes a zero imaginary part, complex into real keeps the
+        real part (PyTorch's copy_)."""
+        if dst.dtype.is_complex and src.dtype.is_complex:
+            return self._copy_into(as_real(dst), as_real(src))
+        if dst.dtype.is_complex:
+            self.fill_(part(dst, 1), 0)
+            return self._copy_into(part(dst, 0), src)
+        return self._copy_into(dst, part(src, 0))
 
     def _copy_new(self, t, dtype):
         out = self._new(tuple(t.shape), dtype, t.device)
@@ -461,6 +472,11 @@ class CudaBackend(DeviceBackend):
                           lambda shape, dt: self._out(shape, dt, dev))
         except Unsupported as e:
             self.pw.last_plan = None
+            if result_dtype.is_complex:  # Triton has no complex dtypes: on the float parts
+                from .kernels.logical import complex_pointwise
+                r = complex_pointwise(self, op, args, result_dtype)
+                if r is not NotImplemented:
+                    return r
             return self._host_call(op, args, not isinstance(e, InterpreterLimit))
 
     def _out(self, shape, dt, dev):
@@ -470,6 +486,10 @@ class CudaBackend(DeviceBackend):
     def fill_(self, t, value):
         if hasattr(value, "item"):
             value = value.item()
+        if t.dtype.is_complex:  # each part of the (re, im) view on its own
+            value = complex(value)
+            self.fill_(part(t, 0), value.real)
+            return self.fill_(part(t, 1), value.imag)
         if t.dtype not in _TL_OK or isinstance(value, complex):
             raise Unsupported("fill")
         if t.numel():
@@ -500,6 +520,19 @@ class CudaBackend(DeviceBackend):
 _I31 = 2**31
 _TL_OK = {D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16, D.bfloat16, D.float32,
           D.float64}
+
+
+def as_real(t) -> Tensor:
+    """A complex tensor's interleaved float view, shape (..., 2) (PyTorch's view_as_real), with
+    no autograd link: what kernels use to copy, fill and compute complex values as real pairs."""
+    return Tensor._make(t._storage, tuple(t._shape) + (2,), tuple(2 * s for s in t._stride) + (1,),
+                        2 * t._offset, t.dtype.to_real(), t.device)
+
+
+def part(t, k: int) -> Tensor:
+    """A complex tensor's real (k=0) or imaginary (k=1) part as a float view (no autograd)."""
+    return Tensor._make(t._storage, tuple(t._shape), tuple(2 * s for s in t._stride),
+                        2 * t._offset + k, t.dtype.to_real(), t.device)
 
 
 def _c(a):

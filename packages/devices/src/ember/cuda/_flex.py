@@ -128,7 +128,7 @@ def _pow2(n: int, lo: int = 16) -> int:
 def flex_forward(be, query, key, value, score_mod, block_mask, scale, return_lse):
     """flex attention on cuda tensors through the fused kernels (an autograd node over the
     fused backward where gradients are wanted), or NotImplemented."""
-    from ember import _dtype as D
+    from ember._ops.registry import dtypes as D
     from ember.nn.attention import _fused
     if query.dtype not in (D.float32, D.float16, D.bfloat16):
         return NotImplemented

@@ -18,8 +18,8 @@ import struct
 
 import numpy as np
 
-from ember import _random as core
-from ember._device import device as Device
+from ember._ops import registry as core
+from ember._ops.registry import device as Device
 
 from .runtime import capture as _cap
 from .runtime import driver as rt
@@ -51,7 +51,7 @@ class CudaGenerator(core.Generator):
     def __init__(self, device="cuda"):
         d = Device(device)
         self.device = Device("cuda", rt.current_device() if d.index is None else d.index)
-        self._seed = core._DEFAULT_SEED
+        self._seed = core.DEFAULT_SEED
         self.offset = 0
 
     def _reset(self) -> None:
@@ -88,7 +88,7 @@ class CudaGenerator(core.Generator):
         return ember.tensor(raw, dtype=ember.uint8)
 
     def set_state(self, new_state) -> CudaGenerator:
-        from ember._tensor import Tensor
+        from ember._ops.registry import Tensor
         if not isinstance(new_state, Tensor) or new_state.dtype.name != "uint8":
             raise TypeError("RNG state must be a ember.ByteTensor")
         if new_state.numel() != _STATE.size:

@@ -4,7 +4,7 @@ raw device addresses; on the fake device, in Triton's interpreter on host memory
 instead while a CUDA graph captures)."""
 from __future__ import annotations
 
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor
 
 from .runtime import driver as rt
 from .runtime.launcher import Ptr, _HostAddr, install_driver

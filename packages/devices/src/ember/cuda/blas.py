@@ -12,8 +12,8 @@ import os
 
 import numpy as np
 
-from ember import _dtype as D
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor
+from ember._ops.registry import dtypes as D
 
 from . import blaslt
 from .runtime import driver as rt
@@ -48,7 +48,7 @@ def _handle(device: int):
 def _empty(shape, dtype, device):
     global _new
     if _new is None:
-        from ember._device import get_backend
+        from ember._ops.registry import get_backend
         _new = get_backend("cuda")._new
     return _new(shape, dtype, device)
 
@@ -154,7 +154,7 @@ def _batched(t, bshape, nb):
             expect = st * n
         else:
             full = _as(t, tuple(bshape) + (r, c), strides + (sr, sc))
-            from ember._device import get_backend
+            from ember._ops.registry import get_backend
             full = get_backend("cuda")._copy_new(full, t.dtype)
             return _as(full, (nb, r, c), (r * c, c, 1))
     return _as(t, (nb, r, c), (0 if bs is None else bs, sr, sc))
@@ -185,7 +185,7 @@ def matmul(x, y):
     elif len(ys._shape) == 2:
         bshape = xs._shape[:-2]
     else:
-        from ember._size import broadcast_shapes
+        from ember._ops.registry import broadcast_shapes
         bshape = tuple(broadcast_shapes(xs._shape[:-2], ys._shape[:-2]))
     nb = 1
     for n in bshape:

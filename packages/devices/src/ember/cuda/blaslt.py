@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember import _dtype as D
+from ember._ops.registry import dtypes as D
 
 _R = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14}   # cudaDataType
 _WS = 32 << 20       # workspace per (device, stream), as PyTorch's default on Hopper
@@ -101,8 +101,8 @@ def gemm(a, b, out, opa, lda, opb, ldb, M, N, K, nb, sa, sb, ct, al, be, stream,
             return False
         ws = _ws.get((dev, stream))
         if ws is None:
-            from ember._device import device as Device
-            from ember._device import get_backend
+            from ember._ops.registry import device as Device
+            from ember._ops.registry import get_backend
             ws = _ws[(dev, stream)] = get_backend("cuda").empty(_WS, Device("cuda", dev))
         desc, la, lb, lc, res = plan
         lt.matmul(h, desc, al, pb, la, pa, lb, be, pc, lc, pc, lc, res.ptr, ws.ptr, _WS,

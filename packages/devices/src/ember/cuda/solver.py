@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember import _dtype as D
+from ember._ops.registry import dtypes as D
 
 from .runtime import driver as rt
 from .runtime.streams import current_stream_handle
@@ -35,7 +35,7 @@ def supported(dtype) -> bool:
 def _empty(shape, dtype, device):
     global _new
     if _new is None:
-        from ember._device import get_backend
+        from ember._ops.registry import get_backend
         _new = get_backend("cuda")._new
     return _new(shape, dtype, device)
 

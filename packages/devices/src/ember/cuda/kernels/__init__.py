@@ -1,7 +1,8 @@
 """The cuda kernels, one module per op family as core's `ember._ops.<family>` (creation, memory,
 pointwise, reduction, sorting, joining, indexing, scatter, linalg, linalg_factor, random, nn,
-conv, pool, norm, loss, sample, logical, fft, optim); `<family>_tl` holds that family's Triton
-source, imported on a first launch (triton is optional at import). `base` holds what they share.
+conv, pool, norm, loss, sample, logical, fft, special, optim); `<family>_tl` holds that family's
+Triton source, imported on a first launch (triton is optional at import). `base` holds what
+they share, `common_tl` the Triton helpers they share.
 
 `register(backend)` fills the op entries' cuda slots: each family module fills its own ops'
 slots when imported (`base.cuda_kernel`) and may list in HOST the ops it leaves on host copies,
@@ -13,7 +14,7 @@ import importlib
 
 FAMILIES = ("creation", "memory", "reduction", "sorting", "joining", "indexing", "scatter",
             "linalg", "linalg_factor", "random", "nn", "conv", "pool", "norm", "loss", "sample",
-            "logical", "fft")
+            "logical", "fft", "special")
 
 
 def register(backend) -> None:

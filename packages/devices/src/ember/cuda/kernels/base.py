@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import importlib
 
-from ember import _dtype as D
-from ember._device import get_backend
-from ember._ops.registry import lookup, register_kernel
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor, get_backend, lookup, register_kernel
+from ember._ops.registry import dtypes as D
 
 from ..runtime import driver as rt
 from ..runtime.launcher import FastLauncher

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from ember import _dtype as D
-from ember._tensor import Tensor, c_strides
+from ember._ops.registry import Tensor, c_strides
+from ember._ops.registry import dtypes as D
 
 from .base import _acc_tl, _launch, _lazy, cuda_kernel
 from .reduction import _col_sum

@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 import struct
 
-from ember import _dtype as D
-from ember._random import Generator
-from ember._tensor import Tensor
+from ember._ops.registry import Generator, Tensor
+from ember._ops.registry import dtypes as D
 
 from .base import _ACC, _launch, _lazy, _view, be_dtypes, cuda_kernel
 from .pointwise import Unsupported
@@ -16,7 +15,7 @@ from .pointwise import Unsupported
 
 def _factory_out(be, op, args):
     """(meta, device) of a factory call on cuda, or None (elsewhere: the CPU path)."""
-    from ember._device import device as Device
+    from ember._ops.registry import device as Device
     d = args[op.device_idx]
     dev = Device(d) if d is not None else None
     if dev is None or dev.type != "cuda":
@@ -100,7 +99,7 @@ def factory_output(be, op, args, like):
     """(new cuda tensor, requires_grad) for a factory call (like: a *_like op), shaped and typed
     by the op's meta; None when the call is not for cuda. The meta call (shape, dtype, errors)
     runs once per distinct call: factories are frequent (zero grads, new_zeros in backward)."""
-    from ember._device import device as Device
+    from ember._ops.registry import device as Device
     d = args[op.device_idx]
     if like:
         dev = args[0].device if d is None else Device(d)
@@ -148,7 +147,7 @@ _FACTORY_META: dict = {}
 @cuda_kernel("arange")
 def _arange(be, op, *args):
     """arange with integer start/step on the GPU (one kernel); anything else on the host."""
-    from ember._device import device as Device
+    from ember._ops.registry import device as Device
     d = args[op.device_idx]
     dev = Device(d) if d is not None else None
     if dev is None or dev.type != "cuda":

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember import _dtype as D
-from ember._ops.registry import DynamicOutputShape
-from ember._size import broadcast_shapes
-from ember._tensor import Tensor
+from ember._ops.registry import DynamicOutputShape, Tensor, broadcast_shapes
+from ember._ops.registry import dtypes as D
 
 from ..runtime import driver as rt
 from .base import _cont, _launch, _lazy, be_dtypes, cuda_kernel

@@ -12,6 +12,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .common_tl import lanes
+
 
 def _jit(fn):
     """triton.jit with no value specialization of the int arguments: Triton would compile a
@@ -219,8 +221,7 @@ def compact(out_ptr, x_ptr, val_ptr, start_ptr, n, s1, s2, s3, s4, s5,
 @_jit
 def one_hot(x_ptr, out_ptr, n, C, BLOCK: tl.constexpr):
     # out (n, C) int64 = x[i] == j
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n * C
+    offs, m = lanes(n * C, BLOCK)
     i = offs // C
     j = offs % C
     v = tl.load(x_ptr + i, mask=m, other=-1)
@@ -267,8 +268,7 @@ def scatter_reduce_nd(dst_ptr, src_ptr, idx_ptr, n, s1, s2, s3, s4, s5,
 @_jit
 def bincount(x_ptr, w_ptr, out_ptr, n, LIMIT, HAS_W: tl.constexpr, BLOCK: tl.constexpr):
     # out[x[i]] += w[i] (or 1); x contiguous, in [0, LIMIT) (checked by the host)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
+    offs, m = lanes(n, BLOCK)
     x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.int64)
     ok = m & (x >= 0) & (x < LIMIT)
     if HAS_W:
@@ -282,8 +282,7 @@ def bincount(x_ptr, w_ptr, out_ptr, n, LIMIT, HAS_W: tl.constexpr, BLOCK: tl.con
 def histc(x_ptr, lohi_ptr, cnt_ptr, n, BINS, BLOCK: tl.constexpr):
     # cnt (int64) [bin of x[i]] += 1 for lo <= x[i] <= hi, in lohi's dtype (the CPU's opmath):
     # bin = int((x - lo) * bins / (hi - lo)), the last bin holding hi
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
+    offs, m = lanes(n, BLOCK)
     lo = tl.load(lohi_ptr)
     hi = tl.load(lohi_ptr + 1)
     a = tl.load(x_ptr + offs, mask=m, other=0).to(lo.dtype)
@@ -301,8 +300,7 @@ def search(seq_ptr, sorter_ptr, val_ptr, out_ptr, n, INNER, L, SEQ_ROW, STEPS, A
     # out[i] = ADD + the insertion point of v = val[i] (IOTA: v = i) in row i // INNER of seq
     # (rows SEQ_ROW apart, L long; through sorter when given): a binary search of STEPS steps.
     # NaN sorts last, as numpy's searchsorted.
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
+    offs, m = lanes(n, BLOCK)
     if IOTA:
         v = offs
     else:
@@ -347,8 +345,7 @@ def pad_index(x_ptr, out_ptr, total, N1, N2, N3, O1, O2, O3, L1, L2, L3,
     # x contiguous (M, N1, N2, N3), out contiguous (M, O1, O2, O3); each output position reads
     # x at its source position; BACKWARD: x is the output grad (M, O...) and out the input
     # grad (M, N...), accumulated with atomics
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
+    offs, m = lanes(total, BLOCK)
     o3 = offs % O3
     r = offs // O3
     o2 = r % O2
@@ -446,8 +443,7 @@ def embedding_bag_bwd(g_ptr, w_ptr, idx_ptr, bag_ptr, cnt_ptr, psw_ptr, freq_ptr
 @_jit
 def embedding_bag_bwd_max(g_ptr, maxi_ptr, gw_ptr, total, D, V, BLOCK: tl.constexpr):
     # gw[maxi[b, c], c] += g[b, c] where maxi >= 0
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
+    offs, m = lanes(total, BLOCK)
     i = tl.load(maxi_ptr + offs, mask=m, other=-1).to(tl.int64)
     ok = m & (i >= 0) & (i < V)
     g = tl.load(g_ptr + offs, mask=ok, other=0).to(gw_ptr.dtype.element_ty)

@@ -14,9 +14,8 @@ output's diagonal view), the *_scatter ops (a copy, then src copied into the vie
 """
 from __future__ import annotations
 
-from ember import _dtype as D
-from ember._size import normalize_dim
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor, normalize_dim
+from ember._ops.registry import dtypes as D
 
 from .base import _cont, _launch, _lazy, _on_cuda, _view, be_dtypes, cuda_kernel
 from .indexing import (
@@ -135,7 +134,7 @@ def _repeat(be, op, x, repeats):
     xst = (0,) * pad + tuple(x._stride)
     inter = [v for r, p in zip(repeats, padded) for v in (r, p)]
     ist = [v for s in xst for v in (0, s)]
-    from ember._tensor import c_strides
+    from ember._ops.registry import c_strides
     # out seen as (r0, p0, r1, p1, ...) is out itself; x broadcast along the r's: one copy
     be._copy_into(_view(out, inter, c_strides(tuple(inter)), 0), _view(x, inter, ist, x._offset))
     return out
@@ -273,7 +272,7 @@ def _repeat_interleave(be, op, x, repeats=None, dim=None, output_size=None):
 def _slice_scatter(be, op, x, src, dim=0, start=None, end=None, step=1):
     """A copy of x with src written into x[start:end:step] along dim (split's backward)."""
     op.meta(x, src, dim, start, end, step)   # PyTorch's errors (dim, step, src's shape)
-    from ember._size import normalize_dim
+    from ember._ops.registry import normalize_dim
     if x.ndim == 0 or step <= 0:
         return NotImplemented
     d = normalize_dim(dim, x.ndim)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from ember import _dtype as D
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor
+from ember._ops.registry import dtypes as D
 
 from ..blas import matmul
 from .base import (
@@ -63,7 +63,7 @@ def _linalg_cross(be, op, a, b, dim=-1):
     ok = be_dtypes()
     if a.dtype not in ok or b.dtype not in ok or m.dtype is D.bool:
         return NotImplemented
-    from ember._size import normalize_dim
+    from ember._ops.registry import normalize_dim
     shape = tuple(m.shape)
     d = normalize_dim(dim, len(shape))
     out = be._new(shape, m.dtype, a.device)

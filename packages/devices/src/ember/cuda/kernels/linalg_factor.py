@@ -19,8 +19,8 @@ error with its exact message (the failure path only).
 """
 from __future__ import annotations
 
-from ember import _dtype as D
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor
+from ember._ops.registry import dtypes as D
 
 from .. import solver as S
 from .base import cuda_kernel

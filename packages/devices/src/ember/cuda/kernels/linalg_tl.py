@@ -6,13 +6,14 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from .common_tl import lanes
+
 
 # ---- cdist: a (B, R, M), b (B, Q, M) contiguous -> out (B, R, Q) --------------------------------
 @triton.jit(do_not_specialize=["rows", "M"])
 def sqnorm_rows(x_ptr, out_ptr, rows, M, ACC: tl.constexpr, BLOCK: tl.constexpr):
     # out[r] = sum_k x[r, k]^2, one row per lane
-    r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = r < rows
+    r, m = lanes(rows, BLOCK)
     acc = tl.zeros([BLOCK], ACC)
     for k in range(0, M):
         v = tl.load(x_ptr + r * M + k, mask=m, other=0).to(ACC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ember import _dtype as D
+from ember._ops.registry import dtypes as D
 
 from .base import _ACC, _cont, _launch, _lazy, cuda_kernel
 from .indexing import (

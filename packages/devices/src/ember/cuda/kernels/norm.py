@@ -7,7 +7,7 @@ combined by Chan's formula; the backward's sums as per-chunk partials, summed in
 deterministic); group norm is one program per (sample, group)."""
 from __future__ import annotations
 
-from ember import _dtype as D
+from ember._ops.registry import dtypes as D
 
 from .base import _ACC, _FLOAT, _acc_dt, _acc_tl, _block, _cont, _launch, _lazy, cuda_kernel
 from .reduction import _col_sum

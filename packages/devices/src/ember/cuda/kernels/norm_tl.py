@@ -20,6 +20,62 @@ def _rsqrt(v, ACC: tl.constexpr):
 
 
 # ---- batch norm: x (N, C, S) contiguous, one program per channel ---------------------------------
+@triton.jit
+def _bn_running(rm_ptr, rv_ptr, nrm_ptr, nrv_ptr, c, mean, ss, M, momentum, HAS_RM: tl.constexpr,
+                HAS_RV: tl.constexpr, ACC: tl.constexpr):
+    # the new running mean and (unbiased) variance of channel c; ss: its sum of squared deviations
+    if HAS_RM:
+        rm = tl.load(rm_ptr + c).to(ACC)
+        tl.store(nrm_ptr + c, ((1 - momentum) * rm + momentum * mean).to(
+            nrm_ptr.dtype.element_ty))
+    if HAS_RV:
+        rv = tl.load(rv_ptr + c).to(ACC)
+        tl.store(nrv_ptr + c, ((1 - momentum) * rv + momentum * (ss / (M - 1))).to(
+            nrv_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _bn_apply(x_ptr, w_ptr, b_ptr, y_ptr, c, C, S, lo, hi, mean, invstd, HAS_W: tl.constexpr,
+              HAS_B: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # y = (x - mean) * invstd * w + b over values [lo, hi) of channel c, as one scale and shift
+    scale = invstd
+    shift = -mean * invstd
+    if HAS_W:
+        wv = tl.load(w_ptr + c).to(ACC)
+        scale = scale * wv
+        shift = shift * wv
+    if HAS_B:
+        shift = shift + tl.load(b_ptr + c).to(ACC)
+    lanes = tl.arange(0, BLOCK).to(tl.int64)
+    for start in range(lo, hi, BLOCK):
+        i = start + lanes
+        m = i < hi
+        off = (i // S) * C * S + c * S + i % S
+        xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+        tl.store(y_ptr + off, (xv * scale + shift).to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _bn_dx(g_ptr, x_ptr, w_ptr, dx_ptr, c, C, S, lo, hi, M, mean, invstd, sum_g, sum_gxhat,
+           TRAIN: tl.constexpr, HAS_W: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # dx over values [lo, hi) of channel c (M values in all) from the channel's sums of g and
+    # g * xhat; eval mode: g * invstd * w
+    wv = invstd
+    if HAS_W:
+        wv = wv * tl.load(w_ptr + c).to(ACC)
+    lanes = tl.arange(0, BLOCK).to(tl.int64)
+    for start in range(lo, hi, BLOCK):
+        i = start + lanes
+        m = i < hi
+        off = (i // S) * C * S + c * S + i % S
+        gv = tl.load(g_ptr + off, mask=m, other=0).to(ACC)
+        if TRAIN:
+            xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
+            xhat = (xv - mean) * invstd
+            gv = gv - sum_g / M - xhat * (sum_gxhat / M)
+        tl.store(dx_ptr + off, (gv * wv).to(dx_ptr.dtype.element_ty), mask=m)
+
+
 @triton.jit(do_not_specialize=["N", "C", "S", "momentum", "eps"])
 def bn_fwd(x_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, y_ptr, sm_ptr, si_ptr, nrm_ptr, nrv_ptr,
            N, C, S, momentum, eps, TRAIN: tl.constexpr, HAS_W: tl.constexpr,
@@ -45,31 +101,12 @@ def bn_fwd(x_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, y_ptr, sm_ptr, si_ptr, nrm_ptr, 
             acc2 += tl.where(m, d * d, 0.0)
         ss = tl.sum(acc2, axis=0)
         invstd = _rsqrt(ss / M + eps, ACC)
-        if HAS_RM:
-            rm = tl.load(rm_ptr + c).to(ACC)
-            tl.store(nrm_ptr + c, ((1 - momentum) * rm + momentum * mean).to(
-                nrm_ptr.dtype.element_ty))
-        if HAS_RV:
-            rv = tl.load(rv_ptr + c).to(ACC)
-            tl.store(nrv_ptr + c, ((1 - momentum) * rv + momentum * (ss / (M - 1))).to(
-                nrv_ptr.dtype.element_ty))
+        _bn_running(rm_ptr, rv_ptr, nrm_ptr, nrv_ptr, c, mean, ss, M, momentum, HAS_RM, HAS_RV,
+                    ACC)
     else:
         mean = tl.load(rm_ptr + c).to(ACC)
         invstd = _rsqrt(tl.load(rv_ptr + c).to(ACC) + eps, ACC)
-    scale = invstd
-    shift = -mean * invstd
-    if HAS_W:
-        wv = tl.load(w_ptr + c).to(ACC)
-        scale = scale * wv
-        shift = shift * wv
-    if HAS_B:
-        shift = shift + tl.load(b_ptr + c).to(ACC)
-    for start in range(0, M, BLOCK):
-        i = start + lanes
-        m = i < M
-        off = (i // S) * C * S + c * S + i % S
-        xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
-        tl.store(y_ptr + off, (xv * scale + shift).to(y_ptr.dtype.element_ty), mask=m)
+    _bn_apply(x_ptr, w_ptr, b_ptr, y_ptr, c, C, S, 0, M, mean, invstd, HAS_W, HAS_B, ACC, BLOCK)
     tl.store(sm_ptr + c, mean.to(sm_ptr.dtype.element_ty))
     tl.store(si_ptr + c, invstd.to(si_ptr.dtype.element_ty))
 
@@ -101,19 +138,8 @@ def bn_bwd(g_ptr, x_ptr, w_ptr, sm_ptr, si_ptr, dx_ptr, dw_ptr, db_ptr, N, C, S,
     if NEED_DB:
         tl.store(db_ptr + c, sum_g.to(db_ptr.dtype.element_ty))
     if NEED_DX:
-        wv = invstd
-        if HAS_W:
-            wv = wv * tl.load(w_ptr + c).to(ACC)
-        for start in range(0, M, BLOCK):
-            i = start + lanes
-            m = i < M
-            off = (i // S) * C * S + c * S + i % S
-            gv = tl.load(g_ptr + off, mask=m, other=0).to(ACC)
-            if TRAIN:
-                xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
-                xhat = (xv - mean) * invstd
-                gv = gv - sum_g / M - xhat * (sum_gxhat / M)
-            tl.store(dx_ptr + off, (gv * wv).to(dx_ptr.dtype.element_ty), mask=m)
+        _bn_dx(g_ptr, x_ptr, w_ptr, dx_ptr, c, C, S, 0, M, M, mean, invstd, sum_g, sum_gxhat,
+               TRAIN, HAS_W, ACC, BLOCK)
 
 
 # ---- group norm: x (N, C, S) contiguous, one program per (n, group) row of Cg*S values --------
@@ -280,37 +306,17 @@ def bn_fwd_split(x_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, y_ptr, sm_ptr, si_ptr, nrm
         ss = tl.sum(tl.where(mq, pss + cnt * dm * dm, 0.0), axis=0)
         invstd = _rsqrt(ss / M + eps, ACC)
         if p == 0:
-            if HAS_RM:
-                rm = tl.load(rm_ptr + c).to(ACC)
-                tl.store(nrm_ptr + c, ((1 - momentum) * rm + momentum * mean).to(
-                    nrm_ptr.dtype.element_ty))
-            if HAS_RV:
-                rv = tl.load(rv_ptr + c).to(ACC)
-                tl.store(nrv_ptr + c, ((1 - momentum) * rv + momentum * (ss / (M - 1))).to(
-                    nrv_ptr.dtype.element_ty))
+            _bn_running(rm_ptr, rv_ptr, nrm_ptr, nrv_ptr, c, mean, ss, M, momentum, HAS_RM,
+                        HAS_RV, ACC)
     else:
         mean = tl.load(rm_ptr + c).to(ACC)
         invstd = _rsqrt(tl.load(rv_ptr + c).to(ACC) + eps, ACC)
     if p == 0:
         tl.store(sm_ptr + c, mean.to(sm_ptr.dtype.element_ty))
         tl.store(si_ptr + c, invstd.to(si_ptr.dtype.element_ty))
-    scale = invstd
-    shift = -mean * invstd
-    if HAS_W:
-        wv = tl.load(w_ptr + c).to(ACC)
-        scale = scale * wv
-        shift = shift * wv
-    if HAS_B:
-        shift = shift + tl.load(b_ptr + c).to(ACC)
     lo = p * chunk
-    hi = tl.minimum(lo + chunk, M)
-    lanes = tl.arange(0, BLOCK).to(tl.int64)
-    for start in range(lo, hi, BLOCK):
-        i = start + lanes
-        m = i < hi
-        off = (i // S) * C * S + c * S + i % S
-        xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
-        tl.store(y_ptr + off, (xv * scale + shift).to(y_ptr.dtype.element_ty), mask=m)
+    _bn_apply(x_ptr, w_ptr, b_ptr, y_ptr, c, C, S, lo, tl.minimum(lo + chunk, M), mean, invstd,
+              HAS_W, HAS_B, ACC, BLOCK)
 
 
 @triton.jit(do_not_specialize=["N", "C", "S", "chunk", "P"])
@@ -335,22 +341,9 @@ def bn_bwd_split(g_ptr, x_ptr, w_ptr, sm_ptr, si_ptr, dx_ptr, dw_ptr, db_ptr, p1
             tl.store(db_ptr + c, sum_g.to(db_ptr.dtype.element_ty))
     if NEED_DX:
         mean = tl.load(sm_ptr + c).to(ACC)
-        wv = invstd
-        if HAS_W:
-            wv = wv * tl.load(w_ptr + c).to(ACC)
         lo = p * chunk
-        hi = tl.minimum(lo + chunk, M)
-        lanes = tl.arange(0, BLOCK).to(tl.int64)
-        for start in range(lo, hi, BLOCK):
-            i = start + lanes
-            m = i < hi
-            off = (i // S) * C * S + c * S + i % S
-            gv = tl.load(g_ptr + off, mask=m, other=0).to(ACC)
-            if TRAIN:
-                xv = tl.load(x_ptr + off, mask=m, other=0).to(ACC)
-                xhat = (xv - mean) * invstd
-                gv = gv - sum_g / M - xhat * (sum_gxhat / M)
-            tl.store(dx_ptr + off, (gv * wv).to(dx_ptr.dtype.element_ty), mask=m)
+        _bn_dx(g_ptr, x_ptr, w_ptr, dx_ptr, c, C, S, lo, tl.minimum(lo + chunk, M), M, mean,
+               invstd, sum_g, sum_gxhat, TRAIN, HAS_W, ACC, BLOCK)
 
 
 @triton.jit(do_not_specialize=["N", "eps"])

@@ -6,8 +6,8 @@ float32/float16/bfloat16 dtype, on one device (float64 keeps the exact op-by-op 
 """
 from __future__ import annotations
 
-from ember import _dtype as D
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor
+from ember._ops.registry import dtypes as D
 
 from ..runtime import driver as rt
 

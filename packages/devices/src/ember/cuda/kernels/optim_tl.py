@@ -8,14 +8,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .common_tl import lanes
+
 
 @triton.jit(do_not_specialize=["n", "lr_wd", "beta1", "beta2", "eps", "step_size", "bc2_sqrt",
                                "wd"])
 def adam_step(p_ptr, g_ptr, m_ptr, v_ptr, n, lr_wd, beta1, beta2, eps, step_size, bc2_sqrt, wd,
               MAXIMIZE: tl.constexpr, WD: tl.constexpr, BLOCK: tl.constexpr):
     # WD: 0 none, 1 decoupled (p *= 1 - lr * wd), 2 L2 (g += wd * p)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
+    offs, mask = lanes(n, BLOCK)
     p = tl.load(p_ptr + offs, mask=mask, other=0).to(tl.float32)
     g = tl.load(g_ptr + offs, mask=mask, other=0).to(tl.float32)
     m = tl.load(m_ptr + offs, mask=mask, other=0).to(tl.float32)
@@ -39,8 +40,7 @@ def adam_step(p_ptr, g_ptr, m_ptr, v_ptr, n, lr_wd, beta1, beta2, eps, step_size
 def sgd_step(p_ptr, g_ptr, b_ptr, n, lr, momentum, damp, wd, MAXIMIZE: tl.constexpr,
              HAS_WD: tl.constexpr, NESTEROV: tl.constexpr, BLOCK: tl.constexpr):
     # after the first step (the buffer exists): b = b * momentum + g * (1 - dampening)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
+    offs, mask = lanes(n, BLOCK)
     p = tl.load(p_ptr + offs, mask=mask, other=0).to(tl.float32)
     g = tl.load(g_ptr + offs, mask=mask, other=0).to(tl.float32)
     b = tl.load(b_ptr + offs, mask=mask, other=0).to(tl.float32)

@@ -17,8 +17,8 @@ import importlib.util
 import os
 import tempfile
 
-from ember import _dtype as D
-from ember._size import collapse_dims
+from ember._ops.registry import collapse_dims
+from ember._ops.registry import dtypes as D
 
 from ..runtime.driver import bound_device
 from .triton_handler import TL, NeedsConstant, TritonOps, Unsupported, Var, literal
@@ -353,8 +353,7 @@ class HostPtr:
 def run_op(cache, op, args, rdt, cdt, operand_of, new_out, device_type="cuda"):
     """The backend's pointwise entry: broadcast shape, output, scalars from 0-dim host tensors.
     operand_of(tensor) -> Operand; new_out(shape, dtype) -> (tensor, Operand)."""
-    from ember._size import broadcast_shapes
-    from ember._tensor import Tensor
+    from ember._ops.registry import Tensor, broadcast_shapes
     a = list(args)
     tens = set()
     shapes = []

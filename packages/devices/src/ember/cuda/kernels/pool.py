@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ember import _dtype as D
+from ember._ops.registry import dtypes as D
 
 from .base import _ACC, _FLOAT, _acc_dt, _acc_tl, _cont, _launch, _lazy, cuda_kernel
 from .indexing import _INTS, _gather, _in_range, _index_kernel, _minmax, _ok_dtype, _raise, _scatter
@@ -162,11 +162,7 @@ cuda_kernel("avg_pool3d")(_avg_pool(3))
 cuda_kernel("_adaptive_avg_pool")(_adaptive(False))
 cuda_kernel("_adaptive_max_pool")(_adaptive(True))
 
-HOST: dict[str, str] = {
-    "_ctc_loss": "no GPU kernel yet (a per-sample alpha recursion over time: a Triton kernel "
-                 "with a time loop is the plan)",
-    "_ctc_loss_backward_ember": "no GPU kernel yet (beta recursion, as _ctc_loss)",
-}
+HOST: dict[str, str] = {}
 
 
 # ---- pooling: _pool_gather, _max_unpool_ember --------------------------------------------------

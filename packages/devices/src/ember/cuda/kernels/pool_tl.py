@@ -6,8 +6,43 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .common_tl import lanes
+
 
 # ---- pooling over (planes, D, H, W) contiguous (1-D and 2-D pools have D = H = 1 / D = 1) -------
+@triton.jit
+def _out_pos(offs, Do, Ho, Wo):
+    # (plane, od, oh, ow) of flat output positions over (planes, Do, Ho, Wo)
+    ow = offs % Wo
+    t = offs // Wo
+    oh = t % Ho
+    t = t // Ho
+    return t // Do, t % Do, oh, ow
+
+
+@triton.jit
+def _count(o, s, p, K: tl.constexpr, size, COUNT_PAD: tl.constexpr):
+    start = o * s - p
+    end = tl.minimum(start + K, size + p)
+    if COUNT_PAD:
+        return end - start
+    return tl.minimum(end, size) - tl.maximum(start, 0)
+
+
+@triton.jit
+def _avg_div(od, oh, ow, D, H, W, sd, sh, sw, pd, ph, pw, divisor, KD: tl.constexpr,
+             KH: tl.constexpr, KW: tl.constexpr, COUNT_PAD: tl.constexpr, HAS_DIV: tl.constexpr,
+             ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # avg_pool's divisor of each output: divisor_override, else the window's element count
+    # (count_include_pad: padding counts, the part past the padding never does)
+    if HAS_DIV:
+        div = tl.zeros([BLOCK], ACC) + divisor
+    else:
+        div = (_count(od, sd, pd, KD, D, COUNT_PAD) * _count(oh, sh, ph, KH, H, COUNT_PAD)
+               * _count(ow, sw, pw, KW, W, COUNT_PAD)).to(ACC)
+    return div
+
+
 @triton.jit(do_not_specialize=["D", "H", "W", "Do", "Ho", "Wo", "total", "sd", "sh", "sw", "pd",
                                "ph", "pw", "dd", "dh", "dw", "divisor"])
 def pool_fwd(x_ptr, y_ptr, i_ptr, D, H, W, Do, Ho, Wo, total, sd, sh, sw, pd, ph, pw, dd, dh, dw,
@@ -16,14 +51,8 @@ def pool_fwd(x_ptr, y_ptr, i_ptr, D, H, W, Do, Ho, Wo, total, sd, sh, sw, pd, ph
              BLOCK: tl.constexpr):
     # one output per lane. MAX: PyTorch's rule (the first max, the last NaN wins) and the flat
     # spatial index; else the average with PyTorch's divisor (avg_pool's count_include_pad rules)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
-    ow = offs % Wo
-    t = offs // Wo
-    oh = t % Ho
-    t = t // Ho
-    od = t % Do
-    plane = t // Do
+    offs, m = lanes(total, BLOCK)
+    plane, od, oh, ow = _out_pos(offs, Do, Ho, Wo)
     base = plane * D * H * W
     best = tl.full([BLOCK], float("-inf"), ACC)
     bidx = tl.full([BLOCK], -1, tl.int64)
@@ -46,21 +75,11 @@ def pool_fwd(x_ptr, y_ptr, i_ptr, D, H, W, Do, Ho, Wo, total, sd, sh, sw, pd, ph
         tl.store(y_ptr + offs, best.to(y_ptr.dtype.element_ty), mask=m)
         tl.store(i_ptr + offs, bidx, mask=m)
     else:
-        if HAS_DIV:
-            div = tl.zeros([BLOCK], ACC) + divisor
-        else:
-            div = (_count(od, sd, pd, KD, D, COUNT_PAD) * _count(oh, sh, ph, KH, H, COUNT_PAD)
-                   * _count(ow, sw, pw, KW, W, COUNT_PAD)).to(ACC)
+        div = _avg_div(od, oh, ow, D, H, W, sd, sh, sw, pd, ph, pw, divisor, KD, KH, KW,
+                       COUNT_PAD, HAS_DIV, ACC, BLOCK)
         tl.store(y_ptr + offs, (acc / div).to(y_ptr.dtype.element_ty), mask=m)
 
 
-@triton.jit
-def _count(o, s, p, K: tl.constexpr, size, COUNT_PAD: tl.constexpr):
-    start = o * s - p
-    end = tl.minimum(start + K, size + p)
-    if COUNT_PAD:
-        return end - start
-    return tl.minimum(end, size) - tl.maximum(start, 0)
 
 
 @triton.jit(do_not_specialize=["D", "H", "W", "Do", "Ho", "Wo", "total", "sd", "sh", "sw", "pd",
@@ -69,20 +88,11 @@ def avg_pool_bwd(g_ptr, acc_ptr, D, H, W, Do, Ho, Wo, total, sd, sh, sw, pd, ph,
                  KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, COUNT_PAD: tl.constexpr,
                  HAS_DIV: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     # acc (ACC) [window of output j] += g[j] / divisor[j]
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
-    ow = offs % Wo
-    t = offs // Wo
-    oh = t % Ho
-    t = t // Ho
-    od = t % Do
-    plane = t // Do
+    offs, m = lanes(total, BLOCK)
+    plane, od, oh, ow = _out_pos(offs, Do, Ho, Wo)
     base = plane * D * H * W
-    if HAS_DIV:
-        div = tl.zeros([BLOCK], ACC) + divisor
-    else:
-        div = (_count(od, sd, pd, KD, D, COUNT_PAD) * _count(oh, sh, ph, KH, H, COUNT_PAD)
-               * _count(ow, sw, pw, KW, W, COUNT_PAD)).to(ACC)
+    div = _avg_div(od, oh, ow, D, H, W, sd, sh, sw, pd, ph, pw, divisor, KD, KH, KW,
+                   COUNT_PAD, HAS_DIV, ACC, BLOCK)
     gv = tl.load(g_ptr + offs, mask=m, other=0).to(ACC) / div
     for a in tl.static_range(KD):
         d = od * sd - pd + a
@@ -103,14 +113,8 @@ def _arange_win(o, size, out):
 def adaptive_fwd(x_ptr, y_ptr, i_ptr, D, H, W, Do, Ho, Wo, total, KMD, KMH, KMW,
                  MAX: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     # adaptive windows [floor(o*in/out), ceil((o+1)*in/out)); MAX: the first max (the first NaN)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
-    ow = offs % Wo
-    t = offs // Wo
-    oh = t % Ho
-    t = t // Ho
-    od = t % Do
-    plane = t // Do
+    offs, m = lanes(total, BLOCK)
+    plane, od, oh, ow = _out_pos(offs, Do, Ho, Wo)
     base = plane * D * H * W
     d0, d1 = _arange_win(od, D, Do)
     h0, h1 = _arange_win(oh, H, Ho)
@@ -143,14 +147,8 @@ def adaptive_fwd(x_ptr, y_ptr, i_ptr, D, H, W, Do, Ho, Wo, total, KMD, KMH, KMW,
 @triton.jit(do_not_specialize=["D", "H", "W", "Do", "Ho", "Wo", "total", "KMD", "KMH", "KMW"])
 def adaptive_avg_bwd(g_ptr, acc_ptr, D, H, W, Do, Ho, Wo, total, KMD, KMH, KMW,
                      ACC: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
-    ow = offs % Wo
-    t = offs // Wo
-    oh = t % Ho
-    t = t // Ho
-    od = t % Do
-    plane = t // Do
+    offs, m = lanes(total, BLOCK)
+    plane, od, oh, ow = _out_pos(offs, Do, Ho, Wo)
     base = plane * D * H * W
     d0, d1 = _arange_win(od, D, Do)
     h0, h1 = _arange_win(oh, H, Ho)
@@ -171,8 +169,7 @@ def adaptive_avg_bwd(g_ptr, acc_ptr, D, H, W, Do, Ho, Wo, total, KMD, KMH, KMW,
 def max_pool2d_fwd(x_ptr, y_ptr, i_ptr, H, W, Ho, Wo, total, sh, sw, ph, pw, dh, dw,
                    KH: tl.constexpr, KW: tl.constexpr, BLOCK: tl.constexpr):
     # one output element per lane; PyTorch's rule: the first max, and a NaN always wins
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
+    offs, m = lanes(total, BLOCK)
     ow = offs % Wo
     t = offs // Wo
     oh = t % Ho
@@ -196,8 +193,7 @@ def max_pool2d_fwd(x_ptr, y_ptr, i_ptr, H, W, Ho, Wo, total, sh, sw, ph, pw, dh,
 @triton.jit(do_not_specialize=["outs", "per", "total"])
 def pool_scatter(g_ptr, idx_ptr, acc_ptr, outs, per, total, BLOCK: tl.constexpr):
     # acc (float32) [plane, idx[plane, j]] += g[plane, j]: the max-pool backward
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
+    offs, m = lanes(total, BLOCK)
     plane = offs // outs
     idx = tl.load(idx_ptr + offs, mask=m, other=0)
     g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)

@@ -18,9 +18,8 @@ from __future__ import annotations
 import math
 import struct
 
-from ember import _dtype as D
-from ember._ops.registry import torch_name
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor, torch_name
+from ember._ops.registry import dtypes as D
 
 from .._random import generator_for
 from .base import _cont, _launch, _lazy, cuda_kernel

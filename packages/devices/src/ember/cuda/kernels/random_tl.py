@@ -17,6 +17,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .common_tl import lanes
+
 # DIST codes (kernels.random uses the same numbers)
 UNIFORM, NORMAL, EXPONENTIAL, CAUCHY, LOG_NORMAL, GEOMETRIC = 0, 1, 2, 3, 4, 5
 BERNOULLI, GUMBEL_KEY = 6, 8   # GUMBEL_KEY: p / Exp(1) with Exp(1) > 0 (multinomial keys)
@@ -245,8 +247,7 @@ def poisson(x_ptr, out_ptr, n, seed, ctr, MAXIT: tl.constexpr, BLOCK: tl.constex
     uniforms an iteration (four Knuth steps, or two PTRS tries), MAXIT iterations at most
     (an unfinished element, probability < 1e-25 at MAXIT 16, keeps floor(rate)). Negative or NaN
     rates give NaN."""
-    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = i < n
+    i, m = lanes(n, BLOCK)
     lam = tl.load(x_ptr + i, mask=m, other=0).to(tl.float64)
     big = lam >= 10.0
     small = ~big & (lam > 0.0)
@@ -301,8 +302,7 @@ def multinomial_search(cdf_ptr, out_ptr, C, S, n, seed, ctr, STEPS: tl.constexpr
     counter ctr + r*S + s): inverse-CDF sampling by a binary search of STEPS >= log2(C) halvings
     over the running sums (float64, (R, C) contiguous) of a row's probabilities. A zero-probability
     category is never picked (its running sum equals its predecessor's)."""
-    j = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = j < n
+    j, m = lanes(n, BLOCK)
     r0, r1, r2, r3 = tl.randint4x(seed.to(tl.int64), ctr.to(tl.int64) + j, 10)
     u = _u01(r0, r1, True, 53)
     base = (j // S) * C

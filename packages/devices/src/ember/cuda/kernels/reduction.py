@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from ember import _dtype as D
+from ember._ops.registry import dtypes as D
 from ember._ops.registry import reduce_dims, reduced_shape, sum_dtype
 
 from .base import (
@@ -160,7 +160,7 @@ def _norm(be, op, x, p="fro", dim=None, keepdim=False, dtype=None):
 
 def _extreme_dim(is_max):
     def f(be, op, x, dim, keepdim=False):
-        from ember._size import normalize_dim
+        from ember._ops.registry import normalize_dim
         mv, mi = op.meta(x, dim, keepdim)
         if not _ok(x.dtype):
             return NotImplemented
@@ -184,7 +184,7 @@ def _extreme_dim(is_max):
 def _scan(be, x, dim, kind, out_dtype):
     """(out, indices or None) of scan `kind` (0 cumsum, 1 cumprod, 2 logcumsumexp, 3 cummax,
     4 cummin) along dim, in out_dtype."""
-    from ember._size import normalize_dim
+    from ember._ops.registry import normalize_dim
     if x.dtype is not out_dtype:
         x = be._copy_new(x, out_dtype)
     x = _cont(be, x)
@@ -376,7 +376,7 @@ def _argmin(be, op, x, dim=None, keepdim=False):
 
 def _softmax_any(log):
     def f(be, op, x, dim, dtype=None):
-        from ember._size import normalize_dim
+        from ember._ops.registry import normalize_dim
         od = x.dtype if dtype is None else dtype
         if od._cat < 2 or od not in _ACC or x.ndim == 0 or x.numel() == 0:
             return NotImplemented

@@ -5,6 +5,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .common_tl import lanes
+
 
 # ---- separable resampling: one dim at a time, x (A, In, B) -> y (A, Out, B) ---------------------
 @triton.jit
@@ -54,17 +56,25 @@ def _taps(o, In, s_hi, s_lo, MODE: tl.constexpr, ALIGN: tl.constexpr, ACC: tl.co
         return i0, i1, i2, i3, w0, w1, w2, w3
 
 
-@triton.jit(do_not_specialize=["In", "Out", "B", "total", "s_hi", "s_lo"])
-def resample_fwd(x_ptr, y_ptr, In, Out, B, total, s_hi, s_lo, MODE: tl.constexpr,
-                 ALIGN: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
+@triton.jit
+def _resample_at(offs, In, Out, B, s_hi, s_lo, MODE: tl.constexpr, ALIGN: tl.constexpr,
+                 ACC: tl.constexpr):
+    # output positions (a, o, b) of an (A, Out, B) result: the input row a * In * B + b and the
+    # taps (indices along In, weights) of o
     b = offs % B
     t = offs // B
     o = t % Out
     a = t // Out
     i0, i1, i2, i3, w0, w1, w2, w3 = _taps(o, In, s_hi, s_lo, MODE, ALIGN, ACC)
-    row = a * In * B + b
+    return a * In * B + b, i0, i1, i2, i3, w0, w1, w2, w3
+
+
+@triton.jit(do_not_specialize=["In", "Out", "B", "total", "s_hi", "s_lo"])
+def resample_fwd(x_ptr, y_ptr, In, Out, B, total, s_hi, s_lo, MODE: tl.constexpr,
+                 ALIGN: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    offs, m = lanes(total, BLOCK)
+    row, i0, i1, i2, i3, w0, w1, w2, w3 = _resample_at(offs, In, Out, B, s_hi, s_lo, MODE,
+                                                       ALIGN, ACC)
     v = w0 * tl.load(x_ptr + row + i0 * B, mask=m, other=0).to(ACC)
     if MODE >= 2:
         v += w1 * tl.load(x_ptr + row + i1 * B, mask=m, other=0).to(ACC)
@@ -78,14 +88,9 @@ def resample_fwd(x_ptr, y_ptr, In, Out, B, total, s_hi, s_lo, MODE: tl.constexpr
 def resample_bwd(g_ptr, acc_ptr, In, Out, B, total, s_hi, s_lo, MODE: tl.constexpr,
                  ALIGN: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     # acc (A, In, B) [taps of o] += w * g (A, Out, B): the transpose of resample_fwd
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
-    b = offs % B
-    t = offs // B
-    o = t % Out
-    a = t // Out
-    i0, i1, i2, i3, w0, w1, w2, w3 = _taps(o, In, s_hi, s_lo, MODE, ALIGN, ACC)
-    row = a * In * B + b
+    offs, m = lanes(total, BLOCK)
+    row, i0, i1, i2, i3, w0, w1, w2, w3 = _resample_at(offs, In, Out, B, s_hi, s_lo, MODE,
+                                                       ALIGN, ACC)
     gv = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
     tl.atomic_add(acc_ptr + row + i0 * B, w0 * gv, mask=m)
     if MODE >= 2:
@@ -121,12 +126,45 @@ def _rint(v):
     return tl.where((d > 0.5) | ((d == 0.5) & odd), f + 1, f)
 
 
+@triton.jit
+def _nearest(ix, iy, H, W, m):
+    # the nearest pixel of (ix, iy) in an (H, W) plane: (in bounds, flat index or 0)
+    cx = _rint(ix)
+    cy = _rint(iy)
+    ok = m & (cx >= 0) & (cx < W) & (cy >= 0) & (cy < H)
+    return ok, tl.where(ok, cy.to(tl.int64) * W + cx.to(tl.int64), 0)
+
+
+@triton.jit
+def _corners(ix, iy, H, W, m):
+    # bilinear corners of (ix, iy): (x0, y0, x1, y1), then for corners 00, 10, 01, 11 (x, y)
+    # whether each is in the plane and its flat index (0 where it is not)
+    x0 = tl.floor(ix)
+    y0 = tl.floor(iy)
+    x1 = x0 + 1
+    y1 = y0 + 1
+    okx0 = (x0 >= 0) & (x0 < W)
+    okx1 = (x1 >= 0) & (x1 < W)
+    oky0 = (y0 >= 0) & (y0 < H)
+    oky1 = (y1 >= 0) & (y1 < H)
+    k00 = m & okx0 & oky0
+    k10 = m & okx1 & oky0
+    k01 = m & okx0 & oky1
+    k11 = m & okx1 & oky1
+    xi0 = x0.to(tl.int64)
+    yi0 = y0.to(tl.int64)
+    i00 = tl.where(k00, yi0 * W + xi0, 0)
+    i10 = tl.where(k10, yi0 * W + xi0 + 1, 0)
+    i01 = tl.where(k01, (yi0 + 1) * W + xi0, 0)
+    i11 = tl.where(k11, (yi0 + 1) * W + xi0 + 1, 0)
+    return x0, y0, x1, y1, k00, k10, k01, k11, i00, i10, i01, i11
+
+
 @triton.jit(do_not_specialize=["C", "H", "W", "P", "total"])
 def grid_fwd(x_ptr, g_ptr, y_ptr, C, H, W, P, total, NEAREST: tl.constexpr,
              ALIGN: tl.constexpr, BORDER: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     # x (N, C, H, W), grid (N, P, 2), y (N, C, P), all contiguous; core's corner order and sums
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
+    offs, m = lanes(total, BLOCK)
     n = offs // P
     p = offs % P
     ix, _ = _grid_px(tl.load(g_ptr + offs * 2, mask=m, other=0).to(ACC), W, ALIGN, BORDER)
@@ -135,36 +173,16 @@ def grid_fwd(x_ptr, g_ptr, y_ptr, C, H, W, P, total, NEAREST: tl.constexpr,
     xb = n * C * HW
     yb = n * C * P + p
     if NEAREST:
-        cx = _rint(ix)
-        cy = _rint(iy)
-        ok = m & (cx >= 0) & (cx < W) & (cy >= 0) & (cy < H)
-        i0 = tl.where(ok, cy.to(tl.int64) * W + cx.to(tl.int64), 0)
+        ok, i0 = _nearest(ix, iy, H, W, m)
         for c in range(0, C):
             v = tl.load(x_ptr + xb + c * HW + i0, mask=ok, other=0).to(ACC)
             tl.store(y_ptr + yb + c * P, v.to(y_ptr.dtype.element_ty), mask=m)
     else:
-        x0 = tl.floor(ix)
-        y0 = tl.floor(iy)
-        x1 = x0 + 1
-        y1 = y0 + 1
-        okx0 = (x0 >= 0) & (x0 < W)
-        okx1 = (x1 >= 0) & (x1 < W)
-        oky0 = (y0 >= 0) & (y0 < H)
-        oky1 = (y1 >= 0) & (y1 < H)
-        k00 = m & okx0 & oky0
-        k10 = m & okx1 & oky0
-        k01 = m & okx0 & oky1
-        k11 = m & okx1 & oky1
+        x0, y0, x1, y1, k00, k10, k01, k11, i00, i10, i01, i11 = _corners(ix, iy, H, W, m)
         w00 = tl.where(k00, (x1 - ix) * (y1 - iy), 0.0)
         w10 = tl.where(k10, (ix - x0) * (y1 - iy), 0.0)
         w01 = tl.where(k01, (x1 - ix) * (iy - y0), 0.0)
         w11 = tl.where(k11, (ix - x0) * (iy - y0), 0.0)
-        xi0 = x0.to(tl.int64)
-        yi0 = y0.to(tl.int64)
-        i00 = tl.where(k00, yi0 * W + xi0, 0)
-        i10 = tl.where(k10, yi0 * W + xi0 + 1, 0)
-        i01 = tl.where(k01, (yi0 + 1) * W + xi0, 0)
-        i11 = tl.where(k11, (yi0 + 1) * W + xi0 + 1, 0)
         for c in range(0, C):
             base = x_ptr + xb + c * HW
             acc = tl.load(base + i00, mask=k00, other=0).to(ACC) * w00
@@ -180,8 +198,7 @@ def grid_bwd(go_ptr, x_ptr, g_ptr, gi_ptr, gg_ptr, C, H, W, P, total, NEAREST: t
              NEED_GG: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     # gi (N, C, H, W) in ACC, zeroed: += w * gout at each corner (atomics: corners are shared);
     # gg (N, P, 2): bilinear only, sum over corners of <x at corner, gout> * dw/d(ix, iy) * scale
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < total
+    offs, m = lanes(total, BLOCK)
     n = offs // P
     p = offs % P
     ix, sx = _grid_px(tl.load(g_ptr + offs * 2, mask=m, other=0).to(ACC), W, ALIGN, BORDER)
@@ -190,10 +207,7 @@ def grid_bwd(go_ptr, x_ptr, g_ptr, gi_ptr, gg_ptr, C, H, W, P, total, NEAREST: t
     xb = n * C * HW
     gb = n * C * P + p
     if NEAREST:
-        cx = _rint(ix)
-        cy = _rint(iy)
-        ok = m & (cx >= 0) & (cx < W) & (cy >= 0) & (cy < H)
-        i0 = tl.where(ok, cy.to(tl.int64) * W + cx.to(tl.int64), 0)
+        ok, i0 = _nearest(ix, iy, H, W, m)
         if NEED_GI:
             for c in range(0, C):
                 gv = tl.load(go_ptr + gb + c * P, mask=m, other=0).to(ACC)
@@ -203,24 +217,7 @@ def grid_bwd(go_ptr, x_ptr, g_ptr, gi_ptr, gg_ptr, C, H, W, P, total, NEAREST: t
             tl.store(gg_ptr + offs * 2, zero.to(gg_ptr.dtype.element_ty), mask=m)
             tl.store(gg_ptr + offs * 2 + 1, zero.to(gg_ptr.dtype.element_ty), mask=m)
     else:
-        x0 = tl.floor(ix)
-        y0 = tl.floor(iy)
-        x1 = x0 + 1
-        y1 = y0 + 1
-        okx0 = (x0 >= 0) & (x0 < W)
-        okx1 = (x1 >= 0) & (x1 < W)
-        oky0 = (y0 >= 0) & (y0 < H)
-        oky1 = (y1 >= 0) & (y1 < H)
-        k00 = m & okx0 & oky0
-        k10 = m & okx1 & oky0
-        k01 = m & okx0 & oky1
-        k11 = m & okx1 & oky1
-        xi0 = x0.to(tl.int64)
-        yi0 = y0.to(tl.int64)
-        i00 = tl.where(k00, yi0 * W + xi0, 0)
-        i10 = tl.where(k10, yi0 * W + xi0 + 1, 0)
-        i01 = tl.where(k01, (yi0 + 1) * W + xi0, 0)
-        i11 = tl.where(k11, (yi0 + 1) * W + xi0 + 1, 0)
+        x0, y0, x1, y1, k00, k10, k01, k11, i00, i10, i01, i11 = _corners(ix, iy, H, W, m)
         w00 = (x1 - ix) * (y1 - iy)
         w10 = (ix - x0) * (y1 - iy)
         w01 = (x1 - ix) * (iy - y0)

@@ -3,9 +3,8 @@ index_add/index_copy/index_fill. Each is one strided kernel of `indexing_tl` plu
 check of the user's indices (see `indexing`)."""
 from __future__ import annotations
 
-from ember import _dtype as D
-from ember._size import normalize_dim
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor, normalize_dim
+from ember._ops.registry import dtypes as D
 
 from .base import _launch, _lazy, be_dtypes
 from .indexing import (

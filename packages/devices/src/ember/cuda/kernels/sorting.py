@@ -29,8 +29,8 @@ import math
 
 import numpy as np
 
-from ember import _dtype as D
-from ember._tensor import Tensor
+from ember._ops.registry import Tensor
+from ember._ops.registry import dtypes as D
 
 from .base import _ACC, _cont, _launch, _lazy, _ok, _rblock, _rows, be_dtypes, cuda_kernel
 from .indexing import _BLOCK, _INTS, _index_kernel, _minmax, _ok_dtype, _raise
@@ -121,7 +121,7 @@ def _sort_along(be, x, d, desc, outn):
 
 @cuda_kernel("sort")
 def _sort(be, op, x, dim=-1, descending=False, stable=False):
-    from ember._size import normalize_dim
+    from ember._ops.registry import normalize_dim
     op.meta(x, dim, descending, stable)
     if not _ok(x.dtype):
         return NotImplemented
@@ -137,7 +137,7 @@ def _sort(be, op, x, dim=-1, descending=False, stable=False):
 
 @cuda_kernel("topk")
 def _topk(be, op, x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
-    from ember._size import normalize_dim
+    from ember._ops.registry import normalize_dim
     op.meta(x, k, dim, largest, sorted)   # PyTorch's k check
     if not _ok(x.dtype) or x.ndim == 0:
         return NotImplemented
@@ -149,7 +149,7 @@ def _topk(be, op, x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
 def _select(be, x, dim, keepdim, mode, pos=0):
     """(values, indices) at a sorted position along dim: pos (mode 0), median (1), nanmedian
     (2)."""
-    from ember._size import normalize_dim
+    from ember._ops.registry import normalize_dim
     d = normalize_dim(dim, x.ndim)
     C = x.shape[d]
     moved = x.movedim(d, -1) if d != x.ndim - 1 else x

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ember import _dtype as D
+from ember._ops.registry import dtypes as D
 
 __all__ = ["Var", "TritonOps", "NeedsConstant", "Unsupported", "TL", "literal"]
 
