@@ -9,7 +9,10 @@ scheduled into fused kernels, generated as C++ with OpenMP for CPU tensors and c
 """
 from __future__ import annotations
 
-from . import decompositions  # noqa: F401 - registers the reduction and composite lowerings
+from . import (
+           decompositions,  # noqa: F401 - registers the reduction and composite lowerings
+           lowering_extra,  # noqa: F401 - registers cat, slice_scatter, argmax, cumsum
+)
 from .aoti import AOTICompiledModel, aoti_compile_and_package, aoti_load_package
 from .compile_fx import CompiledFxGraph, compile_fx, compile_graph
 

@@ -100,7 +100,7 @@ class TritonKernel:
         return any(s in self.block_vars for s in sympy.sympify(index).free_symbols)
 
     def load(self, buf, index):
-        key = (buf.name, str(index))
+        key = (buf.name, index)
         for s in reversed(self.scopes):
             if key in s:
                 return s[key]
@@ -116,7 +116,7 @@ class TritonKernel:
         return v
 
     def store(self, buf, index, v, out):
-        self.scopes[-1][(buf.name, str(index))] = v
+        self.scopes[-1][(buf.name, index)] = v
         if buf.name not in self.stored:
             return
         code = v.code if v.dtype is buf.dtype else f"{v.code}.to({self.TL[buf.dtype]})"
