@@ -210,19 +210,46 @@ def _kname(src: str) -> str:
     return src[i:src.index("(", i)]
 
 
+_CHUNK = 6   # kernels per compiler process at least (each run re-parses the headers)
+
+
+def chunks(sources) -> list:
+    """The sources split for parallel compiler runs: one chunk per core, at least _CHUNK
+    kernels each, by sorted text (the same set always gives the same libraries: cached)."""
+    srcs = sorted(set(sources))
+    n = max(1, min(_NCPU, len(srcs) // _CHUNK))
+    return [srcs[i::n] for i in range(n)]
+
+
 def _compile(sources):
     from .lowering import Fallback
     if not _cpujit.available():
         raise Fallback("no C++ compiler (or EMBER_CPU_JIT=0)")
-    lib = _cpujit._build(sorted(sources))
-    if lib is None:
-        raise RuntimeError("ember inductor: the C++ kernels did not compile")
-    for s in sources:
-        f = getattr(lib, _kname(s))
-        f.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
-                      ctypes.c_int]
-        f.restype = None
-        _KERNELS[_kname(s)] = f
+    parts = chunks(sources)
+    if len(parts) == 1:
+        libs = [_cpujit._build(parts[0])]
+    else:  # g++ runs in subprocesses: threads overlap them
+        from concurrent.futures import ThreadPoolExecutor
+        _cpujit._build([])   # probes (-march=native, libmvec) once, before the threads
+        # _build sets OMP_WAIT_POLICY around its first load; set here, no thread races on it
+        policy = "OMP_WAIT_POLICY" not in os.environ
+        if policy:
+            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        try:
+            with ThreadPoolExecutor(len(parts)) as ex:
+                libs = list(ex.map(_cpujit._build, parts))
+        finally:
+            if policy:
+                os.environ.pop("OMP_WAIT_POLICY", None)
+    for part, lib in zip(parts, libs):
+        if lib is None:
+            raise RuntimeError("ember inductor: the C++ kernels did not compile")
+        for s in part:
+            f = getattr(lib, _kname(s))
+            f.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
+                          ctypes.c_int]
+            f.restype = None
+            _KERNELS[_kname(s)] = f
 
 
 class deferred:  # noqa: N801 - a context manager, used as `with deferred():`

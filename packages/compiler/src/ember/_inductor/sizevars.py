@@ -116,12 +116,49 @@ def contiguous_strides(shape) -> tuple:
     return tuple(reversed(st))
 
 
+def _mono(e):
+    """(integer coefficient, {symbol: power}) of a monomial, or None (sums, divisions...)."""
+    coeff, rest = e.as_coeff_Mul()
+    if not coeff.is_Integer:
+        return None
+    powers: dict = {}
+    for f in sympy.Mul.make_args(rest):
+        if f.is_Symbol:
+            powers[f] = powers.get(f, 0) + 1
+        elif f.is_Pow and f.base.is_Symbol and f.exp.is_Integer and f.exp > 0:
+            powers[f.base] = powers.get(f.base, 0) + int(f.exp)
+        elif f != 1:
+            return None
+    return int(coeff), powers
+
+
+def divide(a, b):
+    """a / b where b divides a exactly (as a polynomial over the integers), else None.
+    Monomials (the usual index terms: an integer times sizes and loop variables) take a fast
+    path of exponent arithmetic; anything else goes through sympy.cancel."""
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    ma, mb = _mono(a), _mono(b)
+    if ma is not None and mb is not None:
+        (ca, pa), (cb, pb) = ma, mb
+        if cb == 0 or ca % cb:
+            return None
+        if any(pa.get(s, 0) < k for s, k in pb.items()):
+            return None
+        q = sympy.Integer(ca // cb)
+        for s, k in pa.items():
+            if k > pb.get(s, 0):
+                q = q * s ** (k - pb.get(s, 0))
+        return q
+    num, den = sympy.fraction(sympy.cancel(a / b))
+    return num if den == 1 else None
+
+
 def _owner(coef, strides):
     """The outermost dim whose stride divides coef (symbolically), or None."""
     for j, st in enumerate(strides):
-        num, den = sympy.fraction(sympy.cancel(coef / st))
-        if den == 1:
-            return j, num
+        q = divide(coef, st)
+        if q is not None:
+            return j, q
     return None
 
 
@@ -130,6 +167,14 @@ def decompose(flat, shape, var_ranges, sv) -> tuple:
     loop variables with known ranges). Each term goes to the outermost dim whose stride divides
     its coefficient; when no dim can carry into the next (by the ranges) the coordinates need
     no division, else they fall back to FloorDiv / ModIndex of the whole offset."""
+    memo = sv.__dict__.setdefault("_decomposed", {})   # the scheduler asks again and again
+    key = (flat, tuple(shape), tuple(var_ranges.items()))
+    if key not in memo:
+        memo[key] = _decompose(flat, shape, var_ranges, sv)
+    return memo[key]
+
+
+def _decompose(flat, shape, var_ranges, sv) -> tuple:
     shape = tuple(sympy.sympify(s) for s in shape)
     strides = contiguous_strides(shape)
     flat = sympy.expand(flat)
@@ -177,8 +222,8 @@ def _split(expr, d):
     """(sum of expr's terms divided by d where d divides them, the other terms)."""
     q, r = [], []
     for t in sympy.Add.make_args(expr):
-        num, den = sympy.fraction(sympy.cancel(t / d))
-        (q if den == 1 else r).append(num if den == 1 else t)
+        num = divide(t, d)
+        (q if num is not None else r).append(num if num is not None else t)
     return sympy.Add(*q), sympy.Add(*r)
 
 
@@ -186,15 +231,17 @@ def _hi(expr, var_ranges, sv):
     """The largest value of a non-negative index expression, by hints (None: unknown)."""
     if expr == 0:
         return 0
+    for t in sympy.Add.make_args(expr):
+        m = _mono(t)
+        if (m[0] < 0) if m is not None else t.could_extract_minus_sign():
+            return None
     try:
-        lo_vals = {v: 0 for v in var_ranges}
-        hi_vals = {v: sv.hint(r) - 1 for v, r in var_ranges.items()}
-        vals = dict(sv.values)
-        lo = _evaluate(expr.subs(lo_vals), vals)
-        hi = _evaluate(expr.subs(hi_vals), vals)
+        lo = _evaluate(expr, {**sv.values, **{v: 0 for v in var_ranges}})
+        hi = _evaluate(expr, {**sv.values, **{v: sv.hint(r) - 1 for v, r in
+                                              var_ranges.items()}})
     except (TypeError, KeyError):
         return None
-    if lo < 0 or any(t.could_extract_minus_sign() for t in sympy.Add.make_args(expr)):
+    if lo < 0:
         return None
     return hi
 
@@ -212,7 +259,7 @@ def floordiv(expr, d, var_ranges, sv):
         q, r = _split(sympy.expand(expr), f)
         hi = _hi(r, var_ranges, sv)
         if hi is not None and hi < sv.hint(f):
-            return floordiv(q, sympy.cancel(d / f), var_ranges, sv)
+            return floordiv(q, divide(d, f), var_ranges, sv)
     return FloorDiv(expr, d)
 
 
