@@ -53,11 +53,13 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--big", action="store_true")
     ap.add_argument("--compile", action="store_true", help="compiled mode (torch.compile)")
+    ap.add_argument("--one-anchor", action="store_true",
+                    help="one torch run, not two (torch.compile's cold first steps are long)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     t1 = run("torch", args)
     e = run("ember", args)
-    t2 = run("torch", args)
+    t2 = t1 if args.one_anchor else run("torch", args)
     te = run("torch", args, compile_=False) if args.compile else {}
     print(f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
           + ("; torch = torch.compile, ember = ember.compile" if args.compile else ""))

@@ -147,7 +147,7 @@ def load(art: Artifact, gm) -> CompiledGraph | None:
         return None  # deferred: the kernels are compiled later, with other graphs'
     env = {"_launch": _launch_triton, "_empty": _empty_device, "_np": np, "_Tensor": Tensor,
            "_ptrs": _ptrs, "_ext": _extern_call, "_as": _as_tensor, "_relayout": _relayout,
-           "_out": _out, "_wb": _writeback, "_nt": _nthreads,
+           "_out": _out, "_wb": _writeback, "_nt": _nthreads, "_ntc": _ntcap,
            "_KSA": ctypes.c_int64 * max(1, len(art.ks)),
            "_KS": (ctypes.c_int64 * max(1, len(art.ks)))(*art.ks),
            "_D": {name: getattr(ember, name.split(".")[-1]).np for name in art.dtypes},
@@ -361,7 +361,9 @@ def _wrapper(g, steps, stored, kernels, art, sym=None, plan=None):  # noqa: C901
             else:
                 work = sv.numel(s.R) * max(1, sv.numel(s.K))
                 nt = max(1, min(_flags._threads or _NCPU, work // _GRAIN))
-                lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nt})")
+                # more than one thread: capped at call time by the cores the load leaves free
+                nts = str(nt) if nt == 1 else f"_ntc({nt})"
+                lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nts})")
         else:
             art.externs[s.name + "_op"] = s.target
             a = _arg_src((s.args, s.kwargs), where, fmt, extern_read)
@@ -512,7 +514,14 @@ def _out(x, kind, shape, stride, offset):
 
 
 def _nthreads(work):
-    return max(1, min(_flags._threads or _NCPU, work // _GRAIN))
+    return _ntcap(max(1, min(_flags._threads or _NCPU, work // _GRAIN)))
+
+
+def _ntcap(nt):
+    """nt threads, at most the cores the 1-minute load average leaves free (as eager's JIT
+    kernels and BLAS calls: threads past them get descheduled and the others wait)."""
+    from ember._blas import free_cores
+    return min(nt, free_cores())
 
 
 def _writeback(dst, x, kind, shape, stride, offset):
