@@ -1,70 +1,25 @@
 """ember eager vs ember compiled (backend="inductor") vs PyTorch eager vs torch.compile, on CPU:
 a pointwise chain, softmax, layer_norm, an MLP train step and a small GPT train step (the
-model of /work/shared/bench/workloads.py, copied in `gpt` below). One run; medians of a few
+model and timing loop of workloads.py, imported from there). One run; medians of a few
 repetitions; ratios are ember-compiled / torch.compile (time: above 1 means ember is slower).
+The side-by-side figures of record come from `compare.py --compile`; this script adds the
+ember-eager column and the softmax / layer_norm kernels.
 
     python benchmarks/inductor_bench.py [--only chain,softmax,...] [--skip-torch-compile]
 """
 import argparse
 import importlib
 import json
-import math
 import os
 import sys
 import time
 
-
-def timeit(fn, reps=7, budget=10.0):
-    fn()
-    fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < reps and time.perf_counter() - start < budget:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workloads as _w  # noqa: E402 - the benchmarks folder is not a package
 
 
-def gpt(t, vocab, block, n_layer, n_head, n_embd):
-    nn, F = t.nn, t.nn.functional
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(n_embd), nn.LayerNorm(n_embd)
-            self.qkv, self.proj = nn.Linear(n_embd, 3 * n_embd), nn.Linear(n_embd, n_embd)
-            self.fc, self.out = nn.Linear(n_embd, 4 * n_embd), nn.Linear(4 * n_embd, n_embd)
-
-        def forward(self, x):
-            B, T, C = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(n_embd, dim=2)
-            q = q.view(B, T, n_head, C // n_head).transpose(1, 2)
-            k = k.view(B, T, n_head, C // n_head).transpose(1, 2)
-            v = v.view(B, T, n_head, C // n_head).transpose(1, 2)
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            mask = t.tril(t.ones(T, T)) == 0
-            att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
-            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-            x = x + self.proj(y)
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok, self.pos = nn.Embedding(vocab, n_embd), nn.Embedding(block, n_embd)
-            self.blocks = nn.ModuleList([Block() for _ in range(n_layer)])
-            self.ln, self.head = nn.LayerNorm(n_embd), nn.Linear(n_embd, vocab, bias=False)
-
-        def forward(self, idx, targets):
-            T = idx.shape[1]
-            x = self.tok(idx) + self.pos(t.arange(T))
-            for b in self.blocks:
-                x = b(x)
-            logits = self.head(self.ln(x))
-            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
-    return GPT()
+def timeit(fn):
+    return _w.timeit(fn, lambda: None, warmup=2, reps=7, budget=10.0)
 
 
 def workloads(t, compile_fn):
@@ -101,7 +56,7 @@ def workloads(t, compile_fn):
     mlp_step()
     out["mlp_train"] = (mlp_step, time.perf_counter() - t0)
 
-    model = gpt(t, vocab=65, block=64, n_layer=2, n_head=4, n_embd=128)
+    model = _w.gpt(t, vocab=65, block=64, n_layer=2, n_head=4, n_embd=128)
     idx = t.randint(0, 65, (8, 64))
     cg = compile_fn(model)
 

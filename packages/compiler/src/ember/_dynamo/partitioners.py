@@ -20,7 +20,11 @@ __all__ = ["min_cut_rematerialization_partition", "TaggingInterpreter", "nbytes_
 
 INF = float("inf")
 _CHEAP = {"clone", "_to_copy", "to", "contiguous", "expand", "zeros_like", "ones_like",
-          "full_like", "empty_like", "fill", "where", "masked_fill"}
+          "full_like", "empty_like", "fill", "where", "masked_fill",
+          # factories (no tensor inputs): the zeros a slice's or split's vjp scatters into
+          # would otherwise be filled by the forward and saved for the backward
+          "zeros", "ones", "full", "new_zeros", "new_ones", "new_full", "scalar_tensor",
+          "arange"}
 
 
 def nbytes_of(t) -> int:

@@ -91,10 +91,19 @@ class CppKernel:
         v = self.lookup(key)
         if v is not None:
             return v
+        mask = getattr(self.h, "mask", None)   # a masked load (lowering_extra's cat pieces)
+        if mask is not None:
+            key = (buf.name, index, mask.code)
+            v = self.lookup(key)
+            if v is not None:
+                return v
         if buf.name in self.kernel.where:
             self.mem_reads.add(buf.name)
-        code = _load(f"{self.ptr(buf)}[{cexpr(index)}]", buf.dtype, kdtype(buf.dtype), False)
-        v = self.h.emit(code, kdtype(buf.dtype))
+        kd = kdtype(buf.dtype)
+        code = _load(f"{self.ptr(buf)}[{cexpr(index)}]", buf.dtype, kd, False)
+        if mask is not None:  # only the selected branch reads memory: out-of-range stays out
+            code = f"({mask.code} ? {code} : static_cast<{CT[kd]}>(0))"
+        v = self.h.emit(code, kd)
         self.scopes[-1][key] = v
         return v
 

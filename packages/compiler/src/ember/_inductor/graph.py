@@ -152,7 +152,7 @@ def load(art: Artifact, gm) -> CompiledGraph | None:
         return None  # deferred: the kernels are compiled later, with other graphs'
     env = {"_launch": _launch_triton, "_empty": _empty_device, "_np": np, "_Tensor": Tensor,
            "_ptrs": _ptrs, "_ext": _extern_call, "_as": _as_tensor, "_relayout": _relayout,
-           "_out": _out, "_wb": _writeback, "_nt": _nthreads, "_rng": _rng_state,
+           "_out": _out, "_wb": _writeback, "_nt": _nthreads, "_ntc": _ntcap, "_rng": _rng_state,
            "_KSA": ctypes.c_int64 * max(1, len(art.ks)),
            "_KS": (ctypes.c_int64 * max(1, len(art.ks)))(*art.ks),
            "_D": {name: getattr(ember, name.split(".")[-1]).np for name in art.dtypes},
@@ -232,19 +232,46 @@ def _kname(src: str) -> str:
     return src[i:src.index("(", i)]
 
 
+_CHUNK = 6   # kernels per compiler process at least (each run re-parses the headers)
+
+
+def chunks(sources) -> list:
+    """The sources split for parallel compiler runs: one chunk per core, at least _CHUNK
+    kernels each, by sorted text (the same set always gives the same libraries: cached)."""
+    srcs = sorted(set(sources))
+    n = max(1, min(_NCPU, len(srcs) // _CHUNK))
+    return [srcs[i::n] for i in range(n)]
+
+
 def _compile(sources):
     from .lowering import Fallback
     if not _cpujit.available():
         raise Fallback("no C++ compiler (or EMBER_CPU_JIT=0)")
-    lib = _cpujit._build(sorted(sources))
-    if lib is None:
-        raise RuntimeError("ember inductor: the C++ kernels did not compile")
-    for s in sources:
-        f = getattr(lib, _kname(s))
-        f.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
-                      ctypes.c_int]
-        f.restype = None
-        _KERNELS[_kname(s)] = f
+    parts = chunks(sources)
+    if len(parts) == 1:
+        libs = [_cpujit._build(parts[0])]
+    else:  # g++ runs in subprocesses: threads overlap them
+        from concurrent.futures import ThreadPoolExecutor
+        _cpujit._build([])   # probes (-march=native, libmvec) once, before the threads
+        # _build sets OMP_WAIT_POLICY around its first load; set here, no thread races on it
+        policy = "OMP_WAIT_POLICY" not in os.environ
+        if policy:
+            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        try:
+            with ThreadPoolExecutor(len(parts)) as ex:
+                libs = list(ex.map(_cpujit._build, parts))
+        finally:
+            if policy:
+                os.environ.pop("OMP_WAIT_POLICY", None)
+    for part, lib in zip(parts, libs):
+        if lib is None:
+            raise RuntimeError("ember inductor: the C++ kernels did not compile")
+        for s in part:
+            f = getattr(lib, _kname(s))
+            f.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
+                          ctypes.c_int]
+            f.restype = None
+            _KERNELS[_kname(s)] = f
 
 
 class deferred:  # noqa: N801 - a context manager, used as `with deferred():`
@@ -354,7 +381,9 @@ def _wrapper(g, steps, stored, kernels, art, sym=None, plan=None):  # noqa: C901
             else:
                 work = sv.numel(s.R) * max(1, sv.numel(s.K))
                 nt = max(1, min(_flags._threads or _NCPU, work // _GRAIN))
-                lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nt})")
+                # more than one thread: capped at call time by the cores the load leaves free
+                nts = str(nt) if nt == 1 else f"_ntc({nt})"
+                lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nts})")
         else:
             art.externs[s.name + "_op"] = s.target
             a = _arg_src((s.args, s.kwargs), where, fmt, extern_read)
@@ -538,7 +567,14 @@ def _out(x, kind, shape, stride, offset):
 
 
 def _nthreads(work):
-    return max(1, min(_flags._threads or _NCPU, work // _GRAIN))
+    return _ntcap(max(1, min(_flags._threads or _NCPU, work // _GRAIN)))
+
+
+def _ntcap(nt):
+    """nt threads, at most the cores the 1-minute load average leaves free (as eager's JIT
+    kernels and BLAS calls: threads past them get descheduled and the others wait)."""
+    from ember._blas import free_cores
+    return min(nt, free_cores())
 
 
 def _writeback(dst, x, kind, shape, stride, offset):

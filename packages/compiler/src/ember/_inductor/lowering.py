@@ -61,6 +61,7 @@ class Probe(CppOps):
         self.var_ranges = var_ranges or {}
 
     def load(self, buf, index):
+        self.nloads = getattr(self, "nloads", 0) + 1
         return Var(f"ld{self.n}", kdtype(buf.dtype))
 
     def index_expr(self, e):
@@ -183,9 +184,11 @@ class GraphLowering:
             self.env[n] = self.lower_call(n)
             self._origins(n, first)
             tb = self.env[n]
-            if isinstance(tb, TBox) and tb.lazy and (len(n.users) > 1 or
-                                                    self.cost(tb) > _INLINE_LIMIT):
-                self.env[n] = self.realize(tb, [n.name])
+            if isinstance(tb, TBox) and tb.lazy:
+                lines, loads = self.cost(tb, loads=True)
+                # constants (no loads, a line or two) are recomputed by every reader
+                if (len(n.users) > 1 and (loads or lines > 2)) or lines > _INLINE_LIMIT:
+                    self.env[n] = self.realize(tb, [n.name])
         elif n.op == "output":
             self._sync_grad_mode()
             outs = n.args[0]
@@ -326,15 +329,16 @@ class GraphLowering:
             return None
         return TBox(shape, rdt, loader)
 
-    def cost(self, tb) -> int:
-        """Lines of code one element of a lazy value inlines (its whole producer chain)."""
+    def cost(self, tb, loads=False):
+        """Lines of code one element of a lazy value inlines (its whole producer chain);
+        with loads=True, (lines, memory loads)."""
         vars_ = loop_vars("p", len(tb.shape))
         h = Probe(dict(zip(vars_, tb.shape)))
         try:
             tb.load(h, vars_)
         except Exception:  # noqa: BLE001
-            return 0
-        return h.n
+            return (0, 1) if loads else 0
+        return (h.n, getattr(h, "nloads", 0)) if loads else h.n
 
     def probe(self, loader, shape) -> bool:
         """Whether C++ can be emitted for the loader (else the op runs as an extern call)."""

@@ -8,8 +8,6 @@ kernel text serves every value of a symbol (dynamic dims later need only fresh b
 """
 from __future__ import annotations
 
-import functools
-
 import sympy
 
 __all__ = ["SizeVars", "FloorDiv", "ModIndex", "cexpr", "pyexpr", "contiguous_strides",
@@ -118,37 +116,40 @@ def contiguous_strides(shape) -> tuple:
     return tuple(reversed(st))
 
 
-def _monomial(e):
-    """(integer coefficient, {symbol: power}) of an integer monomial, or None."""
-    c, rest = sympy.sympify(e).as_coeff_Mul()
-    if not c.is_Integer:
+def _mono(e):
+    """(integer coefficient, {symbol: power}) of a monomial, or None (sums, divisions...)."""
+    coeff, rest = e.as_coeff_Mul()
+    if not coeff.is_Integer:
         return None
     powers: dict = {}
     for f in sympy.Mul.make_args(rest):
-        if f == 1:
-            continue
-        b, x = f.as_base_exp()
-        if not (b.is_Symbol and x.is_Integer and x > 0):
+        if f.is_Symbol:
+            powers[f] = powers.get(f, 0) + 1
+        elif f.is_Pow and f.base.is_Symbol and f.exp.is_Integer and f.exp > 0:
+            powers[f.base] = powers.get(f.base, 0) + int(f.exp)
+        elif f != 1:
             return None
-        powers[b] = powers.get(b, 0) + int(x)
-    return int(c), powers
+    return int(coeff), powers
 
 
-@functools.lru_cache(maxsize=65536)
-def divide(t, d):
-    """t / d when d divides t exactly (as polynomials with integer coefficients), else None.
-    Monomials (index terms, strides) are divided directly; anything else through cancel."""
-    mt, md = _monomial(t), _monomial(d)
-    if mt is not None and md is not None:
-        (ct, pt), (cd, pd) = mt, md
-        if cd == 0 or ct % cd or any(pt.get(v, 0) < k for v, k in pd.items()):
+def divide(a, b):
+    """a / b where b divides a exactly (as a polynomial over the integers), else None.
+    Monomials (the usual index terms: an integer times sizes and loop variables) take a fast
+    path of exponent arithmetic; anything else goes through sympy.cancel."""
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    ma, mb = _mono(a), _mono(b)
+    if ma is not None and mb is not None:
+        (ca, pa), (cb, pb) = ma, mb
+        if cb == 0 or ca % cb:
             return None
-        q = sympy.Integer(ct // cd)
-        for v, k in pt.items():
-            if k - pd.get(v, 0):
-                q = q * v ** (k - pd.get(v, 0))
+        if any(pa.get(s, 0) < k for s, k in pb.items()):
+            return None
+        q = sympy.Integer(ca // cb)
+        for s, k in pa.items():
+            if k > pb.get(s, 0):
+                q = q * s ** (k - pb.get(s, 0))
         return q
-    num, den = sympy.fraction(sympy.cancel(sympy.sympify(t) / d))
+    num, den = sympy.fraction(sympy.cancel(a / b))
     return num if den == 1 else None
 
 
@@ -166,6 +167,14 @@ def decompose(flat, shape, var_ranges, sv) -> tuple:
     loop variables with known ranges). Each term goes to the outermost dim whose stride divides
     its coefficient; when no dim can carry into the next (by the ranges) the coordinates need
     no division, else they fall back to FloorDiv / ModIndex of the whole offset."""
+    memo = sv.__dict__.setdefault("_decomposed", {})   # the scheduler asks again and again
+    key = (flat, tuple(shape), tuple(var_ranges.items()))
+    if key not in memo:
+        memo[key] = _decompose(flat, shape, var_ranges, sv)
+    return memo[key]
+
+
+def _decompose(flat, shape, var_ranges, sv) -> tuple:
     shape = tuple(sympy.sympify(s) for s in shape)
     strides = contiguous_strides(shape)
     flat = sympy.expand(flat)
@@ -212,10 +221,9 @@ def decompose(flat, shape, var_ranges, sv) -> tuple:
 def _split(expr, d):
     """(sum of expr's terms divided by d where d divides them, the other terms)."""
     q, r = [], []
-    d = sympy.sympify(d)
     for t in sympy.Add.make_args(expr):
-        n = divide(t, d)
-        (q if n is not None else r).append(n if n is not None else t)
+        num = divide(t, d)
+        (q if num is not None else r).append(num if num is not None else t)
     return sympy.Add(*q), sympy.Add(*r)
 
 
@@ -223,26 +231,17 @@ def _hi(expr, var_ranges, sv):
     """The largest value of a non-negative index expression, by hints (None: unknown)."""
     if expr == 0:
         return 0
-    cache = sv.__dict__.setdefault("_hi_cache", {})
-    key = (expr, tuple(var_ranges.items()))
-    hi = cache.get(key)
-    if hi is None:
-        hi = _hi_of(expr, var_ranges, sv)
-        if hi is not None:   # (unknown now may be known once more sizes have values)
-            cache[key] = hi
-    return hi
-
-
-def _hi_of(expr, var_ranges, sv):
+    for t in sympy.Add.make_args(expr):
+        m = _mono(t)
+        if (m[0] < 0) if m is not None else t.could_extract_minus_sign():
+            return None
     try:
-        lo_vals = {v: sympy.Integer(0) for v in var_ranges}
-        hi_vals = {v: sympy.Integer(sv.hint(r) - 1) for v, r in var_ranges.items()}
-        vals = dict(sv.values)
-        lo = _evaluate(expr.xreplace(lo_vals), vals)
-        hi = _evaluate(expr.xreplace(hi_vals), vals)
+        lo = _evaluate(expr, {**sv.values, **{v: 0 for v in var_ranges}})
+        hi = _evaluate(expr, {**sv.values, **{v: sv.hint(r) - 1 for v, r in
+                                              var_ranges.items()}})
     except (TypeError, KeyError):
         return None
-    if lo < 0 or any(t.could_extract_minus_sign() for t in sympy.Add.make_args(expr)):
+    if lo < 0:
         return None
     return hi
 
