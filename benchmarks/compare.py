@@ -40,6 +40,7 @@ def run(impl: str, args, compile_: bool | None = None) -> dict:
     cmd = [sys.executable, os.path.join(HERE, "workloads.py"), "--impl", impl,
            "--device", args.device] + (["--only", args.only] if args.only else []) + \
         (["--big"] if args.big else []) + (["--compile"] if compile_ else []) + \
+        ([f"--mode={args.mode}"] if compile_ and args.mode else []) + \
         ([f"--threads={args.threads}"] if args.threads else [])
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3000)
     if out.returncode != 0:
@@ -54,6 +55,7 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--big", action="store_true")
     ap.add_argument("--compile", action="store_true", help="compiled mode (torch.compile)")
+    ap.add_argument("--mode", default=None, help="with --compile: torch.compile's mode")
     ap.add_argument("--threads", type=int, default=0, help="set_num_threads(n) in both")
     ap.add_argument("--one-anchor", action="store_true",
                     help="one torch run, not two (torch.compile's cold first steps are long)")
