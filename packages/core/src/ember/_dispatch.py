@@ -63,6 +63,10 @@ _FAST_DTYPES = (D.float32, D.float64)
 
 def call(op, args: tuple, out=None):
     """Run op on args (schema order), through modes and autograd."""
+    if subclass_function[0]:
+        r = _function_call(op, args, out)
+        if r is not NotImplemented:
+            return r
     if op.pointwise is not None and out is None and not special[0]:
         # fast path: plain CPU float tensors of one dtype, nothing recording, no promotion
         # (Python int/float/bool scalars never change a float tensor's dtype: `x * 2` is fast)
@@ -265,6 +269,23 @@ def execute(op, args: tuple, out=None):
     if out is not None:
         return write_out(op, result, out)
     return result
+
+
+# Nonzero once a class that handles the public functions itself was imported (class attribute
+# `__ember_function__(op, args, out)`, returning NotImplemented to decline): sparse and nested
+# tensors. call() hands it a call with such an argument before modes and autograd, so
+# `ember.add(s, s)` runs what `s.add(s)` runs (torch's __torch_function__ on a subclass).
+subclass_function = [0]
+
+
+def _function_call(op, args, out):
+    for i in op.tensor_idx:
+        a = args[i]
+        if a.__class__ is not Tensor:
+            h = getattr(a.__class__, "__ember_function__", None)
+            if h is not None:
+                return h(op, args, out)
+    return NotImplemented
 
 
 # Nonzero once a Tensor subclass that handles its own ops (class attribute

@@ -158,7 +158,11 @@ class Tensor:
                     f"can't convert {self.device.type} device type tensor to numpy. Use "
                     "Tensor.cpu() to copy the tensor to host memory first.")
             isz = self.dtype.itemsize
-            a = np.ndarray(self._shape, self.dtype.np, self._storage.data, self._offset * isz,
+            data = self._storage.data
+            off = self._offset * isz
+            if off >= data.nbytes and 0 in self._shape:  # an empty view past an empty buffer
+                off = 0                                 # (x[1] of a (2, 0) tensor)
+            a = np.ndarray(self._shape, self.dtype.np, data, off,
                            tuple(s * isz for s in self._stride))
             self._npc = a
         return a
