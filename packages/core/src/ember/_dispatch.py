@@ -127,6 +127,14 @@ def call(op, args: tuple, out=None):
             return mode.__ember_dispatch__(op, args, out)
         finally:
             st.modes.append(mode)
+    return call_below_modes(op, args, out)
+
+
+def call_below_modes(op, args: tuple, out=None):
+    """call() without its modes: autocast, autograd recording, then execute. A mode that sees
+    the calls an op makes inside (the profiler's nested rows) runs the op itself through this
+    while it stays active."""
+    st = state
     if st.autocast:  # above autograd, so the casts are recorded
         from .amp.autocast_mode import cast_args
         args = cast_args(op, args, st.autocast)
