@@ -112,3 +112,40 @@ def test_dynamic_shapes_naming_an_unknown_input():
     with pytest.raises(ember.onnx.OnnxExporterError, match="not an input"):
         ember.onnx.export(Folded(), (ember.randn(2, 3, 16),), io.BytesIO(),
                           dynamic_shapes={"y": {0: Dim("b")}})
+
+
+class MHABlock(nn.Module):
+    """Pre-norm block with nn.MultiheadAttention and a GELU MLP."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.att = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.fc, self.fc2 = nn.Linear(16, 32), nn.Linear(32, 16)
+
+    def forward(self, x):
+        h = self.ln(x)
+        a, _ = self.att(h, h, h, need_weights=False)
+        x = x + a
+        return x + self.fc2(F.gelu(self.fc(x)))
+
+
+WORKLOADS = {
+    "mlp": (lambda: nn.Sequential(nn.Flatten(), nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 3)),
+            (2, 3, 4), (6, 3, 4), [0]),
+    "cnn": (lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                                  nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64, 10)),
+            (2, 1, 8, 8), (5, 1, 8, 8), [0]),
+    "mha_block": (MHABlock, (2, 5, 16), (3, 9, 16), [0, 1]),
+}
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_workloads_with_dynamic_batch(name):
+    ember.manual_seed(0)
+    make, first, second, axes = WORKLOADS[name]
+    model = make().eval()
+    f = io.BytesIO()
+    ember.onnx.export(model, (ember.randn(*first),), f, input_names=["x"],
+                      dynamic_axes={"x": axes})
+    _check_sizes(model, f.getvalue(), [first, second])
