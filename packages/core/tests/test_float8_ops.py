@@ -71,3 +71,21 @@ def test_float8_promotion_raises_runtime_error():
         with pytest.raises(RuntimeError, match="attempted to promote Float8_e4m3fn and "
                                                "Float8_e5m2"):
             m.promote_types(m.float8_e4m3fn, m.float8_e5m2)
+
+
+@pytest.mark.parametrize("f", [
+    lambda m, dt: m.rand(2, dtype=dt), lambda m, dt: m.randn(2, dtype=dt),
+    lambda m, dt: m.arange(3, dtype=dt), lambda m, dt: m.linspace(0, 1, 3, dtype=dt),
+    lambda m, dt: m.randint(0, 3, (2,), dtype=dt), lambda m, dt: m.empty(2, dtype=dt).normal_(),
+    lambda m, dt: m.eye(2, dtype=dt), lambda m, dt: m.full((2,), 1.5, dtype=dt),
+    lambda m, dt: m.zeros(2, dtype=dt)])
+@pytest.mark.parametrize("dt", ["float8_e4m3fn", "float8_e5m2"])
+def test_float8_factories_as_torch(f, dt):
+    out = []
+    for m in (ember, torch):
+        try:
+            r = f(m, getattr(m, dt))
+            out.append(("ok", str(r.dtype).split(".")[1]))
+        except NotImplementedError as exc:
+            out.append(("NotImplementedError", dt.capitalize() in str(exc)))
+    assert out[0] == out[1]
