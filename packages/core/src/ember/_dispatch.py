@@ -63,6 +63,10 @@ _FAST_DTYPES = (D.float32, D.float64)
 
 def call(op, args: tuple, out=None):
     """Run op on args (schema order), through modes and autograd."""
+    if subclass_function[0]:
+        r = _function_call(op, args, out)
+        if r is not NotImplemented:
+            return r
     if op.pointwise is not None and out is None and not special[0]:
         # fast path: plain CPU float tensors of one dtype, nothing recording, no promotion
         # (Python int/float/bool scalars never change a float tensor's dtype: `x * 2` is fast)
@@ -123,6 +127,14 @@ def call(op, args: tuple, out=None):
             return mode.__ember_dispatch__(op, args, out)
         finally:
             st.modes.append(mode)
+    return call_below_modes(op, args, out)
+
+
+def call_below_modes(op, args: tuple, out=None):
+    """call() without its modes: autocast, autograd recording, then execute. A mode that sees
+    the calls an op makes inside (the profiler's nested rows) runs the op itself through this
+    while it stays active."""
+    st = state
     if st.autocast:  # above autograd, so the casts are recorded
         from .amp.autocast_mode import cast_args
         args = cast_args(op, args, st.autocast)
@@ -267,6 +279,23 @@ def execute(op, args: tuple, out=None):
     return result
 
 
+# Nonzero once a class that handles the public functions itself was imported (class attribute
+# `__ember_function__(op, args, out)`, returning NotImplemented to decline): sparse and nested
+# tensors. call() hands it a call with such an argument before modes and autograd, so
+# `ember.add(s, s)` runs what `s.add(s)` runs (torch's __torch_function__ on a subclass).
+subclass_function = [0]
+
+
+def _function_call(op, args, out):
+    for i in op.tensor_idx:
+        a = args[i]
+        if a.__class__ is not Tensor:
+            h = getattr(a.__class__, "__ember_function__", None)
+            if h is not None:
+                return h(op, args, out)
+    return NotImplemented
+
+
 # Nonzero once a Tensor subclass that handles its own ops (class attribute
 # `__ember_dispatch__(op, args, out)`, as ember-distributed's DTensor) was imported: execute()
 # hands a call with such an argument to that class, below autograd (torch's __torch_dispatch__).
@@ -314,10 +343,40 @@ def _np_args(op, args):
     for i in op.tensor_idx:
         t = a[i]
         if t is not None and isinstance(t, Tensor):
+            if t.dtype in _F8:
+                check_float8(op, args, t.dtype)
             a[i] = t._np
     for i in op.list_idx:
         a[i] = [t._np if isinstance(t, Tensor) else t for t in a[i]]
+        for t in args[i]:
+            if isinstance(t, Tensor) and t.dtype in _F8:
+                check_float8(op, args, t.dtype)
     return a
+
+
+# float8 on CPU, as PyTorch's kernels take it: copies, concatenation, padding, indexing,
+# matmuls, equality, abs, isnan, mul of two tensors, sums to another dtype; else it raises
+_F8 = D._FLOAT8
+_F8_POINTWISE = {"mul", "eq", "ne", "abs", "where", "isnan", "positive"}
+_F8_POINTWISE_E5M2 = {"isinf", "isfinite"}  # (PyTorch has these for e5m2 only)
+_F8_KERNELS = {"all", "any", "cat", "stack", "clone", "constant_pad_nd", "diag", "diag_embed",
+               "fill_", "zero_", "index", "index_put_", "index_select", "masked_select", "mm",
+               "matmul", "ones_like", "zeros_like", "empty_like", "full_like", "repeat", "roll",
+               "copy_", "_to_copy", "contiguous", "kron", "outer", "tensordot", "unfold"}
+_F8_WITH_DTYPE = {"sum", "mean"}  # (with dtype=: computed in that dtype)
+
+
+def check_float8(op, args, dt) -> None:
+    """NotImplementedError, as PyTorch's, for an op its CPU kernels do not run on float8."""
+    name = (op.inplace_of or op).name
+    if op.pointwise is not None or op.inplace_of is not None:
+        ok = name in _F8_POINTWISE or (dt is D.float8_e5m2 and name in _F8_POINTWISE_E5M2)
+        if ok and name == "mul" and not all(isinstance(args[i], Tensor) for i in op.pw_idx):
+            ok = False  # PyTorch's float8 mul takes two tensors, not a scalar
+    else:
+        ok = op.name in _F8_KERNELS or (op.name in _F8_WITH_DTYPE and args[-1] is not None)
+    if not ok:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_TORCH_NAMES[dt]}'")
 
 
 def _wrap(op, r, args):
@@ -392,6 +451,8 @@ def pointwise_dtypes(op, inputs, args=()):
         # NotImplementedError (a RuntimeError subclass), as PyTorch 2.x raises for these
         raise NotImplementedError(
             f"\"{op.name}_cpu\" not implemented for '{_TORCH_NAMES[common]}'")
+    if common in _F8:
+        check_float8(op, args, common)
     kind = op.promote
     if kind.__class__ is not str:  # a function of the call's args (div's rounding_mode)
         kind = kind(*args)
@@ -440,6 +501,8 @@ def run_pointwise(op, args):
         # meta: every tensor arg broadcasts, promoted or not (masked_fill's mask, where's cond)
         shapes = [args[i].shape for i in op.tensor_idx if isinstance(args[i], Tensor)]
         return Tensor._empty(broadcast_shapes(*shapes), rdt, dev)
+    if common is not cdt and common in _HALVES and op.name.rstrip("_") not in _OPMATH_SCALAR:
+        args = _round_to_half(op, args, common)
     if CPU_JIT is not None:  # large tensors: a generated C++ kernel (None: numpy runs)
         r = CPU_JIT(op, args, rdt, cdt)
         if r is not None:
@@ -478,6 +541,25 @@ def run_pointwise(op, args):
     if r.ndim == 0 or r.flags.c_contiguous:
         return Tensor._from_np(r, rdt)
     return Tensor._from_np(np.ascontiguousarray(r), rdt)
+
+
+_HALVES = (D.float16, D.bfloat16)
+_OPMATH_SCALAR = ("mul", "div", "floor_divide", "lerp")  # PyTorch takes these unrounded
+
+
+def _round_to_half(op, args, common):
+    """float16/bfloat16 math upcasts to float32, but its operands are the common dtype's values
+    first, as PyTorch's: a Python scalar or a 0-dim tensor of another dtype is rounded to it
+    (`h + 0.1` adds float16(0.1), not float32(0.1); mul and div keep the scalar as it is)."""
+    a = list(args)
+    for i in op.pw_idx:
+        x = a[i]
+        c = x.__class__
+        if c is float or c is int or c is bool:
+            a[i] = float(common.np.type(x))
+        elif isinstance(x, Tensor) and x.dtype is not common and x.dtype.is_floating_point:
+            a[i] = x.to(common)
+    return tuple(a)
 
 
 def _check_same_device(op, inputs, dev):

@@ -149,8 +149,9 @@ def _promote_pair(a: dtype, b: dtype) -> dtype:
         raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, "
                            f"attempted to promote {torch_name(a)} and {torch_name(b)}")
     if a in _FLOAT8 or b in _FLOAT8:
-        raise TypeError(f"Promotion for Float8 Types is not supported, attempted to promote "
-                        f"{a.name.capitalize()} and {b.name.capitalize()}")
+        from ._dispatch import torch_name
+        raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote "
+                           f"{torch_name(a)} and {torch_name(b)}")
     if a._cat != b._cat:
         hi, lo = (a, b) if a._cat > b._cat else (b, a)
         if hi._cat == _COMPLEX and lo._cat == _FLOAT and lo is float64:

@@ -4,6 +4,8 @@ Ops are not defined here: the op table binds them as methods (`ember._ops._regis
 """
 from __future__ import annotations
 
+from weakref import ref as _weakref
+
 import numpy as np
 
 from . import _dtype as D
@@ -31,17 +33,32 @@ def c_strides(shape: tuple) -> tuple:
     return st
 
 
+def _note_view(st, t) -> None:
+    """Remember view t of storage st weakly (dead references pruned as the list doubles)."""
+    vs = st.views
+    if vs is None:
+        st.views = [_weakref(t)]
+        return
+    vs.append(_weakref(t))
+    n = len(vs)
+    if n >= 64 and n & (n - 1) == 0:
+        vs[:] = [r for r in vs if r() is not None]
+
+
 class Storage:
     """A flat byte buffer on a device, shared by all views of it, with the version counter
     that autograd reads to refuse stale saved tensors."""
 
-    __slots__ = ("data", "device", "nbytes", "version", "__weakref__")
+    __slots__ = ("data", "device", "nbytes", "version", "views", "__weakref__")
 
     def __init__(self, data, device: Device, nbytes: int):
         self.data = data          # cpu: a C-contiguous numpy array (its bytes); meta: None
         self.device = device
         self.nbytes = nbytes
         self.version = 0
+        # weak references to views made while their base needed no grad: an in-place op that
+        # gives the base a history rebases them (autograd's _record_inplace), as PyTorch does
+        self.views = None
 
     def data_ptr(self) -> int:
         if self.data is None:
@@ -145,6 +162,8 @@ class Tensor:
             t._requires_grad = True
             if not _state.grad_enabled:  # its version: a write after it makes it unusable
                 t._no_grad_view = self._storage.version
+        elif _state.grad_enabled and t.dtype._cat >= 2:
+            _note_view(t._storage, t)
         return t
 
     # ---- memory --------------------------------------------------------------------------
@@ -158,7 +177,11 @@ class Tensor:
                     f"can't convert {self.device.type} device type tensor to numpy. Use "
                     "Tensor.cpu() to copy the tensor to host memory first.")
             isz = self.dtype.itemsize
-            a = np.ndarray(self._shape, self.dtype.np, self._storage.data, self._offset * isz,
+            data = self._storage.data
+            off = self._offset * isz
+            if off >= data.nbytes and 0 in self._shape:  # an empty view past an empty buffer
+                off = 0                                 # (x[1] of a (2, 0) tensor)
+            a = np.ndarray(self._shape, self.dtype.np, data, off,
                            tuple(s * isz for s in self._stride))
             self._npc = a
         return a

@@ -155,6 +155,12 @@ def _reflected(fname):
     return r
 
 
+def _rtruediv(self, other):
+    """`2 / x` is `x.reciprocal() * 2`, as PyTorch computes it (its values differ from
+    div(2, x) in the last bit)."""
+    return self.reciprocal() * other
+
+
 def bind_methods(methods: dict) -> None:
     """Bind the op table's methods, the operators and the parsing methods onto Tensor."""
     for name, fn in methods.items():
@@ -165,6 +171,7 @@ def bind_methods(methods: dict) -> None:
             setattr(Tensor, dunder, fn)
     for dunder, name in _REFLECTED.items():
         setattr(Tensor, dunder, _reflected(name))
+    Tensor.__rtruediv__ = Tensor.__rdiv__ = _rtruediv
     Tensor.to = to
     Tensor.cpu = cpu
     Tensor.cuda = cuda

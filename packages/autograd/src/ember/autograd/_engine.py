@@ -327,6 +327,7 @@ def _record_inplace(op, inf, args):
         self._requires_grad = True
         if self._ag is not None:
             self._ag.output_nr = 0
+        _rebase_views(self, self)
         return result
     # in-place on a view: the base's new history is CopySlices(old base history, node)
     cs = CopySlices(base_edge, node, base, self)
@@ -334,12 +335,36 @@ def _record_inplace(op, inf, args):
     base._requires_grad = True
     if base._ag is not None:
         base._ag.output_nr = 0
-    regen = base.as_strided(self._shape, self._stride, self._offset)
-    self._grad_fn = regen.grad_fn
-    self._requires_grad = True
-    info(self).output_nr = 0
-    self._ag.view_version = self._storage.version
+    _rebase_view(base, self)
+    _rebase_views(base, self)
     return result
+
+
+def _rebase_view(base, v) -> None:
+    """v's history becomes as_strided(base), current for the storage's version now."""
+    regen = base.as_strided(v._shape, v._stride, v._offset)
+    v._grad_fn = regen.grad_fn
+    v._requires_grad = True
+    info(v).output_nr = 0
+    v._ag.view_version = v._storage.version
+
+
+def _rebase_views(base, done) -> None:
+    """Views of base made while it needed no grad (core's Storage.views) need grad now that an
+    in-place op gave base a history: each is rebased on it, as PyTorch's views are."""
+    refs = base._storage.views
+    if not refs:
+        return
+    keep = []
+    for r in refs:
+        v = r()
+        if v is None or v is done or v._requires_grad:
+            continue
+        if v._base is base:
+            _rebase_view(base, v)
+        else:
+            keep.append(r)  # a view of another tensor over this storage (a detach()'s)
+    base._storage.views = keep or None
 
 
 # ---- execution ------------------------------------------------------------------------------

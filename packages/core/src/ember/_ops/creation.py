@@ -122,9 +122,16 @@ def _arange_args(start, end, step):
     return start, end, step
 
 
+def _no_float8(dt, kernel):
+    if dt in D._FLOAT8:  # (PyTorch's CPU kernels have no float8 ranges)
+        from .._dispatch import torch_name
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{torch_name(dt)}'")
+    return dt
+
+
 def _arange_dtype(start, end, step, dtype):
     if dtype is not None:
-        return to_dtype(dtype)
+        return _no_float8(to_dtype(dtype), "arange_cpu")
     vals = (start, end, step)
     if any(isinstance(v, float) or (hasattr(v, "dtype") and v.dtype.is_floating_point)
            for v in vals):
@@ -185,13 +192,14 @@ defop(f"arange(Scalar start, Scalar? end=None, Scalar step=1, *, {_FACTORY_KW}) 
 def _linspace_kernel(start, end, steps, dtype, *_):
     if steps < 0:
         raise RuntimeError("linspace(): number of steps must be non-negative")
-    dt = to_dtype(dtype)
+    dt = _no_float8(to_dtype(dtype), "linspace_cpu")
     return np.linspace(_scalar(start), _scalar(end), steps, dtype=np.float64).astype(dt.np)
 
 
 defop(f"linspace(Scalar start, Scalar end, int steps, *, {_FACTORY_KW}) -> Tensor",
       method=False, tags={"factory"}, kernels={"cpu": _linspace_kernel},
-      meta=lambda s, e, n, dtype, *_: TensorMeta((n,), to_dtype(dtype)))
+      meta=lambda s, e, n, dtype, *_: TensorMeta((n,), _no_float8(to_dtype(dtype),
+                                                                 "linspace_cpu")))
 
 
 def _logspace_kernel(start, end, steps, base, dtype, *_):

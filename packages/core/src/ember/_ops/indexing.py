@@ -299,6 +299,8 @@ def _check_mask(mask, op):
 
 def _masked_select(x, mask):
     mask = _check_mask(mask, "masked_select")
+    from .._size import broadcast_shapes
+    broadcast_shapes(mask.shape, x.shape)  # PyTorch's RuntimeError (the mask is "tensor a")
     x, mask = np.broadcast_arrays(x, mask)
     return x[mask]
 

@@ -32,7 +32,8 @@ _C_NAMES = {D.bool: "bool", D.uint8: "unsigned char", D.int8: "signed char", D.i
             D.int32: "int", D.int64: "long int", D.float16: "c10::Half",
             D.bfloat16: "c10::BFloat16", D.float32: "float", D.float64: "double",
             D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>"}
-_LOWP_NP = (np.dtype(D.float16.np), np.dtype(D.bfloat16.np))
+_LOWP_NP = (np.dtype(D.float16.np), np.dtype(D.bfloat16.np), np.dtype(D.float8_e4m3fn.np),
+            np.dtype(D.float8_e5m2.np))
 
 
 def _dt(x):

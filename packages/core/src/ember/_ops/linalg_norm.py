@@ -36,6 +36,12 @@ def _matrix_dims(x, dim, name="linalg.matrix_norm"):
     return d0, d1
 
 
+def _empty_norm(x, d0, d1, keepdim):
+    shape = [1 if d in (d0, d1) else n for d, n in enumerate(x.shape)]
+    r = x.abs().new_zeros(shape)
+    return r if keepdim else r.squeeze((d0, d1))
+
+
 def _matrix_norm(x, ord, dim, keepdim, dtype):
     d0, d1 = _matrix_dims(x, dim)
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
@@ -45,6 +51,8 @@ def _matrix_norm(x, ord, dim, keepdim, dtype):
         return OPS["norm"](x, 2, [d0, d1], keepdim, dtype=dtype)
     if dtype is not None:
         x = x.to(dtype)
+    if x.numel() == 0 and (ord == "nuc" or ord in (1, 2, math.inf)):  # as PyTorch: no error
+        return _empty_norm(x, d0, d1, keepdim)
     if ord == "nuc" or ord in (2, -2):
         s = OPS["linalg_svdvals"](x.movedim((d0, d1), (-2, -1)))                  # (..., k)
         r = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))
@@ -55,9 +63,13 @@ def _matrix_norm(x, ord, dim, keepdim, dtype):
     if ord in (1, -1, math.inf, -math.inf):
         # ord=+-1: max/min column sum (sum over rows); ord=+-inf: max/min row sum
         sum_dim, red_dim = (d0, d1) if ord in (1, -1) else (d1, d0)
-        a = x.abs().sum(sum_dim, keepdim=True)
-        r = a.amax(red_dim, keepdim=True) if ord > 0 else a.amin(red_dim, keepdim=True)
-        return r if keepdim else r.squeeze((d0, d1))
+        a = x.abs().sum(sum_dim)
+        red_dim -= red_dim > sum_dim  # (its index once sum_dim is gone: PyTorch's errors name it)
+        r = a.amax(red_dim) if ord > 0 else a.amin(red_dim)
+        if keepdim:
+            for d in sorted((d0, d1)):
+                r = r.unsqueeze(d)
+        return r
     raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
 
 
@@ -80,6 +92,8 @@ def _norm(x, ord, dim, keepdim, dtype):
         if x.ndim not in (1, 2):
             raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must "
                                f"be 1D or 2D. Got {x.ndim}D.")
+        if x.ndim == 1 and not isinstance(ord, str):  # (over all dims: PyTorch's messages)
+            return _vector_norm(x, ord, None, keepdim, dtype)
         dim = list(range(x.ndim))
     if len(dim) == 2:
         return _matrix_norm(x, ord, dim, keepdim, dtype)

@@ -48,8 +48,8 @@ def _is_bool(v) -> bool:
 
 def _check_sub(common, x, y, alpha):
     if common is not D.bool and alpha.__class__ is int and x.__class__ is y.__class__ and \
-            getattr(x, "dtype", None) is common:
-        return  # the hot path: two tensors of the (non-bool) common dtype
+            getattr(x, "dtype", None) is common and y.dtype is not D.bool:
+        return  # the hot path: two tensors, neither bool (x of the non-bool common dtype)
     if _is_bool(x) and _is_bool(y):
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")

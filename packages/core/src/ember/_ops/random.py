@@ -53,7 +53,7 @@ def standard_normal(g, shape, dt, kernel="normal_kernel_cpu"):
     if dt.is_complex:  # real and imaginary parts each of variance 1/2
         re, im = g.standard_normal(shape), g.standard_normal(shape)
         return ((re + 1j * im) / np.sqrt(2)).astype(dt.np)
-    if not dt.is_floating_point:
+    if not dt.is_floating_point or dt in D._FLOAT8:
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{torch_name(dt)}'")
     if dt == D.float64:
         return g.standard_normal(shape)
@@ -117,6 +117,9 @@ def check_int_range(low, high, dt) -> tuple[int, int]:
 
 def randint_values(g, low, high, shape, dt):
     """Integers uniform in [low, high), as dtype dt, with PyTorch's range checks."""
+    if dt in D._FLOAT8:
+        raise NotImplementedError(f"\"random_update_from_to\" not implemented for "
+                                  f"'{torch_name(dt)}'")
     low, high = check_int_range(low, high, dt)
     return g.integers(low, high, shape, dtype=np.int64).astype(dt.np)
 

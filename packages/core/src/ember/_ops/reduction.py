@@ -432,15 +432,28 @@ def _norm_dtype(xd, dtype):
     return d.to_real()
 
 
+def _check_inf_empty(shape, p, dim):
+    """max/min have no identity: PyTorch's errors for an (-)inf norm over an empty dim."""
+    name = "inf" if p > 0 else "-inf"
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        if math.prod(shape) == 0:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on an empty "
+                               "tensor because the operation does not have an identity")
+        return
+    for d in ([dim] if isinstance(dim, int) else dim):
+        if shape[d % len(shape)] == 0:  # (PyTorch's message has no space after the dim)
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on the "
+                               f"dimension {d}because this dimension is empty and the "
+                               "operation does not have an identity")
+
+
 def _norm_kernel(x, p, dim, keepdim, dtype):
     od = _norm_dtype(edtype(x), dtype)
     p, dims = _norm_p(p), reduce_dims(dim, x.ndim)
     a = np.abs(opmath_np(x.astype(to_dtype(dtype).np, copy=False) if dtype else x))
     kw = {"axis": dims, "keepdims": keepdim}
     if p == math.inf or p == -math.inf:
-        if a.size == 0 and any(x.shape[d] == 0 for d in dims):
-            raise IndexError("linalg.vector_norm cannot compute the inf norm on an empty tensor "
-                             "because the operation does not have an identity")
+        _check_inf_empty(x.shape, p, dim)
         r = np.max(a, **kw) if p > 0 else np.min(a, **kw)
     elif p == 0:
         r = np.sum(a != 0, **kw).astype(a.dtype)
@@ -479,10 +492,8 @@ def _norm_vjp(g, out, x, p, dim, keepdim, dtype):
 
 def _norm_meta(x, p, dim, keepdim, dtype):
     dims = reduce_dims(dim, x.ndim)
-    if (_norm_p(p) in (math.inf, -math.inf) and math.prod(x.shape) == 0
-            and any(x.shape[d] == 0 for d in dims)):
-        raise IndexError("linalg.vector_norm cannot compute the inf norm on an empty tensor "
-                         "because the operation does not have an identity")
+    if _norm_p(p) in (math.inf, -math.inf):
+        _check_inf_empty(x.shape, _norm_p(p), dim)
     return TensorMeta(reduced_shape(x.shape, dims, keepdim), _norm_dtype(x.dtype, dtype))
 
 

@@ -405,17 +405,28 @@ def _unique_consecutive_kernel(x, return_inverse, return_counts, dim):
     return u, inv.reshape(x.shape) if dim is None else inv, counts
 
 
+def _no_derivative(name):
+    """PyTorch records unique's values output (a grad_fn, requires_grad) but has no formula:
+    backward through it raises."""
+    def vjp(g, out, *args):
+        raise NotImplementedError(f"the derivative for '{name}' is not implemented.")
+    vjp.saved_outputs = ()
+    return vjp
+
+
 defop("_unique2(Tensor self, bool sorted=True, bool return_inverse=False, "
       "bool return_counts=False) -> (Tensor, Tensor, Tensor)", function=False, method=False,
-      kernels={"cpu": _unique_kernel}, decomp=_decomp.unique2, differentiable=())
+      kernels={"cpu": _unique_kernel}, decomp=_decomp.unique2, differentiable=("self",),
+      vjp=_no_derivative("_unique2"))
 defop("unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, "
       "bool return_counts=False) -> (Tensor, Tensor, Tensor)", function=False, method=False,
       kernels={"cpu": _unique_dim_kernel}, decomp=_decomp.unique_dim,
-      differentiable=())
+      differentiable=("self",), vjp=_no_derivative("unique_dim"))
 defop("unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, "
       "int? dim=None) -> (Tensor, Tensor, Tensor)", function=False, method=False,
       kernels={"cpu": _unique_consecutive_kernel},
-      decomp=_decomp.unique_consecutive, differentiable=())
+      decomp=_decomp.unique_consecutive, differentiable=("self",),
+      vjp=_no_derivative("unique_consecutive"))
 
 
 def _outputs(r, return_inverse, return_counts):

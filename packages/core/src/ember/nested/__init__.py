@@ -9,12 +9,16 @@ ember.Size([2, 4, 3])
 
 The components are kept as separate tensors (nested ops run per component);
 `ember.nn.functional`'s linear, activations, softmax, layer_norm, dropout and
-scaled_dot_product_attention take nested tensors (see _functional), other ember functions do
-not: use the methods (`nt.sin()`) or pad with to_padded_tensor first.
+scaled_dot_product_attention take nested tensors (see _functional); other ember functions
+are routed to the nested tensor by the dispatcher (see _function): pointwise ops and ops
+with a dim run per component, others raise as PyTorch's jagged tensors do.
 """
 from __future__ import annotations
 
+import functools
+
 import ember
+from ember import _dispatch
 
 __all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor",
            "nested_tensor_from_jagged", "jagged", "strided"]
@@ -212,7 +216,28 @@ class NestedTensor:
                 return NestedTensor([getattr(t, name)(d - 1, *args, **kwargs)
                                      for t in self._ts], self.layout)
             return reduce_dim
+        m = None if name.startswith("_") else getattr(ember.Tensor, name, None)
+        if getattr(m, "_opdef", None) is not None:  # any other op's method: see _function
+            return functools.partial(m, self)
         raise AttributeError(f"'NestedTensor' object has no attribute '{name}'")
+
+    # ---- the public functions (ember.sin(nt), ember.add(nt, x)): see _function ---------------
+    @classmethod
+    def __ember_function__(cls, op, args, out):
+        from ._function import nested_function
+        return nested_function(op, args, out)
+
+    def __lt__(self, o):
+        return self._zip(o, lambda a, b: a < b)
+
+    def __le__(self, o):
+        return self._zip(o, lambda a, b: a <= b)
+
+    def __gt__(self, o):
+        return self._zip(o, lambda a, b: a > b)
+
+    def __ge__(self, o):
+        return self._zip(o, lambda a, b: a >= b)
 
     def __repr__(self):
         body = ",\n".join("  " + repr(t).replace("\n", "\n  ") for t in self._ts)
@@ -283,6 +308,8 @@ def to_padded_tensor(input: NestedTensor, padding: float, output_size=None):
         padded.append(F.pad(t, pads, value=padding) if any(pads) else t)
     return ember.stack(padded, 0)
 
+
+_dispatch.subclass_function[0] += 1  # calls with a nested argument: NestedTensor decides first
 
 from ._functional import install as _install_functional  # noqa: E402
 

@@ -41,7 +41,8 @@ def export(model, args=(), f=None, *, kwargs=None, export_params=True, verbose=N
     if not export_params:
         raise OnnxExporterError("ember.onnx.export: export_params=False is not supported")
     from ._export import export_model
-    return export_model(model, args, f, input_names, output_names, dynamic_axes, opset_version)
+    return export_model(model, args, f, input_names, output_names, dynamic_axes, opset_version,
+                        dynamic_shapes)
 
 
 def dynamo_export(model, *args, export_options=None, **kwargs):

@@ -7,6 +7,7 @@ import operator
 
 import numpy as np
 
+from ._sizes import dynamic_axes_of, is_size_node, size_node
 from ._translate import RULES, GraphBuilder, OnnxExporterError
 
 
@@ -110,6 +111,8 @@ def _translate(gm, args, onnx, input_names, output_names):
                                                    names[n]))
         elif n.op == "call_function" and n.target is operator.getitem:
             names[n] = names[n.args[0]][n.args[1]]
+        elif n.op == "call_function" and is_size_node(n):
+            names[n] = size_node(b, n, arg)
         elif n.op == "call_function":
             op = getattr(n.target, "name", str(n.target))
             rule = RULES.get(op)
@@ -131,9 +134,17 @@ def _translate(gm, args, onnx, input_names, output_names):
 
 
 def _value_info(helper, name, value, dyn):
-    shape = [dyn.get(i, d) for i, d in enumerate(value.shape)]
+    shape = [dyn.get(i, int(d)) for i, d in enumerate(value.shape)]
     dt = helper.np_dtype_to_tensor_dtype(np.dtype(value.numpy().dtype))
     return helper.make_tensor_value_info(name, dt, shape)
+
+
+def _all_dims(dynamic_axes, name, value):
+    """An output of a dynamic export whose axes were not named: every dim symbolic (its sizes
+    follow from the inputs')."""
+    if not dynamic_axes:
+        return {}
+    return {i: f"{name}_dim_{i}" for i in range(len(value.shape))}
 
 
 def _dyn(dynamic_axes, name):
@@ -145,19 +156,24 @@ def _dyn(dynamic_axes, name):
     return {int(k): f"{name}_dynamic_axes_{i + 1}" for i, k in enumerate(axes)}
 
 
-def export_model(model, args, f, input_names, output_names, dynamic_axes, opset_version):
+def export_model(model, args, f, input_names, output_names, dynamic_axes, opset_version,
+                 dynamic_shapes=None):
     """The ModelProto of model(*args), saved to f (a path or a binary file) when given."""
     import ember
     onnx = _need("onnx", "onnx")
     proxy = _need("ember.fx.experimental.proxy_tensor", "ember-compiler")
     from onnx import helper
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    model, args, dynamic_axes = dynamic_axes_of(model, args, input_names, dynamic_axes,
+                                                dynamic_shapes)
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()  # as torch.onnx.export's default (training=TrainingMode.EVAL)
     try:
         with ember.no_grad():
-            gm = proxy.make_fx(model)(*args)
+            # dynamic dims: a symbolic trace, so sizes are graph values (Shape, Concat, ...)
+            mode = "symbolic" if dynamic_axes else "real"
+            gm = proxy.make_fx(model, tracing_mode=mode)(*args)
         b, ins, outs = _translate(gm, args, onnx, list(input_names or []),
                                   list(output_names or []))
     finally:
@@ -168,7 +184,8 @@ def export_model(model, args, f, input_names, output_names, dynamic_axes, opset_
     graph = helper.make_graph(
         b.nodes, "main_graph",
         [_value_info(helper, n, v, _dyn(dynamic_axes, n)) for n, v in ins],
-        [_value_info(helper, n, v, _dyn(dynamic_axes, n)) for n, v in outs],
+        [_value_info(helper, n, v, _dyn(dynamic_axes, n) or _all_dims(dynamic_axes, n, v))
+         for n, v in outs],
         initializer=b.inits)
     opset = 18 if opset_version is None else int(opset_version)
     if opset < 17:

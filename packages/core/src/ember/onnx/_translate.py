@@ -163,6 +163,13 @@ def _shape_const(b, in_shape, out_shape):
 
 
 def _reshape(b, a, info):
+    dims = a[1] if len(a) > 1 and isinstance(a[1], (list, tuple)) else None
+    if dims is not None and any(isinstance(d, str) for d in dims):
+        # sizes computed in the graph (a symbolic trace): Concat of 1-element pieces
+        parts = [d if isinstance(d, str) else b.const([int(d)], np.int64, "dim") for d in dims]
+        return b.add("Reshape", [a[0], b.add("Concat", parts, axis=0)])
+    if dims is not None and -1 in dims:  # the requested -1 stays: a dynamic dim folds into it
+        return b.add("Reshape", [a[0], _shape_const(b, info.shape(0), dims)])
     return b.add("Reshape", [a[0], _shape_const(b, info.shape(0), info.out_shape)])
 
 

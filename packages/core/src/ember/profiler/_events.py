@@ -7,7 +7,8 @@ import os
 import threading
 import time
 
-from .._dispatch import DispatchMode, call
+from .._dispatch import DispatchMode, call, call_below_modes
+from .._state import state
 from .._tensor import Tensor
 
 __all__ = ["FunctionEvent", "FunctionEventAvg", "EventList", "Recorder"]
@@ -244,7 +245,17 @@ class Recorder(DispatchMode):
                         ember.cuda.Event(enable_timing=True))
             ev._cuda[0].record()
         try:
-            return call(op, args, out)
+            modes = state.modes
+            if modes:  # another mode below this one: it sees the op next
+                return call(op, args, out)
+            # the op runs with this recorder still active, so the ops it calls (its
+            # decomposition, autograd's recording) nest under its row, as torch's aten::linear
+            # holds aten::t and aten::matmul
+            modes.append(self)
+            try:
+                return call_below_modes(op, args, out)
+            finally:
+                modes.pop()
         finally:
             if timed:
                 ev._cuda[1].record()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 import ember
+from ember import _dispatch
 from ember._printing import (
     _OPTS,
     _ComplexFormatter,
@@ -20,6 +21,8 @@ from ember._size import contiguous_strides
 from ember._tensor import Tensor
 
 __all__ = ["SparseTensor", "Layout"]
+
+_dispatch.subclass_function[0] += 1  # calls with a sparse argument: SparseTensor decides first
 
 
 class Layout:
@@ -167,13 +170,33 @@ class SparseTensor(Tensor):
     def __neg__(self):
         return self._with_values(-self._vals)
 
-    def __truediv__(self, other):
+    def div(self, other, *, rounding_mode=None):
         if isinstance(other, (int, float)) or (isinstance(other, Tensor) and other.dim() == 0
                                                and not other.is_sparse):
-            return self._with_values(self._vals / other)
+            if rounding_mode is None:
+                r = self._with_values(self._vals / other)
+                if r.is_sparse:
+                    r._coalesced = False  # (as PyTorch marks a quotient)
+                return r
+            c = self.coalesce()  # (a rounded quotient of a sum: PyTorch coalesces first)
+            return c._with_values(c._vals.div(other, rounding_mode=rounding_mode))
         return NotImplemented
 
-    div = __truediv__
+    def __truediv__(self, other):
+        return self.div(other)
+
+    # ---- the public functions run the methods' sparse rules (see _function) ------------------
+    @classmethod
+    def __ember_function__(cls, op, args, out):
+        from ._function import sparse_function
+        return sparse_function(cls, op, args, out)
+
+    @property
+    def _version(self) -> int:
+        return getattr(self, "_sver", 0)
+
+    def __setitem__(self, key, value):
+        raise TypeError("Cannot assign to a sparse tensor")
 
     # ---- zero-preserving pointwise ops: on the values (PyTorch keeps the layout) -------------
     def _unary(name):
