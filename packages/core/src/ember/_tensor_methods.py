@@ -179,6 +179,8 @@ def bind_methods(methods: dict) -> None:
     Tensor.is_pinned = is_pinned
     from ._tensor_predicates import install
     install(Tensor)
+    from ._api import allclose, equal, isclose
+    Tensor.isclose, Tensor.allclose, Tensor.equal = isclose, allclose, equal
     for d, names in ((D.float32, ("float",)), (D.float64, ("double",)), (D.float16, ("half",)),
                      (D.bfloat16, ("bfloat16",)), (D.int64, ("long",)), (D.int32, ("int",)),
                      (D.int16, ("short",)), (D.int8, ("char",)), (D.uint8, ("byte",)),
