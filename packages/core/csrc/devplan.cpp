@@ -506,8 +506,10 @@ PyObject* replay(const DevPlan* p, PyObject* args, const uint64_t* addrs) {
   return t;
 }
 
-// The plan of this call, if one was built; nullptr (no error) when none.
-const DevPlan* find(DevEntry* e, PyObject* args, uint64_t* addrs) {
+// The plan of this call, if one was built and may run now; nullptr (no error) when none.
+// *blocked: a plan matched but may not run now (a stream pushed, a capture, another context).
+const DevPlan* find(DevEntry* e, PyObject* args, uint64_t* addrs, bool* blocked) {
+  *blocked = false;
   Py_ssize_t n = PyTuple_GET_SIZE(args);
   if (n > kMaxParams) return nullptr;
   PyObject* dflt = nullptr;
@@ -526,12 +528,14 @@ const DevPlan* find(DevEntry* e, PyObject* args, uint64_t* addrs) {
     }
     if (p->dflt != dflt) continue;
     const DevReg& r = D.regs[p->reg];
+    *blocked = true;
     if (PyList_GET_ITEM(r.special, 0) != D.zero || PyDict_GET_SIZE(r.capturing) != 0)
       return nullptr;  // a current stream pushed or a capture: the Python path
     if (p->ctx != 0) {
       uint64_t cur = 0;
       if (D.ctx_get(&cur) != 0 || cur != p->ctx) return nullptr;  // Python binds it
     }
+    *blocked = false;
     return p;
   }
   return nullptr;
@@ -597,19 +601,21 @@ PyObject* devplan_call(PyObject* op, PyObject* args, PyObject* first, PyObject* 
   }
   DevEntry* e = entry(op);
   uint64_t addrs[kMaxParams];
-  const DevPlan* p = find(e, args, addrs);
+  bool blocked = false;
+  const DevPlan* p = find(e, args, addrs, &blocked);
   if (p != nullptr) {
     ++D.hits;
     return replay(p, args, addrs);
   }
   ++D.misses;
   if (kernel == nullptr) {  // autograd's recording: a plan the Python path built meanwhile
+    if (blocked) return Py_None;
     p = ask(e, op, args, first);
-    if (p == nullptr || find(e, args, addrs) != p) return Py_None;
+    if (p == nullptr || find(e, args, addrs, &blocked) != p) return Py_None;
     return replay(p, args, addrs);
   }
   PyObject* r = PyObject_Call(kernel, args, nullptr);
-  if (r != nullptr && Py_TYPE(r) == D.tensor) ask(e, op, args, first);
+  if (r != nullptr && !blocked && Py_TYPE(r) == D.tensor) ask(e, op, args, first);
   return r;
 }
 

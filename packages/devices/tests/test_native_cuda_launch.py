@@ -89,12 +89,14 @@ except RuntimeError as e:
 
 # a pushed stream or another default dtype: the Python path (no hit counted)
 x + y
-h0 = stats()[0]
+h0, b0 = stats()[0], stats()[2]
 s = ember.cuda.Stream()
 with ember.cuda.stream(s):
     r = x + y
+    x + y
 s.synchronize()
 assert stats()[0] == h0, "a native launch while a stream was current"
+assert stats()[2] == b0, "a plan built again for a key that has one"
 same(r, x + y)
 ember.set_default_dtype(ember.float64)
 try:
