@@ -5,7 +5,8 @@
 //   lookup(op, args): key = (per argument: dtype, device, sizes, strides, 16-byte alignment of
 //   tensors; type (or value) of scalars), default dtype; the device's "special" counter at 0
 //   (no current stream pushed, nothing capturing) and its context bound.
-//   hit:  [op.check(common dtype, *args)] -> alloc() (the caching allocator, one Python call)
+//   hit:  [op.check(common dtype, *args)] -> malloc(nbytes, 0) (the caching allocator, one
+//         Python call; the buffer and Storage objects made here)
 //         -> pack the kernel's parameters -> cuLaunchKernel (libcuda through dlopen) -> Tensor
 //   miss: the device's Python kernel slot runs (the reference), then its builder is asked for
 //         the plan of this call (None: not plannable).
@@ -60,7 +61,10 @@ struct DevPlan {
   PyObject* stride = nullptr;
   PyObject* rdt = nullptr;
   PyObject* device = nullptr;
-  PyObject* alloc = nullptr;      // () -> Storage of the output's size (the caching allocator)
+  PyObject* alloc = nullptr;      // () -> Storage of the output's size, or nullptr when
+  PyObject* malloc = nullptr;     // malloc(nbytes, stream 0) -> block (with .ptr): the buffer
+  PyObject* allocator = nullptr;  // (allocator, block) and Storage are made here
+  PyObject* nbytes = nullptr;
   PyObject* fake = nullptr;       // (packed bytes, grid x, stream) -> None, or nullptr
   uint64_t func = 0;              // CUfunction; 0: no launch (fake hook, or nothing)
   unsigned gx = 1, gy = 1, gz = 1, bx = 32, shared = 0;
@@ -96,6 +100,9 @@ struct DG {
   PyTypeObject* storage = nullptr;
   PyTypeObject* buffer = nullptr;
   Py_ssize_t off_data = 0, off_ptr = 0;
+  Py_ssize_t off_sdev = 0, off_nbytes = 0, off_version = 0;  // Storage's other slots
+  Py_ssize_t off_block = -1, off_alloc = 0;                   // the buffer's (-1: none)
+  PyObject* str_ptr = nullptr;
   std::vector<DevReg> regs;
   long hits = 0, misses = 0, built = 0;
   // libcuda, opened on the first plan with a function
@@ -116,6 +123,11 @@ inline PyObject* tslot(PyObject* t, int s) {
 
 inline PyObject* member(PyObject* o, Py_ssize_t off) {
   return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off);
+}
+
+inline void set_member(PyObject* o, Py_ssize_t off, PyObject* v) {  // on a fresh object
+  Py_INCREF(v);
+  *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off) = v;
 }
 
 inline void set_tslot(PyObject* t, int s, PyObject* v) {
@@ -304,7 +316,7 @@ void free_plan(DevPlan* p) {
     Py_XDECREF(k.device);
   }
   for (PyObject* o : {p->dflt, p->check, p->common, p->shape, p->stride, p->rdt, p->device,
-                      p->alloc, p->fake})
+                      p->alloc, p->fake, p->malloc, p->allocator, p->nbytes})
     Py_XDECREF(o);
   delete p;
 }
@@ -346,7 +358,14 @@ DevPlan* build_plan(PyObject* d, PyObject* args, int reg) {
   p->stride = keep(PyTuple_GET_ITEM(out, 1));
   p->rdt = keep(PyTuple_GET_ITEM(out, 2));
   p->device = keep(PyTuple_GET_ITEM(out, 3));
-  p->alloc = keep(PyTuple_GET_ITEM(out, 4));
+  PyObject* al = PyTuple_GET_ITEM(out, 4);
+  if (PyTuple_Check(al) && PyTuple_GET_SIZE(al) == 3 && D.off_block >= 0) {
+    p->malloc = keep(PyTuple_GET_ITEM(al, 0));      // (malloc, allocator, nbytes)
+    p->allocator = keep(PyTuple_GET_ITEM(al, 1));
+    p->nbytes = keep(PyTuple_GET_ITEM(al, 2));
+  } else if (!PyTuple_Check(al)) {
+    p->alloc = keep(al);
+  }
   p->func = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ln, 0));
   p->gx = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 1));
   p->gy = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 2));
@@ -371,7 +390,9 @@ DevPlan* build_plan(PyObject* d, PyObject* args, int reg) {
   }
   p->fake = keep(PyTuple_GET_ITEM(d, 7));
   bool bad = PyErr_Occurred() != nullptr || p->shape == nullptr || p->stride == nullptr ||
-             p->rdt == nullptr || p->device == nullptr || p->alloc == nullptr;
+             p->rdt == nullptr || p->device == nullptr ||
+             (p->alloc == nullptr && (p->malloc == nullptr || p->allocator == nullptr ||
+                                      p->nbytes == nullptr || !PyLong_CheckExact(p->nbytes)));
   if (!bad && p->func != 0 && !open_cuda()) bad = true;
   if (bad) {
     PyErr_Clear();
@@ -438,6 +459,38 @@ PyObject* wrap(const DevPlan* p, PyObject* st) {
   return t;
 }
 
+// The output's Storage: Storage(Buffer(allocator, block), device, nbytes) as the device's
+// Python code makes it, the block from malloc(nbytes, 0) (the default stream).
+PyObject* new_storage(const DevPlan* p) {
+  PyObject* mv[2] = {p->nbytes, D.zero};
+  PyObject* block = PyObject_Vectorcall(p->malloc, mv, 2, nullptr);
+  if (block == nullptr) return nullptr;
+  PyObject* ptr = PyObject_GetAttr(block, D.str_ptr);
+  if (ptr == nullptr) {
+    Py_DECREF(block);
+    return nullptr;
+  }
+  PyObject* buf = D.buffer->tp_alloc(D.buffer, 0);
+  PyObject* st = buf == nullptr ? nullptr : D.storage->tp_alloc(D.storage, 0);
+  if (st == nullptr) {
+    Py_XDECREF(buf);  // (a half-made buffer: its __del__ frees nothing without a block)
+    Py_DECREF(ptr);
+    Py_DECREF(block);  // (the block stays allocated: as a lost tensor's would, until reset)
+    return nullptr;
+  }
+  set_member(buf, D.off_ptr, ptr);
+  set_member(buf, D.off_block, block);
+  set_member(buf, D.off_alloc, p->allocator);
+  set_member(st, D.off_data, buf);
+  set_member(st, D.off_sdev, p->device);
+  set_member(st, D.off_nbytes, p->nbytes);
+  set_member(st, D.off_version, D.zero);
+  Py_DECREF(ptr);
+  Py_DECREF(block);
+  Py_DECREF(buf);
+  return st;
+}
+
 // Replay plan p on args (addrs: the tensor arguments' addresses by position).
 PyObject* replay(const DevPlan* p, PyObject* args, const uint64_t* addrs) {
   if (p->check != nullptr) {
@@ -449,7 +502,7 @@ PyObject* replay(const DevPlan* p, PyObject* args, const uint64_t* addrs) {
     if (r == nullptr) return nullptr;  // PyTorch's argument error, as the Python path raises
     Py_DECREF(r);
   }
-  PyObject* st = PyObject_CallNoArgs(p->alloc);
+  PyObject* st = p->alloc != nullptr ? PyObject_CallNoArgs(p->alloc) : new_storage(p);
   if (st == nullptr) return nullptr;  // (out of memory: the allocator's error)
   uint64_t out = 0;
   PyObject* buf = Py_TYPE(st) == D.storage ? member(st, D.off_data) : nullptr;
@@ -649,6 +702,18 @@ void init_devplan(py::module_& m) {
         D.buffer = reinterpret_cast<PyTypeObject*>(buffer.inc_ref().ptr());
         D.off_data = slot_offset(storage, "data");
         D.off_ptr = slot_offset(buffer, "ptr");
+        D.off_sdev = slot_offset(storage, "device");
+        D.off_nbytes = slot_offset(storage, "nbytes");
+        D.off_version = slot_offset(storage, "version");
+        D.str_ptr = PyUnicode_InternFromString("ptr");
+        try {  // a buffer of (ptr, block, alloc) slots is made here; else alloc() makes it
+          D.off_block = slot_offset(buffer, "block");
+          D.off_alloc = slot_offset(buffer, "alloc");
+        } catch (py::error_already_set&) {
+          D.off_block = -1;
+        } catch (py::type_error&) {
+          D.off_block = -1;
+        }
         DevReg r;
         r.type = type;
         r.builder = builder.inc_ref().ptr();

@@ -2,7 +2,8 @@
 
 After the backend's Python slot ran a call and cached its launch plan (`CudaBackend._plans`),
 `build(op, args)` turns that plan into a description C++ keeps: how each argument is keyed,
-the output's layout and allocator, and each kernel parameter's source and C type, read from
+the output's layout and allocator (its `malloc`: C++ makes the buffer and Storage objects),
+and each kernel parameter's source and C type, read from
 Triton's compiled signature (constexprs skipped, two null scratch pointers last, as Triton 3.6's
 launcher packs them). A later call with the same key then runs op.check, allocates and calls
 cuLaunchKernel from C++ with no Python in between but the allocator's `malloc`.
@@ -22,7 +23,7 @@ from ember._tensor import Storage, Tensor
 from . import driver as rt
 from .launcher import SIGNATURES, FakeRun, _nop
 
-__all__ = ["install", "build", "describe_params"]
+__all__ = ["install", "build", "describe_params", "storage_maker"]
 
 _I31 = 2**31
 # Triton signature type -> the C type code csrc/devplan.cpp packs (fp16/bf16 scalars: none)
@@ -115,13 +116,16 @@ def build(backend, op, args):
     if params is None:
         return None
     return (tuple(kinds), D.get_default_dtype(), op.check, common,
-            (shape, stride, rdt, dev, _allocate(alloc, nbytes, dev)), launch, params, fake, None)
+            (shape, stride, rdt, dev, (alloc.malloc, alloc, nbytes)), launch, params, fake, None)
 
 
-def _allocate(alloc, nbytes, dev):
+def storage_maker(alloc, nbytes, dev):
+    """What C++ does with (malloc, allocator, nbytes), as one Python callable (it also takes
+    one in that slot): the output's Storage on the default stream (csrc/devplan.cpp replays
+    only while no stream is pushed)."""
     from .._backend import CudaBuffer
 
-    def new_storage():  # the default stream: csrc/devplan.cpp only replays without a pushed one
+    def new_storage():
         return Storage(CudaBuffer(alloc, alloc.malloc(nbytes, 0)), dev, nbytes)
     return new_storage
 
