@@ -162,3 +162,58 @@ def test_native_cuda_launch(monkeypatch):
         run_script(SCRIPT, "native_cuda_launch", timeout=600)
     finally:
         _native.set_enabled(True)  # (in-process on a GPU: a failure must not leave it off)
+
+
+def _records():
+    if not ember.cuda.is_available():
+        return []
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "core", "tests"))
+    from test_pointwise import RECORDS
+    return RECORDS
+
+
+RECORDS = _records()
+
+
+@pytest.mark.skipif(not ember.cuda.is_available(), reason="no CUDA GPU present")
+@pytest.mark.skipif(_native._C is None or not hasattr(_native._C, "devplan_register"),
+                    reason="ember._C not built (python tools/build_native.py)")
+@pytest.mark.parametrize("rec", RECORDS, ids=[str(r) for r in RECORDS])
+def test_record_native_vs_python(rec):
+    """Each record of core's pointwise database, in its dtypes: the native hits give the
+    Python path's result bit for bit (the same kernel on the same inputs)."""
+    import numpy as np
+    from harness import make_array
+
+    from ember.cuda.runtime import driver as rt
+    dtypes = ("float32",) if rt.FAKE else ("float32", "float16", "int64", "bool")
+    for dtype in dtypes:
+        if dtype not in rec.dtypes:
+            continue
+        rng = np.random.default_rng(0)
+        shapes = [(3, 4), (4,), (3, 1)][:rec.n]
+        try:
+            arrs = [make_array(s, dtype, rng, rec.low, rec.high) for s in shapes]
+        except ValueError:
+            arrs = [make_array(s, dtype, rng) for s in shapes]
+        xs = [ember.tensor(a).to(getattr(ember, dtype)).cuda() for a in arrs]
+        try:
+            _native.set_enabled(False)
+            try:
+                ref = [rec.fn(ember, *xs) for _ in range(2)][-1]
+            except Exception:  # an error case: the error paths are the op database's tests
+                continue
+            _native.set_enabled(True)
+            got = [rec.fn(ember, *xs) for _ in range(3)]
+        finally:
+            _native.set_enabled(True)
+        for g in got:
+            for a, b in zip(ref if isinstance(ref, tuple) else (ref,),
+                            g if isinstance(g, tuple) else (g,)):
+                assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), (rec, dtype)
+                an, bn = a.cpu(), b.cpu()
+                if an.dtype in (ember.float16, ember.bfloat16):
+                    an, bn = an.float(), bn.float()
+                assert np.array_equal(an.numpy(), bn.numpy(), equal_nan=True), (rec, dtype)
