@@ -83,10 +83,14 @@ struct DevReg {
 struct DevEntry {
   std::vector<DevPlan*> plans;
   int failed = 0;                 // builder answers of None (capped: not asked forever)
+  // builder answers of None per call pattern (pattern_hash): a pattern is asked twice at most
+  // (autograd's recording asks before the Python path built the plan, then once after)
+  std::unordered_map<uint64_t, int> asked;
 };
 
 constexpr int kMaxPlans = 64;
-constexpr int kMaxFailed = 512;
+constexpr int kMaxFailed = 4096;
+constexpr int kMaxAsks = 2;
 constexpr int kMaxParams = 64;
 
 struct DG {
@@ -199,7 +203,7 @@ bool match(const ArgKey& k, PyObject* v, uint64_t* addr) {
   PyTypeObject* t = Py_TYPE(v);
   switch (k.kind) {
     case kTensor: {
-      if (t != D.tensor || tslot(v, DTYPE) != k.obj) return false;
+      if (t != k.type || tslot(v, DTYPE) != k.obj) return false;  // (a subclass: that one)
       PyObject* dev = tslot(v, DEVICE);
       if (dev != k.device && PyObject_RichCompareBool(dev, k.device, Py_EQ) != 1) {
         PyErr_Clear();
@@ -250,7 +254,7 @@ bool make_key(char kind, PyObject* v, ArgKey* k) {
   PyTypeObject* t = Py_TYPE(v);
   k->type = t;
   if (kind == kTensor) {
-    if (t != D.tensor) return false;
+    if (t != D.tensor && !PyType_IsSubtype(t, D.tensor)) return false;
     PyObject* dt = tslot(v, DTYPE);
     PyObject* isz = PyObject_GetAttrString(dt, "itemsize");
     if (isz == nullptr) return false;
@@ -618,22 +622,58 @@ int reg_of(PyObject* device) {
   return r;
 }
 
+inline void mix(uint64_t* h, uint64_t v) { *h = (*h ^ v) * 1099511628211ULL; }
+
+// A hash of what keys a call (types, dtypes, sizes, strides, scalar values): the builder is
+// asked about one pattern kMaxAsks times at most.
+uint64_t pattern_hash(PyObject* args) {
+  uint64_t h = 1469598103934665603ULL;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) {
+    PyObject* v = PyTuple_GET_ITEM(args, i);
+    PyTypeObject* t = Py_TYPE(v);
+    mix(&h, reinterpret_cast<uint64_t>(t));
+    if (t == D.tensor || PyType_IsSubtype(t, D.tensor)) {
+      mix(&h, reinterpret_cast<uint64_t>(tslot(v, DTYPE)));
+      for (PyObject* tup : {tslot(v, SHAPE), tslot(v, STRIDE)}) {
+        if (tup == nullptr || !PyTuple_Check(tup)) continue;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tup); ++k)
+          mix(&h, static_cast<uint64_t>(PyLong_AsSsize_t(PyTuple_GET_ITEM(tup, k))));
+        mix(&h, 7);
+      }
+    } else if (t == &PyFloat_Type) {
+      double f = PyFloat_AS_DOUBLE(v);
+      uint64_t b;
+      std::memcpy(&b, &f, sizeof b);
+      mix(&h, b);
+    } else if (t == &PyLong_Type || t == &PyBool_Type) {
+      mix(&h, static_cast<uint64_t>(PyLong_AsLongLong(v)));
+    }
+  }
+  PyErr_Clear();  // (an int too wide: hashed as -1)
+  return h;
+}
+
 // Ask the device's builder for the plan of this call; nullptr when none.
 const DevPlan* ask(DevEntry* e, PyObject* op, PyObject* args, PyObject* first) {
   if (e->failed >= kMaxFailed || static_cast<int>(e->plans.size()) >= kMaxPlans) return nullptr;
+  uint64_t ph = pattern_hash(args);
+  auto seen = e->asked.find(ph);
+  if (seen != e->asked.end() && seen->second >= kMaxAsks) return nullptr;
   int reg = reg_of(tslot(first, DEVICE));
   if (reg < 0) return nullptr;
   PyObject* argv[2] = {op, args};
   PyObject* d = PyObject_Vectorcall(D.regs[reg].builder, argv, 2, nullptr);
+  DevPlan* p = nullptr;
   if (d == nullptr) {  // a bug in a builder must not fail the call: no plan
     PyErr_Clear();
-    ++e->failed;
-    return nullptr;
+  } else {
+    p = d == Py_None ? nullptr : build_plan(d, args, reg);
+    Py_DECREF(d);
   }
-  DevPlan* p = d == Py_None ? nullptr : build_plan(d, args, reg);
-  Py_DECREF(d);
   if (p == nullptr) {
     ++e->failed;
+    if (e->asked.size() > 4096) e->asked.clear();
+    ++e->asked[ph];
     return nullptr;
   }
   ++D.built;
@@ -739,6 +779,7 @@ void init_devplan(py::module_& m) {
       for (DevPlan* p : kv.second->plans) free_plan(p);
       kv.second->plans.clear();
       kv.second->failed = 0;
+      kv.second->asked.clear();
     }
   }, "Drop every device plan (tests; a device whose kernels were unloaded)");
 }

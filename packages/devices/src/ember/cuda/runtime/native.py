@@ -78,10 +78,10 @@ def build(backend, op, args):
     kinds = []
     for i, a in enumerate(args):
         c = a.__class__
-        if c is Tensor:
-            kinds.append(0)
+        if c is Tensor or (isinstance(a, Tensor) and not hasattr(c, "__ember_dispatch__")):
+            kinds.append(0)  # (a plain subclass, Parameter: keyed by its exact class)
         elif isinstance(a, Tensor) or c is list:
-            return None  # a subclass, a list: the Python path
+            return None  # a subclass with its own dispatch, a list: the Python path
         elif i in scal:
             kinds.append(1)
         elif c in (float, int, bool, str) or a is None:
