@@ -112,6 +112,19 @@ for _ in range(3):
     out = (xg * 2.0 + y).sum()
 out.backward()
 assert np.allclose(xg.grad.cpu().numpy(), 2.0)
+# a Parameter (a plain Tensor subclass) in a recorded call: keyed by its class, hit natively
+b = ember.nn.Parameter(y.clone())
+_native.set_enabled(False)
+ref = x * 0.5 + b
+_native.set_enabled(True)
+h0 = stats()[0]
+for _ in range(3):
+    b.grad = None
+    out = x * 0.5 + b
+    out.sum().backward()
+    same(out, ref)
+    assert np.allclose(b.grad.cpu().numpy(), 5.0)
+assert stats()[0] - h0 >= 2, ("no native hit with a Parameter", stats(), h0)
 
 if rt.FAKE and not rt.NOLAUNCH:
     # the parameters C++ packed, decoded, equal the Python path's (but the output address)
