@@ -30,6 +30,9 @@
 
 namespace py = pybind11;
 
+// devalloc.cpp: the caching allocator's exact-reuse malloc, natively
+PyObject* devalloc_malloc(PyObject* a, PyObject* nbytes, PyObject* key, PyObject* size);
+
 namespace {
 
 enum Kind : char { kTensor = 0, kScalar = 1, kValue = 2, kIdent = 3 };
@@ -65,6 +68,8 @@ struct DevPlan {
   PyObject* malloc = nullptr;     // malloc(nbytes, stream 0) -> block (with .ptr): the buffer
   PyObject* allocator = nullptr;  // (allocator, block) and Storage are made here
   PyObject* nbytes = nullptr;
+  PyObject* size = nullptr;       // nbytes rounded as the allocator does, and (0, size): its
+  PyObject* rkey = nullptr;       // exact-reuse key (nullptr: always call malloc)
   PyObject* fake = nullptr;       // (packed bytes, grid x, stream) -> None, or nullptr
   uint64_t func = 0;              // CUfunction; 0: no launch (fake hook, or nothing)
   unsigned gx = 1, gy = 1, gz = 1, bx = 32, shared = 0;
@@ -103,6 +108,7 @@ struct DG {
   PyObject* str_type = nullptr;
   PyTypeObject* storage = nullptr;
   PyTypeObject* buffer = nullptr;
+  PyTypeObject* nbuffer = nullptr;   // its subclass that frees natively (or nullptr)
   Py_ssize_t off_data = 0, off_ptr = 0;
   Py_ssize_t off_sdev = 0, off_nbytes = 0, off_version = 0;  // Storage's other slots
   Py_ssize_t off_block = -1, off_alloc = 0;                   // the buffer's (-1: none)
@@ -159,7 +165,7 @@ inline bool tensor_addr(PyObject* t, Py_ssize_t itemsize, uint64_t* out) {
   PyObject* st = tslot(t, ST);
   if (st == nullptr || Py_TYPE(st) != D.storage) return false;
   PyObject* buf = member(st, D.off_data);
-  if (buf == nullptr || Py_TYPE(buf) != D.buffer) return false;
+  if (buf == nullptr || (Py_TYPE(buf) != D.buffer && Py_TYPE(buf) != D.nbuffer)) return false;
   PyObject* p = member(buf, D.off_ptr);
   PyObject* o = tslot(t, OFFSET);
   if (p == nullptr || !PyLong_CheckExact(p) || o == nullptr || !PyLong_CheckExact(o))
@@ -320,7 +326,8 @@ void free_plan(DevPlan* p) {
     Py_XDECREF(k.device);
   }
   for (PyObject* o : {p->dflt, p->check, p->common, p->shape, p->stride, p->rdt, p->device,
-                      p->alloc, p->fake, p->malloc, p->allocator, p->nbytes})
+                      p->alloc, p->fake, p->malloc, p->allocator, p->nbytes, p->size,
+                      p->rkey})
     Py_XDECREF(o);
   delete p;
 }
@@ -363,10 +370,16 @@ DevPlan* build_plan(PyObject* d, PyObject* args, int reg) {
   p->rdt = keep(PyTuple_GET_ITEM(out, 2));
   p->device = keep(PyTuple_GET_ITEM(out, 3));
   PyObject* al = PyTuple_GET_ITEM(out, 4);
-  if (PyTuple_Check(al) && PyTuple_GET_SIZE(al) == 3 && D.off_block >= 0) {
-    p->malloc = keep(PyTuple_GET_ITEM(al, 0));      // (malloc, allocator, nbytes)
+  if (PyTuple_Check(al) && PyTuple_GET_SIZE(al) >= 3 && D.off_block >= 0) {
+    p->malloc = keep(PyTuple_GET_ITEM(al, 0));      // (malloc, allocator, nbytes[, size])
     p->allocator = keep(PyTuple_GET_ITEM(al, 1));
     p->nbytes = keep(PyTuple_GET_ITEM(al, 2));
+    if (PyTuple_GET_SIZE(al) == 4 && D.nbuffer != nullptr) {
+      p->size = keep(PyTuple_GET_ITEM(al, 3));
+      PyObject* zero = PyLong_FromLong(0);
+      p->rkey = zero == nullptr || p->size == nullptr ? nullptr : PyTuple_Pack(2, zero, p->size);
+      Py_XDECREF(zero);
+    }
   } else if (!PyTuple_Check(al)) {
     p->alloc = keep(al);
   }
@@ -466,15 +479,24 @@ PyObject* wrap(const DevPlan* p, PyObject* st) {
 // The output's Storage: Storage(Buffer(allocator, block), device, nbytes) as the device's
 // Python code makes it, the block from malloc(nbytes, 0) (the default stream).
 PyObject* new_storage(const DevPlan* p) {
-  PyObject* mv[2] = {p->nbytes, D.zero};
-  PyObject* block = PyObject_Vectorcall(p->malloc, mv, 2, nullptr);
-  if (block == nullptr) return nullptr;
+  PyObject* block = nullptr;
+  if (p->rkey != nullptr) {  // the exact-reuse case natively, else the allocator's malloc
+    block = devalloc_malloc(p->allocator, p->nbytes, p->rkey, p->size);
+    if (block == nullptr && PyErr_Occurred()) return nullptr;
+  }
+  if (block == nullptr) {
+    PyObject* mv[2] = {p->nbytes, D.zero};
+    block = PyObject_Vectorcall(p->malloc, mv, 2, nullptr);
+    if (block == nullptr) return nullptr;
+  }
   PyObject* ptr = PyObject_GetAttr(block, D.str_ptr);
   if (ptr == nullptr) {
     Py_DECREF(block);
     return nullptr;
   }
-  PyObject* buf = D.buffer->tp_alloc(D.buffer, 0);
+  // (native plans' buffers free natively: their class's __del__ is devalloc.cpp's)
+  PyTypeObject* bt = p->rkey != nullptr ? D.nbuffer : D.buffer;
+  PyObject* buf = bt->tp_alloc(bt, 0);
   PyObject* st = buf == nullptr ? nullptr : D.storage->tp_alloc(D.storage, 0);
   if (st == nullptr) {
     Py_XDECREF(buf);  // (a half-made buffer: its __del__ frees nothing without a block)
@@ -510,7 +532,8 @@ PyObject* replay(const DevPlan* p, PyObject* args, const uint64_t* addrs) {
   if (st == nullptr) return nullptr;  // (out of memory: the allocator's error)
   uint64_t out = 0;
   PyObject* buf = Py_TYPE(st) == D.storage ? member(st, D.off_data) : nullptr;
-  PyObject* ptr = buf != nullptr && Py_TYPE(buf) == D.buffer ? member(buf, D.off_ptr) : nullptr;
+  bool known = buf != nullptr && (Py_TYPE(buf) == D.buffer || Py_TYPE(buf) == D.nbuffer);
+  PyObject* ptr = known ? member(buf, D.off_ptr) : nullptr;
   if (ptr == nullptr || !PyLong_CheckExact(ptr)) {
     Py_DECREF(st);
     PyErr_SetString(PyExc_RuntimeError, "device plan: alloc() did not return a device Storage");
@@ -733,13 +756,16 @@ void init_devplan(py::module_& m) {
   m.def(
       "devplan_register",
       [](std::string type, py::object builder, py::list special, py::dict capturing,
-         py::dict dtype_globals, py::object storage, py::object buffer) {
+         py::dict dtype_globals, py::object storage, py::object buffer, py::object nbuffer) {
         if (D.tensor == nullptr) throw py::value_error("fastpath_init first");
         D.dtype_globals = dtype_globals.inc_ref().ptr();
         D.str_dflt = PyUnicode_InternFromString("_default_dtype");
         D.str_type = PyUnicode_InternFromString("type");
         D.storage = reinterpret_cast<PyTypeObject*>(storage.inc_ref().ptr());
         D.buffer = reinterpret_cast<PyTypeObject*>(buffer.inc_ref().ptr());
+        D.nbuffer = nbuffer.is_none()
+                        ? nullptr
+                        : reinterpret_cast<PyTypeObject*>(nbuffer.inc_ref().ptr());
         D.off_data = slot_offset(storage, "data");
         D.off_ptr = slot_offset(buffer, "ptr");
         D.off_sdev = slot_offset(storage, "device");
@@ -770,6 +796,7 @@ void init_devplan(py::module_& m) {
       },
       py::arg("type"), py::arg("builder"), py::arg("special"), py::arg("capturing"),
       py::arg("dtype_globals"), py::arg("storage"), py::arg("buffer"),
+      py::arg("native_buffer") = py::none(),
       "Register a device's plan builder for the native launch path (ember/_native.py)");
   m.def("devplan_stats",
         []() { return py::make_tuple(D.hits, D.misses, D.built, g_dev.size()); },

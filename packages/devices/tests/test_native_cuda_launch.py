@@ -112,6 +112,19 @@ for _ in range(3):
     out = (xg * 2.0 + y).sum()
 out.backward()
 assert np.allclose(xg.grad.cpu().numpy(), 2.0)
+# the allocator's bookkeeping through native malloc/free (csrc/devalloc.cpp) as the Python one's
+import gc
+x + y; x + y
+gc.collect()
+m0, c0 = ember.cuda.memory_allocated(), ember.cuda.memory_stats()["allocation.all.current"]
+outs = [x + y for _ in range(300)]  # (past the allocator's flush of its reuse lists at 256)
+assert type(outs[-1]._storage.data).__name__ == "NativeBuffer"
+assert ember.cuda.memory_allocated() - m0 == 300 * 512, ember.cuda.memory_allocated() - m0
+assert len({o.data_ptr() for o in outs}) == 300
+del outs
+gc.collect()
+assert ember.cuda.memory_allocated() == m0
+assert ember.cuda.memory_stats()["allocation.all.current"] == c0
 # a Parameter (a plain Tensor subclass) in a recorded call: keyed by its class, hit natively
 b = ember.nn.Parameter(y.clone())
 _native.set_enabled(False)

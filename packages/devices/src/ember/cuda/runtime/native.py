@@ -21,6 +21,7 @@ from ember import _dtype as D
 from ember._tensor import Storage, Tensor
 
 from . import driver as rt
+from .allocator import round_size
 from .launcher import SIGNATURES, FakeRun, _nop
 
 __all__ = ["install", "build", "describe_params", "storage_maker"]
@@ -39,8 +40,13 @@ def install(backend) -> bool:
 
     from .._backend import CudaBuffer
     from . import capture, streams
+
+    class NativeBuffer(CudaBuffer):
+        """The buffers C++ makes: freed into the allocator natively (its __del__ is set by
+        register_device), the same bookkeeping as CudaBuffer's."""
+        __slots__ = ()
     return _native.register_device("cuda", lambda op, args: build(backend, op, args),
-                                   streams.PUSHED, capture.capturing, CudaBuffer)
+                                   streams.PUSHED, capture.capturing, CudaBuffer, NativeBuffer)
 
 
 def _value_type(v) -> str:
@@ -116,7 +122,8 @@ def build(backend, op, args):
     if params is None:
         return None
     return (tuple(kinds), D.get_default_dtype(), op.check, common,
-            (shape, stride, rdt, dev, (alloc.malloc, alloc, nbytes)), launch, params, fake, None)
+            (shape, stride, rdt, dev, (alloc.malloc, alloc, nbytes, round_size(nbytes))), launch,
+            params, fake, None)
 
 
 def storage_maker(alloc, nbytes, dev):
