@@ -31,7 +31,9 @@ def main() -> int:
     os.makedirs(objdir, exist_ok=True)
     objs = []
     for src in srcs:  # one object per source, rebuilt only when its source or a header changed
-        obj = os.path.join(objdir, os.path.basename(src) + ".o")
+        # (objects per Python ABI: a checkout built for another Python never links stale ones)
+        tag = sysconfig.get_config_var("SOABI") or "py"
+        obj = os.path.join(objdir, f"{os.path.basename(src)}.{tag}.o")
         deps = [src] + glob.glob(os.path.join(core, "csrc", "*.h"))
         if not os.path.exists(obj) or os.path.getmtime(obj) < max(map(os.path.getmtime, deps)):
             cmd = [cxx, *flags, "-c", src, "-o", obj]
@@ -39,7 +41,7 @@ def main() -> int:
             if subprocess.call(cmd) != 0:
                 return 1
         objs.append(obj)
-    cmd = [cxx, "-shared", *objs, "-o", out]
+    cmd = [cxx, "-shared", *objs, "-o", out, "-ldl"]  # (devplan.cpp: dlopen of libcuda)
     print(" ".join(cmd))
     return subprocess.call(cmd)
 

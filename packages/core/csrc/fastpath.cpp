@@ -23,6 +23,10 @@
 namespace py = pybind11;
 using ember_native::GradOp;
 
+// devplan.cpp: device launch plans (a call whose first tensor is on a registered device)
+PyObject* devplan_call(PyObject* op, PyObject* args, PyObject* first, PyObject* kernel);
+void devplan_bind(PyTypeObject* tensor, const Py_ssize_t* off, PyObject* zero);
+
 namespace {
 
 // numpy's PyArrayObject_fields (numpy/ndarraytypes.h, unchanged since numpy 1.7 up to 2.x):
@@ -492,8 +496,8 @@ PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
     PyObject* v = PyTuple_GET_ITEM(args, i);
     if (Py_TYPE(v) == G.tensor) {
       if (!e->is_tensor[i]) return Py_None;
-      if (slot(v, DEVICE) != G.cpu)
-        return d == nullptr && !grad_ok && e->kernels != nullptr ? kDevice : Py_None;
+      if (slot(v, DEVICE) != G.cpu)  // (recording: only a device plan's hit, see devplan.cpp)
+        return d == nullptr && e->kernels != nullptr ? kDevice : Py_None;
       if (!asked && requires_grad(v)) {
         asked = true;
         PyObject* how = recording(op, &grad);
@@ -631,7 +635,16 @@ PyObject* device_call(PyObject* op, PyObject* args, bool grad_on) {
   PyObject* k = PyDict_GetItemWithError(e->kernels, type);  // borrowed
   Py_DECREF(type);
   if (k == nullptr) return PyErr_Occurred() ? nullptr : Py_None;
-  return PyObject_Call(k, args, nullptr);
+  return devplan_call(op, args, first, k);  // a device plan's hit, else the slot k
+}
+
+// The first tensor argument of a call try_fast answered kDevice for.
+PyObject* first_tensor(PyObject* args) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) {
+    PyObject* v = PyTuple_GET_ITEM(args, i);
+    if (Py_TYPE(v) == G.tensor) return v;
+  }
+  return nullptr;
 }
 
 // call(op, args, out=None): dispatch's `call` with a native hit path.
@@ -683,6 +696,11 @@ PyObject* native_pointwise(PyObject*, PyObject* const* argv, Py_ssize_t n) {
   }
   if (!G.enabled || PyList_GET_ITEM(G.special, 0) != G.zero) Py_RETURN_NONE;
   PyObject* r = try_fast(argv[0], argv[1], true);
+  if (r == kDevice) {  // the caller records: a device plan's hit or None, never the slot
+    r = devplan_call(argv[0], argv[1], first_tensor(argv[1]), nullptr);
+  } else if (r == kRecord) {
+    r = Py_None;  // (try_fast does not answer kRecord when grad_ok; kept for safety)
+  }
   if (r == Py_None) Py_INCREF(r);
   return r;
 }
@@ -755,6 +773,7 @@ void fastpath_init(py::dict g) {
   G.str_rg = PyUnicode_InternFromString("_requires_grad");
   const char* names[7] = {"_st", "_shape", "_stride", "_offset", "dtype", "device", "_npc"};
   for (int i = 0; i < 7; ++i) G.off[i] = member_offset(g["Tensor"].ptr(), names[i]);
+  devplan_bind(G.tensor, G.off, G.zero);
   G.ready = true;
 }
 

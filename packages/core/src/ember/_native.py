@@ -14,7 +14,8 @@ import os
 import numpy as np
 
 __all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats",
-           "register_autograd", "set_native_grad", "grad_stats"]
+           "register_autograd", "set_native_grad", "grad_stats", "register_device",
+           "device_stats"]
 
 _C = None
 
@@ -187,3 +188,42 @@ def grad_stats():
     """How many graph nodes the native path built so far (None without it or ember-autograd's
     registration)."""
     return None if _C is None or not hasattr(_C, "grad_stats") else _C.grad_stats()
+
+
+def register_device(type: str, builder, special: list, capturing: dict, storage_buffer,
+                    native_buffer=None) -> bool:
+    """Let a device package (ember.cuda) replay its pointwise launches natively (csrc/devplan.cpp).
+
+    builder(op, args) -> None | (kinds, default dtype, check, check dtype,
+    (out shape, out stride, result dtype, device, alloc), (function, gx, gy, gz, block x,
+    shared bytes, context), params, fake, None): asked after the device's kernel slot ran a call
+    (or, while autograd records, on a miss); kinds: per argument 0 tensor, 1 runtime scalar
+    (keyed by type), 2 keyed by value, 3 by identity; alloc() -> Storage of the output;
+    params: per kernel parameter (source, C type, constant): source -1 the output's address,
+    -2 the constant, i >= 0 argument i (a tensor's address or a scalar). A plan without a
+    function calls fake(packed parameter bytes). special[0] != 0 or a non-empty capturing dict
+    send every call to the Python path. storage_buffer: the device buffer class (slots `ptr`,
+    `block`, `alloc`). With alloc = (malloc, allocator, nbytes, rounded size) and a
+    native_buffer class (a subclass of storage_buffer: its `__del__` is set here), the
+    allocator's exact-reuse malloc and free run natively (csrc/devalloc.cpp).
+    False when ember._C (or this build of it) is not there."""
+    if _C is None or not hasattr(_C, "devplan_register"):
+        return False
+    from . import _dtype, _tensor
+    if native_buffer is not None and hasattr(_C, "devalloc_buffer_del"):
+        native_buffer.__del__ = _C.devalloc_buffer_del
+    else:
+        native_buffer = None
+    try:
+        _C.devplan_register(type, builder, special, capturing, vars(_dtype), _tensor.Storage,
+                            storage_buffer, native_buffer)
+    except TypeError:  # a build of ember._C older than this file: the Python path
+        return False
+    return True
+
+
+def device_stats():
+    """(hits, misses, plans built, ops seen) of the native device launch path, or None."""
+    if _C is None or not hasattr(_C, "devplan_stats"):
+        return None
+    return _C.devplan_stats()

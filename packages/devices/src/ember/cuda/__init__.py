@@ -59,6 +59,8 @@ def _register_kernels():
     if _rt.device_count() > 0:
         from . import kernels
         kernels.register(_backend)
+        from .runtime import native  # pointwise launch plans replayed by ember._C, if built
+        native.install(_backend)
 
 
 _register_kernels()

@@ -8,12 +8,20 @@ pointers, the part that really launches (a few us).
 """
 from __future__ import annotations
 
+import os
+
 from ..kernels.pointwise import Operand
 from . import driver as rt
 from .streams import current_stream_handle
 
 _driver = None
 _LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
+# CUfunction handle -> (parameter types of Triton's signature, (num_warps, num_ctas, shared),
+# needs a launch attribute): what a native launch plan (runtime/native.py) packs and launches
+SIGNATURES: dict = {}
+# EMBER_CUDA_FAKE_PLANS=1 (the fake device with TRITON_INTERPRET=1): interpreter launches are
+# cached as plans too (`FakeRun`), so the plan and native launch paths run in CI
+FAKE_PLANS = os.environ.get("EMBER_CUDA_FAKE_PLANS") == "1"
 
 
 def install_driver():
@@ -59,6 +67,12 @@ def direct(ck):
     try:
         if (run.global_scratch_size == 0 and run.profile_scratch_size == 0
                 and getattr(run.launch, "__name__", "") == "launch"):
+            try:
+                SIGNATURES[int(ck.function)] = (
+                    tuple(ck.src.signature.values()), tuple(ck.packed_metadata),
+                    bool(run.launch_cooperative_grid or run.launch_pdl))
+            except (AttributeError, TypeError):  # another Triton: no native plans
+                pass
             return run.launch, (ck.function, run.launch_cooperative_grid, run.launch_pdl, None,
                                 None, ck.packed_metadata, None, None, None)
     except AttributeError:  # another Triton version: its own run is always right
@@ -110,6 +124,10 @@ class FastLauncher:
             from .capture import fake_exec  # recorded instead while the stream captures
             fake_exec(lambda: fn[grid](*call, **constexprs), current_stream_handle(None))
             self.last = None
+            if FAKE_PLANS:
+                kinds = tuple(a.dtype if isinstance(a, Operand) else None for a in args)
+                self.last = (FakeRun(fn, kinds, tuple(constexprs), dev), (),
+                             tuple(constexprs.values()))
             return
         ck = self.compiled.get(full)
         gx = grid[0]
@@ -165,3 +183,27 @@ class _HostAddr(Ptr):
 
     def stride(self):
         return (1,)
+
+
+class FakeRun:
+    """The fake device's "compiled launcher" of a kernel (EMBER_CUDA_FAKE_PLANS=1): called as
+    Triton's C launcher is, (gx, gy, gz, stream, *args, *constexprs), it runs the kernel in
+    Triton's interpreter on host memory. `pointers`: the dtype of each pointer argument (None
+    for scalars). `calls` keeps the latest arguments (tests compare launch paths)."""
+
+    def __init__(self, fn, pointers, names, device):
+        self.fn, self.pointers, self.names, self.device = fn, pointers, names, device
+        self.last_args = None
+
+    def __call__(self, gx, gy, gz, stream, *args):
+        if rt.bound_device() != self.device:
+            raise rt.CudaError("CUDA error: invalid resource handle (a kernel loaded in "
+                               "another device's context)")
+        n = len(self.pointers)
+        run, consts = args[:n], args[n:]
+        self.last_args = tuple(run)
+        rt.fake_check_launch([a for a, d in zip(run, self.pointers) if d is not None])
+        call = [_HostAddr(a, d) if d is not None else a for a, d in zip(run, self.pointers)]
+        kw = dict(zip(self.names, consts))
+        from .capture import fake_exec
+        fake_exec(lambda: self.fn[(gx, gy, gz)](*call, **kw), stream)

@@ -10,6 +10,9 @@ import threading
 from . import driver as rt
 
 _tls = threading.local()
+# streams made current (on any thread) and not popped yet: [0] > 0 sends every pointwise call
+# to the Python path (the native launch plans of csrc/devplan.cpp launch on the default stream)
+PUSHED = [0]
 
 
 def _stack(index: int) -> list:
@@ -74,10 +77,12 @@ class Stream:
 
     def __enter__(self):
         _stack(self.device_index).append(self)
+        PUSHED[0] += 1
         return self
 
     def __exit__(self, *exc):
         _stack(self.device_index).pop()
+        PUSHED[0] -= 1
 
     def __repr__(self):
         return (f"<ember.cuda.Stream device=cuda:{self.device_index} "
@@ -174,3 +179,4 @@ def set_stream(s) -> None:
         st[-1] = s
     else:
         st.append(s)
+        PUSHED[0] += 1  # (never popped: this thread keeps a current stream)
