@@ -20,11 +20,13 @@ __all__ = ["min_cut_rematerialization_partition", "TaggingInterpreter", "nbytes_
 
 INF = float("inf")
 _CHEAP = {"clone", "_to_copy", "to", "contiguous", "expand", "zeros_like", "ones_like",
-          "full_like", "empty_like", "fill", "where", "masked_fill",
-          # factories (no tensor inputs): the zeros a slice's or split's vjp scatters into
-          # would otherwise be filled by the forward and saved for the backward
-          "zeros", "ones", "full", "new_zeros", "new_ones", "new_full", "scalar_tensor",
-          "arange"}
+          "full_like", "empty_like", "fill", "where", "masked_fill"}
+# factories (no tensor inputs): the zeros a slice's or split's vjp scatters into would otherwise
+# be filled by the forward and saved for the backward. CPU only: recomputed in a CUDA backward
+# graph they end in an illegal memory access (seen with the workloads' GPT on an H200, cause
+# not found yet), so there they are saved as before.
+_FACTORIES = {"zeros", "ones", "full", "new_zeros", "new_ones", "new_full", "scalar_tensor",
+              "arange"}
 
 
 def nbytes_of(t) -> int:
@@ -80,7 +82,11 @@ def _recomputable(n) -> bool:
         return True
     if not hasattr(t, "schema"):   # size arithmetic (operator.*, sym_size)
         return True
-    return getattr(t, "name", None) in _CHEAP
+    name = getattr(t, "name", None)
+    if name in _FACTORIES:
+        dev = n.kwargs.get("device")
+        return dev is not None and getattr(dev, "type", dev) == "cpu"
+    return name in _CHEAP
 
 
 def _mutated_later(n) -> bool:
