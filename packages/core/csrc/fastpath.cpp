@@ -80,6 +80,8 @@ struct Globals {
   PyObject* special = nullptr;   // _dispatch.special: [count of active modes / autocast]
   PyObject* f32 = nullptr;
   PyObject* f64 = nullptr;
+  PyObject* f8a = nullptr;       // float8_e4m3fn and float8_e5m2: their checks are Python's
+  PyObject* f8b = nullptr;
   PyObject* boolean = nullptr;
   PyObject* np_f32 = nullptr;
   PyObject* np_f64 = nullptr;
@@ -425,6 +427,8 @@ PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
     PyTypeObject* t = Py_TYPE(v);
     if (t == G.tensor || (t->tp_dictoffset != 0 && plain_subclass(t))) {
       if (!e->is_tensor[i] || slot(v, DEVICE) != G.cpu) return Py_None;
+      PyObject* vdt = slot(v, DTYPE);
+      if (vdt == G.f8a || vdt == G.f8b) return Py_None;  // (which ops float8 runs: Python)
       if (!asked && requires_grad(v)) {
         asked = true;
         PyObject* how = recording(op, &grad);
@@ -748,6 +752,8 @@ void fastpath_init(py::dict g) {
   if (!PyList_Check(G.special)) throw py::type_error("special must be a list");
   G.f32 = keep(g["float32"]);
   G.f64 = keep(g["float64"]);
+  G.f8a = g.contains("float8_e4m3fn") ? keep(g["float8_e4m3fn"]) : nullptr;
+  G.f8b = g.contains("float8_e5m2") ? keep(g["float8_e5m2"]) : nullptr;
   G.boolean = keep(g["bool"]);
   G.np_f32 = keep(g["float32"].attr("np"));
   G.np_f64 = keep(g["float64"].attr("np"));

@@ -129,6 +129,7 @@ def _load():
     C.fastpath_init(dict(
         c2x3=base, view=base[:, ::2], Tensor=_tensor.Tensor, ndarray=np.ndarray,
         cpu=_dispatch._CPU, special=_dispatch.special, float32=D.float32, float64=D.float64,
+        float8_e4m3fn=D.float8_e4m3fn, float8_e5m2=D.float8_e5m2,
         bool=D.bool, dispatch_globals=vars(_dispatch), strides=_tensor._STRIDES,
         c_strides=_tensor.c_strides, state=_dispatch.state,
         call=_dispatch.call, describe=describe, plan=plan, finish=_dispatch._fast_finish,
