@@ -84,12 +84,12 @@ def _select(g, spec, dtype):
 
 
 def _key(g, spec, dtype, cands) -> str:
-    import triton
+    from importlib.metadata import version
 
     import ember
     from ember.cuda.runtime import driver as rt
     dev = "fake" if rt.FAKE else ember.cuda.get_device_name()
-    parts = (spec.key(g.sv), str(dtype), dev, triton.__version__,
+    parts = (spec.key(g.sv), str(dtype), dev, version("triton"),
              ember.get_float32_matmul_precision(), tuple(cands))
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:40]
 
