@@ -58,6 +58,15 @@ sm = lambda a: ember.softmax(a, -1) * a.sum(-1, keepdim=True)
 close(ember.compile(sm, backend=backend)(w), sm(w), 1e-4)
 assert "float64" not in graphs[0].last.code(), graphs[0].last.code()
 
+# a large full reduction in two stages: 1024 programs of partials, then one over them
+big = ember.tensor(rng.standard_normal((512, 1024)).astype("float32")).cuda()
+for red in (lambda a: ((a * 2 + 1).relu() * a).sum(), lambda a: a.t().amax(), lambda a: a.mean()):
+    graphs.clear()
+    ember._dynamo.reset()
+    close(ember.compile(red, backend=backend)(big), red(big), 1e-3)
+    assert graphs[0].last.n_kernels == 2 and "(1024,)" in graphs[0].last.wrapper_src, \
+        graphs[0].last.wrapper_src
+
 # the same block twice (two layers' kernels around an extern matmul): one kernel, two launches
 # with each layer's buffers
 wsq = ember.tensor(rng.standard_normal((10, 10)).astype("float32")).cuda()

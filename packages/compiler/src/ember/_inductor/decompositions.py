@@ -36,6 +36,43 @@ def _dims(dim, nd):
     return sorted({d % nd if nd else 0 for d in dim})
 
 
+_SPLIT = ("sum", "max", "min")
+SPLIT_MIN, SPLIT_PARTS = 1 << 18, 1024
+
+
+def _split_full(g, x, red, rtype, out_dtype, value, post, origins, acc):
+    """A CUDA reduction of every element of a large static-sized x in two stages: SPLIT_PARTS
+    programs each reduce one contiguous chunk of the flat index into a partial, then one
+    program reduces the partials (a single program over all of x is one SM's bandwidth).
+    None where it does not apply (CPU: OpenMP splits the loop itself)."""
+    if getattr(g, "device", "cpu") != "cuda":
+        return None
+    shape = list(x.shape)
+    try:   # (sizes by their values: a symbolic compile's two lowerings then differ, and it
+        n = g.sv.hint(sympy.Mul(*shape))   # specializes, as for any size-dependent lowering)
+    except (TypeError, KeyError):
+        return None
+    if n < SPLIT_MIN or n % SPLIT_PARTS:
+        return None
+    chunk = n // SPLIT_PARTS
+    from .sizevars import decompose
+
+    def part(h, vars_, rvars):
+        flat = vars_[0] * chunk + rvars[0]
+        idx = decompose(flat, shape, {vars_[0]: SPLIT_PARTS, rvars[0]: chunk}, g.sv)
+        v = x.load(h, list(idx))
+        if value is not None:
+            v = value(h, v, ())
+        return cast(h, v, acc)
+    buf = ComputedBuffer(g.new_name(), [sympy.Integer(SPLIT_PARTS)], acc,
+                         [sympy.Integer(SPLIT_PARTS)], part, lambda vars_: vars_[0],
+                         rranges=[sympy.Integer(chunk)], rtype=rtype, acc_dtype=acc,
+                         origins=origins)
+    g.buffers.append(buf)
+    return reduction(g, TBox.of(buf), [0], False, rtype, out_dtype, post=post,
+                     origins=origins, acc_dtype=acc)
+
+
 def reduction(g, x: TBox, dims, keepdim, rtype, out_dtype, value=None, post=None,
               origins=(), acc_dtype=None):
     """A reduction buffer of x over dims; `value(h, v, vars)` maps each term, `post(h, acc)`
@@ -47,6 +84,10 @@ def reduction(g, x: TBox, dims, keepdim, rtype, out_dtype, value=None, post=None
     kept = [i for i in range(nd) if i not in dims and shape[i] != 1]
     red = [i for i in dims if shape[i] != 1]
     acc = acc_dtype or _acc(rtype, x.dtype)
+    if not kept and not keepdim and red and rtype in _SPLIT:
+        split = _split_full(g, x, red, rtype, out_dtype, value, post, origins, acc)
+        if split is not None:
+            return split
     # positions of the kept dims in the output, for the store offset
     out_pos = [i if keepdim else sum(1 for j in range(i) if j not in dims) for i in kept]
     cst = contiguous_strides(out_shape)
