@@ -408,7 +408,8 @@ bool plain_subclass(PyTypeObject* t) {
   auto it = known.find(t);
   if (it != known.end()) return it->second;
   bool plain = PyType_IsSubtype(t, G.tensor) &&
-               !PyObject_HasAttrString(reinterpret_cast<PyObject*>(t), "__ember_dispatch__");
+               !PyObject_HasAttrString(reinterpret_cast<PyObject*>(t), "__ember_dispatch__") &&
+               !PyObject_HasAttrString(reinterpret_cast<PyObject*>(t), "__ember_function__");
   Py_INCREF(t);
   known.emplace(t, plain);
   return plain;

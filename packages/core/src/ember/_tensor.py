@@ -179,8 +179,8 @@ class Tensor:
             isz = self.dtype.itemsize
             data = self._storage.data
             off = self._offset * isz
-            if off >= data.nbytes and 0 in self._shape:  # an empty view past an empty buffer
-                off = 0                                 # (x[1] of a (2, 0) tensor)
+            if data is not None and off >= data.nbytes and 0 in self._shape:  # an empty view
+                off = 0   # past an empty buffer (x[1] of a (2, 0) tensor)
             a = np.ndarray(self._shape, self.dtype.np, data, off,
                            tuple(s * isz for s in self._stride))
             self._npc = a

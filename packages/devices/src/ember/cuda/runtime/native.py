@@ -84,7 +84,8 @@ def build(backend, op, args):
     kinds = []
     for i, a in enumerate(args):
         c = a.__class__
-        if c is Tensor or (isinstance(a, Tensor) and not hasattr(c, "__ember_dispatch__")):
+        if c is Tensor or (isinstance(a, Tensor) and not hasattr(c, "__ember_dispatch__")
+                           and not hasattr(c, "__ember_function__")):
             kinds.append(0)  # (a plain subclass, Parameter: keyed by its exact class)
         elif isinstance(a, Tensor) or c is list:
             return None  # a subclass with its own dispatch, a list: the Python path
