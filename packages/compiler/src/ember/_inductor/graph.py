@@ -110,7 +110,7 @@ def build(g, sym=None, plan=None, compile_kernels=True):
     art.sources = list(kernels.values())
     art.ks = [g.sv.values[s] for s in g.sv.ordered()]
     art.dtypes = sorted({str(b.dtype) for b in g.buffers if isinstance(b, ComputedBuffer)})
-    art.wrapper = _wrapper(g, steps, stored, kernels, art, sym, plan)
+    art.wrapper = _wrapper(g, steps, stored, art, sym, plan)
     art.n_kernels = sum(isinstance(s, Kernel) for s in steps)
     art.n_extern = sum(isinstance(s, ExternBuffer) and not getattr(s, "grad_toggle", False)
                        for s in steps)
@@ -333,7 +333,7 @@ class _Fmt:
         return out
 
 
-def _wrapper(g, steps, stored, kernels, art, sym=None, plan=None):  # noqa: C901
+def _wrapper(g, steps, stored, art, sym=None, plan=None):  # noqa: C901
     sv = g.sv
     fmt = _Fmt(sv, sym)
     lines = ["def call(args):"]
