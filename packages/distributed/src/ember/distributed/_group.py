@@ -59,6 +59,8 @@ class ProcessGroup:
         if kind in ("mpi", "gloo"):
             from ._engine_mpi import MPIEngine
             if self._mpi_comm is None:
+                if not _mpi.launched_by_mpiexec() and self._size > 1:
+                    raise RuntimeError(_NO_MPIEXEC.format(what=what, n=self._size))
                 raise RuntimeError(f"{what}: this group has no MPI communicator")
             e = MPIEngine(self._mpi_comm, secs)
         else:  # nccl: made on first use, at the same point on every rank (SPMD)
@@ -162,20 +164,31 @@ def _store_over_mpi(rank, world_size, timeout):
     return store
 
 
-def _world_comm(rank, world_size, backends):
+_NO_MPIEXEC = ("{what}: the MPI engine (backend 'gloo'/'mpi') needs its {n} processes started "
+               "by mpiexec; launch with `python -m ember.distributed.run --nproc-per-node N "
+               "script.py` where Open MPI is installed, or ember.multiprocessing.spawn")
+
+
+def _needs_mpi(backends, world_size, defaulted) -> bool:
+    """Whether the default group gets an MPI communicator; raises where it needs one that a
+    launch without mpiexec cannot give (before any rendezvous, so no rank waits for it)."""
+    if not any(b in ("mpi", "gloo") for b in backends.values()):
+        return False
+    if _mpi.launched_by_mpiexec() or world_size == 1:
+        return True
+    if defaulted and backends.get("cuda") == "nccl":
+        return False  # a CUDA job started without mpiexec: CPU collectives raise on use
+    raise RuntimeError(_NO_MPIEXEC.format(what="init_process_group", n=world_size))
+
+
+def _world_comm(rank, world_size, backends, _defaulted=False):
     """The MPI communicator of the default group: MPI's world reordered so that ranks follow
     the rendezvous' ranks (None when no MPI engine is asked for)."""
-    if not any(b in ("mpi", "gloo") for b in backends.values()):
+    if not _needs_mpi(backends, world_size, _defaulted):
         return None
-    M = _mpi.MPI()
     if not _mpi.launched_by_mpiexec():
-        if world_size != 1:
-            raise RuntimeError(
-                f"init_process_group: the MPI engine (backend 'gloo'/'mpi') needs its "
-                f"{world_size} processes started by mpiexec; launch with `python -m "
-                "ember.distributed.run --nproc-per-node N script.py` or "
-                "ember.multiprocessing.spawn")
-        return M.COMM_SELF.Dup()
+        return _mpi.MPI().COMM_SELF.Dup()
+    M = _mpi.MPI()
     world = M.COMM_WORLD
     if world.Get_size() != world_size:
         raise RuntimeError(f"init_process_group: world_size={world_size} but mpiexec started "
@@ -197,14 +210,17 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if _W.default is not None:
         raise ValueError("trying to initialize the default process group twice!")
     timeout = timeout or default_pg_timeout
+    defaulted = backend is None
     backend = backend or "cpu:gloo,cuda:nccl"
     backends = _parse_backend(backend)
     if store is None:
+        _needs_mpi(backends, world_size if world_size > 0 else
+                   int(os.environ.get("WORLD_SIZE", "1")), defaulted)
         store, rank, world_size = _rendezvous(init_method or "env://", rank, world_size,
                                               timeout)
     elif rank < 0 or world_size <= 0:
         raise ValueError("init_process_group: rank and world_size are needed with store=")
-    comm = _world_comm(rank, world_size, backends)
+    comm = _world_comm(rank, world_size, backends, defaulted)
     _W.store = store
     pg = ProcessGroup(range(world_size), rank, backend, PrefixStore("default_pg", store),
                       timeout, comm, name=group_name or "0")

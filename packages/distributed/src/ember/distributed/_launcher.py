@@ -1,9 +1,12 @@
-"""Starting N worker processes on this node through mpiexec, and telling which one failed first.
+"""Starting N worker processes on this node, and telling which one failed first.
 
 Each worker runs `ember.distributed._worker`, which sets torchrun's environment (RANK,
-LOCAL_RANK, ...) from Open MPI's and writes an error record (rank, pid, traceback) to the run's
-error folder if it fails. mpiexec kills the other workers when one exits non-zero; a worker that
-dies without a record (killed by a signal) is named from mpiexec's own report.
+LOCAL_RANK, ...) and writes an error record (rank, pid, traceback) to the run's error folder if it
+fails. Workers start through Open MPI's mpiexec where Open MPI is installed (the MPI engine needs
+its communicator); mpiexec kills the other workers when one exits non-zero, and a worker that
+dies without a record (killed by a signal) is named from mpiexec's own report. Without Open MPI
+(a GPU host running NCCL jobs only), or with EMBER_LAUNCHER=direct, the launcher starts the
+workers itself, as torchrun does, and ends the others when the first one fails.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from . import _mpi
 
@@ -88,8 +92,8 @@ def _first_failure(err_dir: str, prte_seen: list, rc: int) -> WorkerFailure:
     return WorkerFailure(-1, None, None, rc, "mpiexec failed before naming a worker")
 
 
-def _env(nproc, master_addr, master_port, restart, max_restarts, err_dir, extra):
-    env = _mpi.mpi_env()
+def _env(nproc, master_addr, master_port, restart, max_restarts, err_dir, extra, mpi=True):
+    env = _mpi.mpi_env() if mpi else dict(os.environ)
     env.update(extra or {})
     env.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port), WORLD_SIZE=str(nproc),
                LOCAL_WORLD_SIZE=str(nproc), GROUP_RANK="0", ROLE_NAME="default",
@@ -109,32 +113,96 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _use_mpiexec() -> bool:
+    how = os.environ.get("EMBER_LAUNCHER", "auto")
+    if how not in ("auto", "mpi", "direct"):
+        raise ValueError(f"EMBER_LAUNCHER must be auto, mpi or direct, got {how!r}")
+    if how != "auto":
+        return how == "mpi"
+    try:
+        _mpi.mpi_home()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _run_mpiexec(cmd, env, nproc, stdout, stderr, timeout, err_dir) -> tuple[int, list]:
+    proc = subprocess.Popen(_mpi.mpiexec_cmd(nproc) + cmd, env=env, stdout=stdout,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen: list = []
+    pump = threading.Thread(target=_pump, args=(proc.stderr, stderr, seen), daemon=True)
+    pump.start()
+    try:
+        rc = proc.wait(timeout)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        raise
+    finally:
+        pump.join(5)
+    return rc, seen
+
+
+def _end_all(procs, grace: float = 5.0) -> None:
+    """SIGTERM every live worker's process group, SIGKILL what is left after `grace` seconds."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def _run_direct(cmd, env, nproc, stdout, stderr, timeout, err_dir) -> tuple[int, list]:
+    """Start the workers with RANK / LOCAL_RANK set; the first non-zero exit ends the rest."""
+    procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                              stdout=stdout, stderr=stderr, start_new_session=True)
+             for r in range(nproc)]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    seen: list = []
+    try:
+        while True:
+            codes = [p.poll() for p in procs]
+            bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+            if bad:
+                r, c = bad[0]
+                seen.append({"rank": r, "pid": procs[r].pid, "code": c})
+                _end_all(procs)
+                return c if c > 0 else 128 - c, seen
+            if all(c == 0 for c in codes):
+                return 0, seen
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(cmd, timeout)
+            time.sleep(0.05)
+    except BaseException:
+        _end_all(procs)
+        raise
+
+
 def launch(target: list[str], nproc: int, master_addr="127.0.0.1", master_port=None,
            max_restarts=0, env=None, stdout=None, stderr=None, timeout=None) -> LaunchResult:
     """Run `python -m ember.distributed._worker *target` on nproc ranks; retry on failure up to
     max_restarts times. target: [script, *args] or ["-m", module, *args]."""
     stderr = stderr or sys.stderr
+    mpi = _use_mpiexec()
+    run_once = _run_mpiexec if mpi else _run_direct
     failure, rc = None, 0
     for attempt in range(max_restarts + 1):
         port = master_port or free_port()
         with tempfile.TemporaryDirectory(prefix="ember-run-") as err_dir:
-            cmd = _mpi.mpiexec_cmd(nproc) + [sys.executable, "-u", "-m",
-                                             "ember.distributed._worker", *target]
-            proc = subprocess.Popen(cmd, env=_env(nproc, master_addr, port, attempt,
-                                                  max_restarts, err_dir, env),
-                                    stdout=stdout, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True)
-            seen: list = []
-            pump = threading.Thread(target=_pump, args=(proc.stderr, stderr, seen), daemon=True)
-            pump.start()
-            try:
-                rc = proc.wait(timeout)
-            except (KeyboardInterrupt, subprocess.TimeoutExpired):
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait()
-                raise
-            finally:
-                pump.join(5)
+            cmd = [sys.executable, "-u", "-m", "ember.distributed._worker", *target]
+            wenv = _env(nproc, master_addr, port, attempt, max_restarts, err_dir, env, mpi)
+            rc, seen = run_once(cmd, wenv, nproc, stdout, stderr, timeout, err_dir)
             if rc == 0:
                 return LaunchResult(0, None, attempt + 1)
             failure = _first_failure(err_dir, seen, rc)

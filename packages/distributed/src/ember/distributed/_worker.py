@@ -1,5 +1,6 @@
-"""One worker of `ember.distributed.run`: torchrun's environment from Open MPI's, then the user's
-script (or `-m module`) as __main__; a failure leaves a record for the launcher to report."""
+"""One worker of `ember.distributed.run`: torchrun's environment (from Open MPI's under mpiexec),
+then the user's script (or `-m module`) as __main__; a failure leaves a record for the launcher to
+report."""
 from __future__ import annotations
 
 import json
@@ -13,8 +14,12 @@ from . import _mpi
 
 
 def _setup_env() -> tuple[int, int]:
-    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMIX_RANK", "0")))
-    local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", rank))
+    env = os.environ
+    if "OMPI_COMM_WORLD_RANK" not in env and "PMIX_RANK" not in env and "RANK" in env:
+        rank = int(env["RANK"])  # started by the launcher itself (no mpiexec)
+        return rank, int(env.get("LOCAL_RANK", rank))
+    rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("PMIX_RANK", "0")))
+    local = int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", rank))
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(local), ROLE_RANK=str(rank))
     return rank, local
 
