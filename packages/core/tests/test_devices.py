@@ -136,3 +136,18 @@ def test_device_objects():
     assert d.type == "cuda" and d.index == 1 and str(d) == "cuda:1"
     assert repr(ember.device("cpu")) == "device(type='cpu')"
     assert ember.device("cpu") == "cpu"
+
+
+def test_accelerator_device_index_context(toy, monkeypatch):
+    cur = [0]
+    monkeypatch.setattr(toy, "current_device", lambda: cur[0], raising=False)
+    monkeypatch.setattr(toy, "set_device", lambda i: cur.__setitem__(0, i), raising=False)
+    ember.accelerator.device_index(3)  # without `with`: nothing changes (as torch's)
+    assert ember.accelerator.current_device_idx() == 0
+    with ember.accelerator.device_index(2):
+        assert ember.accelerator.current_device_index() == 2
+        with ember.accelerator.device_index(None):
+            assert cur[0] == 2
+    assert cur[0] == 0
+    ember.accelerator.set_device_idx(1)
+    assert ember.accelerator.current_device_index() == 1

@@ -9,7 +9,8 @@ from ._device import _BACKENDS
 from ._device import device as Device
 
 __all__ = ["is_available", "current_accelerator", "device_count", "synchronize",
-           "current_device_index", "set_device_index"]
+           "current_device_index", "set_device_index", "current_device_idx", "set_device_idx",
+           "device_index"]
 
 
 def _backend():
@@ -47,6 +48,32 @@ def set_device_index(index: int) -> None:
     if b is None:
         raise RuntimeError("ember.accelerator.set_device_index: no accelerator is available")
     b.set_device(index)
+
+
+current_device_idx = current_device_index  # PyTorch 2.6's names, kept as aliases there too
+set_device_idx = set_device_index
+
+
+class device_index:
+    """`with ember.accelerator.device_index(i):` makes accelerator device i current inside the
+    block and restores the previous one after; None leaves the current device alone. Creating
+    one without `with` changes nothing (as torch's)."""
+
+    def __init__(self, device: int | None, /):
+        self.idx = device
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx is not None:
+            self.prev_idx = current_device_index()
+            if self.prev_idx != self.idx:
+                set_device_index(self.idx)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.idx is not None and self.prev_idx != self.idx:
+            set_device_index(self.prev_idx)
+        return False
 
 
 def synchronize(device=None) -> None:
