@@ -46,13 +46,22 @@ def _group_rank(pg, rank, group_rank, what):
     return get_group_rank(pg, rank)
 
 
+def _comm_device(group=None) -> str:
+    """The device type a group's own traffic (barrier, broadcasts of loaded state) goes over:
+    cpu where its MPI engine is up, else cuda (a job with NCCL only, or started without
+    mpiexec)."""
+    pg = _resolve(group)
+    b = pg._device_backends
+    return "cpu" if "cpu" in b and (pg._mpi_comm is not None or "cuda" not in b) else "cuda"
+
+
 def _engine(pg, tensors, what):
     dev = tensors[0].device.type
     for t in tensors:
         if t.device.type != dev:
             raise RuntimeError(f"{what}: tensors must be on one device, got {dev} and "
                                f"{t.device.type}")
-    return pg.engine(dev, what)
+    return pg.engine(dev, what, tensors[0].device.index)
 
 
 def _bump(*tensors):
@@ -310,8 +319,7 @@ def barrier(group=GroupMember.WORLD, async_op=False, device_ids=None):
     if _skip(group):
         return None
     pg = _resolve(group)
-    dev = "cpu" if "cpu" in pg._device_backends else "cuda"
-    w = pg.engine(dev, "barrier").barrier()
+    w = pg.engine(_comm_device(pg), "barrier").barrier()
     return _done(w, async_op)
 
 

@@ -2,6 +2,8 @@
 each dim (made once, with one MPI split per dim), slicing by dim names without communication."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ._group import _default, _split_groups, get_rank, init_process_group, is_initialized
@@ -94,11 +96,27 @@ class DeviceMesh:
         return f"DeviceMesh('{self.device_type}', {self._mesh.tolist()}{names})"
 
 
+def _pick_local_device(world_size: int) -> None:
+    """As torch's DeviceMesh: a process that has not chosen a CUDA device takes LOCAL_RANK's
+    (else rank modulo the devices on the host), so that ranks on one host use distinct GPUs."""
+    import ember
+    count = ember.cuda.device_count()
+    if count <= 1 or ember.cuda.current_device() != 0:
+        return
+    if world_size > count and world_size % count:
+        raise RuntimeError(f"init_device_mesh: {world_size} ranks do not spread evenly over "
+                           f"{count} CUDA devices on this host")
+    local = os.environ.get("LOCAL_RANK")
+    ember.cuda.set_device(int(local) if local is not None else _default().rank() % count)
+
+
 def init_device_mesh(device_type: str, mesh_shape, *, mesh_dim_names=None, backend_override=None):
     """A mesh of all ranks, in order, with shape mesh_shape (torch's init_device_mesh)."""
     if not is_initialized():
         init_process_group()
     n = _default().size()
+    if device_type == "cuda" and n > 1:
+        _pick_local_device(n)
     shape = tuple(int(s) for s in mesh_shape)
     if int(np.prod(shape)) != n:
         raise RuntimeError(f"init_device_mesh: mesh shape {shape} does not hold the world size "

@@ -42,13 +42,14 @@ def _uid_bytes(uid) -> bytes:
 class NCCLEngine:
     """Collectives over one NCCL communicator of `size` ranks."""
 
-    def __init__(self, store, rank: int, size: int, timeout: float):
+    def __init__(self, store, rank: int, size: int, timeout: float, device: int | None = None):
         import ember
         self.cuda = ember.cuda  # the public torch.cuda-like API of ember-devices
         self.nccl = _nccl()
         self.rank, self.size, self.timeout = rank, size, timeout
-        self.device = self.cuda.current_device()
-        self.cuda.set_device(self.device)  # binds the device's context for NCCL
+        self.device = self.cuda.current_device() if device is None else int(device)
+        self.cuda.set_device(self.device)  # binds the device's context for NCCL (and the
+        # process: one device per rank, as torch's ProcessGroupNCCL assumes)
         if rank == 0:
             store.set("uid", _uid_bytes(self.nccl.get_unique_id()))
         uid = store.get("uid")

@@ -47,9 +47,15 @@ class ProcessGroup:
     def name(self) -> str:
         return self.backend_str
 
-    def engine(self, device_type: str, what: str):
+    def engine(self, device_type: str, what: str, index: int | None = None):
+        """This group's engine for device_type, made on first use; a CUDA engine's communicator
+        lives on the device of the first tensor it serves (index), else the current device."""
         e = self._engines.get(device_type)
         if e is not None:
+            if index is not None and getattr(e, "device", index) != index:
+                raise RuntimeError(f"{what}: this process's NCCL communicator is on "
+                                   f"cuda:{e.device}, got a tensor on cuda:{index} (one "
+                                   "device per process)")
             return e
         kind = self._device_backends.get(device_type)
         if kind is None:
@@ -66,7 +72,7 @@ class ProcessGroup:
         else:  # nccl: made on first use, at the same point on every rank (SPMD)
             from ._engine_nccl import NCCLEngine
             e = NCCLEngine(PrefixStore(f"nccl/{self.group_name}", self.store), self._rank,
-                           self._size, secs)
+                           self._size, secs, index)
         self._engines[device_type] = e
         return e
 
@@ -228,7 +234,9 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     GroupMember.WORLD = pg
     _W.groups = [pg]
     if device_id is not None and "cuda" in backends:
-        pg.engine("cuda", "init_process_group")
+        from ember import device as _device
+        d = _device("cuda", device_id) if isinstance(device_id, int) else _device(device_id)
+        pg.engine("cuda", "init_process_group", d.index)
 
 
 def destroy_process_group(group=None) -> None:

@@ -93,24 +93,69 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
 
 
 def _broadcast_full(sd, cur):
-    """Rank 0's whole tensors to every rank (the others' sd may be empty)."""
+    """Rank 0's whole tensors to every rank (the others' sd may be empty), over the device the
+    default group talks on (cuda for an NCCL-only group); they stay there."""
     from .. import _collectives as C
     from .._group import get_rank
+    dev = C._comm_device()
     out = {}
     for k, ref in cur.items():
         if not isinstance(ref, ember.Tensor):
             continue
         if get_rank() == 0:
-            t = sd[k].detach().to(ref.dtype).contiguous().clone()
+            t = sd[k].detach().to(device=dev, dtype=ref.dtype).contiguous().clone()
         else:
-            t = ember.empty(tuple(ref.shape), dtype=ref.dtype)
+            t = ember.empty(tuple(ref.shape), dtype=ref.dtype, device=dev)
         C.broadcast(t, src=0)
         out[k] = t
     return out
 
 
+def _broadcast_tree(tree):
+    """Rank 0's nested dicts / lists of tensors and plain values to every rank: the layout as
+    plain data (broadcast_object_list), then each tensor over the group's device."""
+    from .. import _collectives as C
+    from .._group import get_rank
+    from .._objects import broadcast_object_list
+    dev = C._comm_device()
+    tensors = []
+
+    def strip(x):
+        if isinstance(x, ember.Tensor):
+            tensors.append(x)
+            return ("__tensor__", tuple(x.shape), x.dtype.name, x.device.type)
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(strip(v) for v in x)
+        return x
+
+    box = [strip(tree) if get_rank() == 0 else None]
+    broadcast_object_list(box, src=0)
+    it = iter(tensors)
+
+    def fill(x):
+        if isinstance(x, tuple) and len(x) == 4 and x[0] == "__tensor__":
+            dtype = getattr(ember, x[2])
+            if get_rank() == 0:
+                t = next(it).detach().to(device=dev).contiguous().clone()
+            else:
+                t = ember.empty(x[1], dtype=dtype, device=dev)
+            C.broadcast(t, src=0)
+            return t.cpu() if x[3] == "cpu" else t
+        if isinstance(x, dict):
+            return {k: fill(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(fill(v) for v in x)
+        return x
+
+    return fill(box[0])
+
+
 def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=None) -> None:
     """Load name-keyed optimizer state (from get_optimizer_state_dict) into the optimizers."""
+    if _opts(options).broadcast_from_rank0:
+        optim_state_dict = _broadcast_tree(optim_state_dict)
     by_name = dict(model.named_parameters())
     groups = list(optim_state_dict["param_groups"])
     for opt in _list(optimizers):
@@ -136,7 +181,10 @@ def _like(v, p):
     if isinstance(p, DTensor) and isinstance(v, ember.Tensor) and not isinstance(v, DTensor) \
             and tuple(v.shape) == tuple(p.shape):
         from ..tensor._redistribute import from_full
-        return DTensor._wrap(from_full(v.detach(), p.device_mesh, p.placements),
+        v = v.detach()
+        if v.device.type != p.device_mesh.device_type:
+            v = v.to(p.device_mesh.device_type)  # the pieces live on the mesh's device type
+        return DTensor._wrap(from_full(v, p.device_mesh, p.placements),
                              p.device_mesh, p.placements, p.shape)
     return v
 

@@ -194,7 +194,10 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
         raise ValueError("distribute_tensor: the tensor is already a DTensor")
     mesh = device_mesh or init_device_mesh("cpu", (C._resolve(None).size(),))
     ps = normalize_placements(placements, mesh, tensor.dim())
-    t = tensor.detach().clone().contiguous()
+    t = tensor.detach()
+    if t.device.type not in (mesh.device_type, "meta"):
+        t = t.to(mesh.device_type)  # as torch: the pieces live on the mesh's device type
+    t = t.clone().contiguous()
     if src_data_rank is not None:
         C.broadcast(t, src=src_data_rank)
     out = DTensor._wrap(from_full(t, mesh, ps), mesh, ps, tuple(tensor.shape))
