@@ -57,20 +57,37 @@ def _loads(raw: bytes):
     return _PlainUnpickler(io.BytesIO(raw)).load()
 
 
-def _to_tensor(obj):
+def _dev(group, device):
+    """Where the pickles travel: `device` if given, else the group's own device (cuda's current
+    device for an NCCL-only group, as torch uses with NCCL), else None (cpu)."""
+    import ember
+    if device is not None:
+        return ember.device(device)
+    from ._collectives import _comm_device
+    if _comm_device(group) == "cuda":
+        return ember.device("cuda", ember.cuda.current_device())
+    return None
+
+
+def _to_tensor(obj, dev=None):
     from ember import Tensor
     raw = pickle.dumps(obj)
-    return Tensor._from_np(np.frombuffer(raw, np.uint8).copy())
+    t = Tensor._from_np(np.frombuffer(raw, np.uint8).copy())
+    return t if dev is None else t.to(dev)
+
+
+def _host(t):
+    return t._np if t.device.type == "cpu" else t.cpu()._np
 
 
 def _from_tensor(t, n):
-    return _loads(t._np[:n].tobytes())
+    return _loads(_host(t)[:n].tobytes())
 
 
-def _sizes(pg, n, group):
+def _sizes(pg, n, group, dev=None):
     import ember
-    mine = ember.tensor([n], dtype=ember.int64)
-    sizes = [ember.zeros(1, dtype=ember.int64) for _ in range(pg.size())]
+    mine = ember.tensor([n], dtype=ember.int64, device=dev)
+    sizes = [ember.zeros(1, dtype=ember.int64, device=dev) for _ in range(pg.size())]
     all_gather(sizes, mine, group=group)
     return [int(s.item()) for s in sizes]
 
@@ -81,12 +98,13 @@ def all_gather_object(object_list, obj, group=None) -> None:
         return
     import ember
     pg = _resolve(group)
-    t = _to_tensor(obj)
-    sizes = _sizes(pg, t.numel(), group)
+    dev = _dev(group, None)
+    t = _to_tensor(obj, dev)
+    sizes = _sizes(pg, t.numel(), group, dev)
     big = max(sizes)
-    padded = ember.zeros(big, dtype=ember.uint8)
+    padded = ember.zeros(big, dtype=ember.uint8, device=dev)
     padded[:t.numel()] = t
-    outs = [ember.zeros(big, dtype=ember.uint8) for _ in sizes]
+    outs = [ember.zeros(big, dtype=ember.uint8, device=dev) for _ in sizes]
     all_gather(outs, padded, group=group)
     for i, (o, n) in enumerate(zip(outs, sizes)):
         object_list[i] = _from_tensor(o, n)
@@ -101,15 +119,16 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     s = group_src if group_src is not None else (0 if src is None else
                                                  pg.ranks.index(src))
     me = pg.rank() == s
-    ts = [_to_tensor(o) for o in object_list] if me else []
+    dev = _dev(group, device)
+    ts = [_to_tensor(o, dev) for o in object_list] if me else []
     sizes = ember.tensor([t.numel() for t in ts] if me else [0] * len(object_list),
-                         dtype=ember.int64)
+                         dtype=ember.int64, device=dev)
     broadcast(sizes, group=group, group_src=s)
     data = ember.cat(ts) if me and ts else ember.zeros(int(sizes.sum().item()),
-                                                       dtype=ember.uint8)
+                                                       dtype=ember.uint8, device=dev)
     broadcast(data, group=group, group_src=s)
     if not me:
-        off, raw = 0, data._np
+        off, raw = 0, _host(data)
         for i, n in enumerate(sizes.tolist()):
             object_list[i] = _loads(raw[off:off + n].tobytes())
             off += n
@@ -122,12 +141,14 @@ def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=
     import ember
     pg = _resolve(group)
     d = group_dst if group_dst is not None else pg.ranks.index(0 if dst is None else dst)
-    t = _to_tensor(obj)
-    sizes = _sizes(pg, t.numel(), group)
+    dev = _dev(group, None)
+    t = _to_tensor(obj, dev)
+    sizes = _sizes(pg, t.numel(), group, dev)
     big = max(sizes)
-    padded = ember.zeros(big, dtype=ember.uint8)
+    padded = ember.zeros(big, dtype=ember.uint8, device=dev)
     padded[:t.numel()] = t
-    outs = [ember.zeros(big, dtype=ember.uint8) for _ in sizes] if pg.rank() == d else None
+    outs = [ember.zeros(big, dtype=ember.uint8, device=dev) for _ in sizes] \
+        if pg.rank() == d else None
     gather(padded, outs, group=group, group_dst=d)
     if pg.rank() == d:
         for i, (o, n) in enumerate(zip(outs, sizes)):
@@ -143,8 +164,9 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     pg = _resolve(group)
     s = group_src if group_src is not None else pg.ranks.index(0 if src is None else src)
     me = pg.rank() == s
+    dev = _dev(group, None)
     ts = [_to_tensor(o) for o in scatter_object_input_list] if me else []
-    big = ember.tensor([max(t.numel() for t in ts) if me else 0], dtype=ember.int64)
+    big = ember.tensor([max(t.numel() for t in ts) if me else 0], dtype=ember.int64, device=dev)
     broadcast(big, group=group, group_src=s)
     n = int(big.item())
     ins = None
@@ -154,32 +176,34 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
             p = ember.zeros(n + 8, dtype=ember.uint8)
             p[:8] = ember.tensor(np.frombuffer(np.int64(t.numel()).tobytes(), np.uint8).copy())
             p[8:8 + t.numel()] = t
-            ins.append(p)
-    out = ember.zeros(n + 8, dtype=ember.uint8)
+            ins.append(p if dev is None else p.to(dev))
+    out = ember.zeros(n + 8, dtype=ember.uint8, device=dev)
     scatter(out, ins, group=group, group_src=s)
-    raw = out._np
+    raw = _host(out)
     ln = int(np.frombuffer(raw[:8].tobytes(), np.int64)[0])
     scatter_object_output_list[0] = _loads(raw[8:8 + ln].tobytes())
 
 
 def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None):
     import ember
-    ts = [_to_tensor(o) for o in object_list]
-    sizes = ember.tensor([t.numel() for t in ts], dtype=ember.int64)
+    dev = _dev(group, device)
+    ts = [_to_tensor(o, dev) for o in object_list]
+    sizes = ember.tensor([t.numel() for t in ts], dtype=ember.int64, device=dev)
     send(sizes, dst, group, group_dst=group_dst)
-    send(ember.cat(ts) if ts else ember.zeros(0, dtype=ember.uint8), dst, group,
+    send(ember.cat(ts) if ts else ember.zeros(0, dtype=ember.uint8, device=dev), dst, group,
          group_dst=group_dst)
 
 
 def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
     """Receive objects sent by send_object_list; returns the sender's rank."""
     import ember
-    sizes = ember.zeros(len(object_list), dtype=ember.int64)
+    dev = _dev(group, device)
+    sizes = ember.zeros(len(object_list), dtype=ember.int64, device=dev)
     sender = recv(sizes, src, group, group_src=group_src)
-    data = ember.zeros(int(sizes.sum().item()), dtype=ember.uint8)
+    data = ember.zeros(int(sizes.sum().item()), dtype=ember.uint8, device=dev)
     recv(data, sender if group is None else None, group,
          group_src=None if group is None else _resolve(group).ranks.index(sender))
-    off, raw = 0, data._np
+    off, raw = 0, _host(data)
     for i, n in enumerate(sizes.tolist()):
         object_list[i] = _loads(raw[off:off + n].tobytes())
         off += n

@@ -296,6 +296,17 @@ def _adopt(unit, module):
     return {id(fp.sharded) for u in unit.state.units for fp in u.params}
 
 
+def _default_mesh_device(module) -> str:
+    """torch's default mesh is on the accelerator: here too where the module's parameters are
+    on it or not yet anywhere (meta); a CPU module keeps a CPU mesh."""
+    import ember
+    acc = ember.accelerator.current_accelerator()
+    if acc is None:
+        return "cpu"
+    devs = {p.device.type for p in module.parameters()}
+    return acc.type if devs and devs <= {acc.type, "meta"} else "cpu"
+
+
 def fully_shard(module, *, mesh=None, reshard_after_forward: bool = True, shard_placement_fn=None,
                 mp_policy: MixedPrecisionPolicy | None = None, offload_policy=None,
                 ignored_params=None):
@@ -307,7 +318,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward: bool = True, shard_
     if isinstance(module, (list, tuple)):
         raise NotImplementedError("fully_shard: a list of modules as one unit is not supported")
     if mesh is None:
-        mesh = init_device_mesh("cpu", (_group.get_world_size(),))
+        mesh = init_device_mesh(_default_mesh_device(module), (_group.get_world_size(),))
     if mesh.ndim not in (1, 2):
         raise ValueError(f"fully_shard: a 1-D mesh (FSDP) or 2-D mesh (HSDP: replicate, shard), "
                          f"got {mesh.ndim}-D")
