@@ -5,4 +5,5 @@ from mpi_launch import worker_suite
 
 globals().update(worker_suite(
     "fsdp_worker.py", sizes=(2, 3), timeout=180,
-    expect=("training_sgd_equals_single_process",), min_checks=6))
+    expect=("training_sgd_equals_single_process", "cpu_offload_policy_on_a_cpu_mesh"),
+    min_checks=7))

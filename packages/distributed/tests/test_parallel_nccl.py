@@ -7,4 +7,4 @@ from mpi_launch import fake_nccl_env, worker_suite
 
 globals().update(worker_suite(
     "parallel_nccl_worker.py", sizes=(2,), timeout=240, env=fake_nccl_env,
-    expect=("fully_shard_training",), min_checks=3))
+    expect=("fully_shard_training", "fully_shard_cpu_offload"), min_checks=4))
