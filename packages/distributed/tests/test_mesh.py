@@ -6,4 +6,4 @@ from mpi_launch import worker_suite
 
 globals().update(worker_suite(
     "mesh_worker.py", sizes=(4,), timeout=180,
-    expect=("functional_collectives",), min_checks=3))
+    expect=("functional_collectives", "functional_collectives_autograd"), min_checks=4))
