@@ -72,3 +72,52 @@ def assert_losses_equal(a: list, b: list, rtol: float = 1e-5) -> None:
     assert [k for k, _ in a] == [k for k, _ in b], (a, b)
     for (k, x), (_, y) in zip(a, b):
         assert abs(x - y) <= rtol * max(1.0, abs(x)), (k, x, y)
+
+
+def worker_suite(worker: str, sizes=(2,), timeout: float = 180, env=None, expect=(),
+                 min_checks: int = 1) -> dict:
+    """The tests of a worker script, for a test module's `globals().update(...)`: a module-scoped
+    `run` fixture (one mpiexec run per size in `sizes`), `test_run_exits_cleanly`, one
+    `test_check[name]` per `@check` function (every rank reported it OK) and `test_checks_found`
+    (the script defines `expect` and at least `min_checks` checks). `env`: extra environment,
+    or a callable returning it (evaluated at run time). An entry of `sizes` may be a pair
+    (ranks, extra environment of that run)."""
+    import pytest
+    names = check_names(worker)
+    runs = [s if isinstance(s, tuple) else (s, {}) for s in sizes]
+
+    def run_id(r):
+        return f"{r[0]}ranks" + "".join(f"-{k}={v}" for k, v in r[1].items())
+
+    @pytest.fixture(scope="module", params=runs, ids=run_id)
+    def run(request):
+        n, own = request.param
+        extra = {**((env() if callable(env) else env) or {}), **own}
+        proc = mpirun(worker, n, timeout=timeout, env=extra)
+        return n, proc, checks(proc)
+
+    def test_run_exits_cleanly(run):
+        n, proc, _ = run
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        for r in range(n):
+            assert f"DONE {r} failed=[]" in proc.stdout, proc.stdout[-3000:]
+
+    @pytest.mark.parametrize("name", names)
+    def test_check(run, name):
+        n, proc, got = run
+        for rank in range(n):
+            assert_check((proc, got), rank, name)
+
+    def test_checks_found():
+        assert len(names) >= min_checks, names
+        for e in expect:
+            assert e in names, (e, names)
+
+    return {"NAMES": names, "run": run, "test_run_exits_cleanly": test_run_exits_cleanly,
+            "test_check": test_check, "test_checks_found": test_checks_found}
+
+
+def fake_nccl_env() -> dict:
+    """Environment for workers on the fake cuda device with the nccl4py stand-in."""
+    path = os.pathsep.join([os.path.join(HERE, "workers", "fake_nccl"), *filter(None, sys.path)])
+    return {"EMBER_CUDA_FAKE": "1", "TRITON_INTERPRET": "1", "PYTHONPATH": path}

@@ -1,31 +1,8 @@
 """fully_shard on a 2x2 mesh of 4 ranks (HSDP) trains like one process
 (workers/hsdp_worker.py)."""
 
-import pytest
-from mpi_launch import assert_check, check_names, checks, mpirun
+from mpi_launch import worker_suite
 
-WORKER = "hsdp_worker.py"
-NAMES = check_names(WORKER)
-SIZES = (4,)
-
-
-@pytest.fixture(scope="module", params=SIZES)
-def run(request):
-    proc = mpirun(WORKER, request.param, timeout=180)
-    return request.param, proc, checks(proc)
-
-
-def test_run_exits_cleanly(run):
-    _, proc, _ = run
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_check(run, name):
-    n, proc, got = run
-    for rank in range(n):
-        assert_check((proc, got), rank, name)
-
-
-def test_checks_found():
-    assert NAMES == ["hsdp_training_equals_single_process"]
+globals().update(worker_suite(
+    "hsdp_worker.py", sizes=(4,), timeout=180,
+    expect=("hsdp_training_equals_single_process",)))

@@ -2,34 +2,11 @@
 (EMBER_CUDA_FAKE=1: host memory, Triton's interpreter) and a stand-in for nccl4py's low-level
 bindings that carries out each NCCL call with MPI (workers/fake_nccl). The real library runs only
 on a GPU machine; this checks pointers, counts, types, roots and group calls, not NCCL itself."""
-import os
 import sys
 
-import pytest
-from mpi_launch import HERE, assert_check, check_names, checks, mpirun
+from mpi_launch import fake_nccl_env, worker_suite
 
-WORKER = "nccl_worker.py"
-NAMES = check_names(WORKER)
-N = 2
-
-
-@pytest.fixture(scope="module")
-def run():
-    path = os.pathsep.join([os.path.join(HERE, "workers", "fake_nccl"), *filter(None, sys.path)])
-    env = {"EMBER_CUDA_FAKE": "1", "TRITON_INTERPRET": "1", "PYTHONPATH": path}
-    proc = mpirun(WORKER, N, timeout=240, env=env)
-    return proc, checks(proc)
-
-
-def test_run_exits_cleanly(run):
-    proc, _ = run
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-
-
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("rank", range(N))
-def test_check(run, name, rank):
-    assert_check(run, rank, name)
+globals().update(worker_suite("nccl_worker.py", sizes=(2,), timeout=240, env=fake_nccl_env))
 
 
 def test_engine_imports_lazily():

@@ -2,31 +2,8 @@
 transformer block and an embedding, 2 and 4 ranks, against the single-process model
 (workers/tp_worker.py)."""
 
-import pytest
-from mpi_launch import assert_check, check_names, checks, mpirun
+from mpi_launch import worker_suite
 
-WORKER = "tp_worker.py"
-NAMES = check_names(WORKER)
-SIZES = (2, 4)
-
-
-@pytest.fixture(scope="module", params=SIZES)
-def run(request):
-    proc = mpirun(WORKER, request.param, timeout=180)
-    return request.param, proc, checks(proc)
-
-
-def test_run_exits_cleanly(run):
-    _, proc, _ = run
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_check(run, name):
-    n, proc, got = run
-    for rank in range(n):
-        assert_check((proc, got), rank, name)
-
-
-def test_checks_found():
-    assert "transformer_block" in NAMES and len(NAMES) >= 4
+globals().update(worker_suite(
+    "tp_worker.py", sizes=(2, 4), timeout=180,
+    expect=("transformer_block",), min_checks=4))

@@ -336,11 +336,53 @@ def timeouts_raise():
     dist.barrier()
     if R == 1:
         dist.send(ember.full((1,), 7.0), 0, group=g)
+    if R != 0:
         dist.barrier(g)
     for w in late:
         assert w.wait() is True
     if R == 0:
         close(got, [7.0])
+
+
+@check
+def large_messages_on_the_comm_thread():
+    """Collectives at and above EMBER_MPI_BLOCKING_BYTES (blocking MPI on the communication
+    thread) mixed with small ones issued while it is busy (queued behind it, nonblocking), in
+    flight together: every result equals the reference; a large all_reduce that rank 0 enters
+    alone raises within the timeout and completes once the peers join."""
+    big = [data(r, (1 << 18,), salt=40) for r in range(N)]  # 1 MiB of float32
+    small = [data(r, (5,), salt=41) for r in range(N)]
+    x, y, z = T(big[R]), T(small[R]), T(big[R][: 1 << 17].astype(np.float64))
+    works = [dist.all_reduce(x, async_op=True), dist.all_reduce(y, dist.ReduceOp.MAX,
+                                                                async_op=True),
+             dist.all_reduce(z, dist.ReduceOp.AVG, async_op=True)]
+    for w in reversed(works):
+        assert w.wait() is True
+    close(x, RED["SUM"](np.stack(big)), 1e-4)
+    close(y, RED["MAX"](np.stack(small)))
+    close(z, RED["AVG"](np.stack([b[: 1 << 17].astype(np.float64) for b in big])))
+    outs = [ember.zeros(1 << 18) for _ in range(N)]
+    dist.all_gather(outs, T(big[R]))
+    for r in range(N):
+        close(outs[r], big[r])
+    b = T(big[R])
+    dist.broadcast(b, src=N - 1)
+    close(b, big[N - 1])
+    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    t = T(big[R])
+    if R == 0:
+        w = dist.all_reduce(t, group=g, async_op=True)
+        try:
+            w.wait()
+        except dist.DistBackendError as e:
+            assert "all_reduce: timed out after 1.0 s on rank 0" in str(e), e
+        else:
+            raise AssertionError("no timeout")
+    dist.barrier()
+    if R != 0:
+        w = dist.all_reduce(t, group=g, async_op=True)
+    assert w.wait() is True
+    close(t, RED["SUM"](np.stack(big)), 1e-4)
 
 
 dist.barrier()

@@ -92,6 +92,47 @@ def ddp_matches_single_process():
 
 
 @check
+def gradient_as_bucket_view():
+    """Each .grad is a view of its bucket's buffer (kept across steps: no copies after the
+    first), for set_to_none and zeroing zero_grad and under no_sync; training equals one
+    process."""
+    model = DDP(make(R), bucket_cap_mb=0.0002, gradient_as_bucket_view=True)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    x, y = data()
+    xb, yb = x.chunk(N)[R], y.chunk(N)[R]
+    for i in range(4):
+        opt.zero_grad(set_to_none=i % 2 == 0)
+        nn.functional.mse_loss(model(xb), yb).backward()
+        for b in model._buckets:
+            for p, v in zip(b.params, b.views):
+                assert p.grad.data_ptr() == v.data_ptr(), "grad is not the bucket view"
+        opt.step()
+    same(model.module, reference(4))
+    acc = DDP(make(R), gradient_as_bucket_view=True)
+    opt = ember.optim.SGD(acc.parameters(), lr=0.1)
+    halves = [t.chunk(2) for t in (xb, yb)]
+    for _ in range(2):
+        opt.zero_grad()
+        with acc.no_sync():
+            (nn.functional.mse_loss(acc(halves[0][0]), halves[1][0]) / 2).backward()
+        (nn.functional.mse_loss(acc(halves[0][1]), halves[1][1]) / 2).backward()
+        opt.step()
+    same(acc.module, reference(2, accumulate=2 * N))
+
+
+@check
+def first_bucket_is_small():
+    """The first bucket (the last parameters) holds up to 1 MiB, the next ones bucket_cap_mb,
+    as PyTorch's DDP; a step with them equals one process."""
+    ember.manual_seed(0)
+    net = nn.Sequential(nn.Linear(300, 600), nn.Linear(600, 600), nn.Linear(600, 300))
+    model = DDP(net, bucket_cap_mb=2)
+    sizes = [sum(p.numel() * 4 for p in b.params) for b in model._buckets]
+    assert sizes[0] <= 1 << 20 and len(sizes) >= 2 and max(sizes) <= 2 << 20, sizes
+    assert [p for b in model._buckets for p in b.params] == list(net.parameters())[::-1]
+
+
+@check
 def no_sync_accumulates_then_syncs():
     model = DDP(make(R))
     opt = ember.optim.SGD(model.parameters(), lr=0.1)

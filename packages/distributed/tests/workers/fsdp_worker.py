@@ -92,6 +92,24 @@ def training_adamw_no_reshard_equals_single_process():
 
 
 @check(R)
+def cpu_offload_policy_on_a_cpu_mesh():
+    """fully_shard(offload_policy=CPUOffloadPolicy()) on a CPU mesh: shards already on the host,
+    the same training; a policy of another type is refused (the cuda case:
+    parallel_nccl_worker.py)."""
+    from ember.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
+    model = train(lambda ps: ember.optim.AdamW(ps, lr=0.01),
+                  offload_policy=CPUOffloadPolicy(pin_memory=False))
+    assert all(p._local_tensor.device.type == "cpu" for p in model.parameters())
+    shard_model(make_model(), offload_policy=OffloadPolicy())
+    try:
+        fully_shard(make_model(), mesh=mesh, offload_policy="cpu")
+    except TypeError as e:
+        assert "offload_policy must be an OffloadPolicy" in str(e), e
+    else:
+        raise AssertionError("a str offload_policy was accepted")
+
+
+@check(R)
 def reshard_regathers_in_backward():
     model = shard_model(make_model())
     x, y = data(0)

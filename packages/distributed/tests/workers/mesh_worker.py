@@ -85,6 +85,49 @@ def functional_collectives():
 
 
 @check
+def functional_collectives_autograd():
+    """all_gather_tensor_autograd / reduce_scatter_tensor_autograd / all_to_all_single_autograd
+    on the 4 ranks: forward values and input gradients against numpy over every rank's data
+    (rank k's loss weighs the output with W(k); the input gradient is the transposed
+    collective of those weights)."""
+    world = list(range(N))
+
+    def W(k, rows):
+        return np.arange(rows * 3, dtype=np.float32).reshape(rows, 3) * (k + 1) - k
+
+    def X(k, rows):
+        return np.full((rows, 3), k + 0.5, np.float32)
+    x = ember.tensor(X(R, 2), requires_grad=True)
+    y = funcol.all_gather_tensor_autograd(x, 0, world)
+    np.testing.assert_array_equal(y.detach().numpy(), np.concatenate([X(k, 2) for k in world]))
+    (y * ember.tensor(W(R, 2 * N))).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), sum(W(k, 2 * N)[2 * R:2 * R + 2] for k in world))
+    x = ember.tensor(X(R, 2 * N) * np.arange(1, 2 * N + 1, dtype=np.float32)[:, None],
+                     requires_grad=True)
+    out = funcol.reduce_scatter_tensor_autograd(x, "sum", 0, world)
+    ref = sum(X(k, 2 * N) * np.arange(1, 2 * N + 1)[:, None] for k in world)[2 * R:2 * R + 2]
+    np.testing.assert_allclose(out.detach().numpy(), ref)
+    (out * ember.tensor(W(R, 2))).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.concatenate([W(k, 2) for k in world]))
+    # uneven splits: rank k sends k + 1 rows to every rank
+    x = ember.tensor(X(R, (R + 1) * N), requires_grad=True)
+    out = funcol.all_to_all_single_autograd(x, [k + 1 for k in world], [R + 1] * N, world)
+    np.testing.assert_array_equal(out.detach().numpy(),
+                                  np.concatenate([X(k, k + 1) for k in world]))
+    rows = sum(k + 1 for k in world)
+    (out * ember.tensor(W(R, rows))).sum().backward()
+    # rank k's weights for the rows it got from this rank, in rank order
+    want = np.concatenate([W(k, rows)[sum(range(1, R + 1)):sum(range(1, R + 2))] for k in world])
+    np.testing.assert_allclose(x.grad.numpy(), want)
+    try:
+        funcol.reduce_scatter_tensor_autograd(x, "max", 0, world)
+    except RuntimeError as e:
+        assert "only the 'sum' reduction" in str(e), e
+    else:
+        raise AssertionError("max accepted")
+
+
+@check
 def functional_collectives_in_compile():
     graphs = []
 

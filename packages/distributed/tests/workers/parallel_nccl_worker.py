@@ -101,4 +101,42 @@ def fully_shard_training():
         close(p, q)
 
 
+@check(R)
+def fully_shard_cpu_offload():
+    """CPUOffloadPolicy: the shards and their gradients live on the host (the optimizer steps
+    there), the all-gathers and reduce-scatters run on cuda; training equals one process."""
+    from ember.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
+
+    def make():
+        ember.manual_seed(2)
+        return nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)).to("cuda")
+    ref, model = make(), make()
+    policy = CPUOffloadPolicy()
+    assert isinstance(policy, OffloadPolicy) and policy.pin_memory is True
+    fully_shard(model[0], mesh=mesh, offload_policy=policy)
+    fully_shard(model, mesh=mesh, offload_policy=policy)
+    for p in model.parameters():
+        assert p.device.type == "cpu" and p._local_tensor.device.type == "cpu", p.device
+    o_ref = ember.optim.SGD(ref.parameters(), lr=0.1)
+    o = ember.optim.SGD(model.parameters(), lr=0.1)
+    g = ember.Generator().manual_seed(5)
+    x, y = cuda(ember.randn(2 * N, 6, generator=g)), cuda(ember.randn(2 * N, 3, generator=g))
+    for _ in range(2):
+        o_ref.zero_grad()
+        nn.functional.mse_loss(ref(x), y).backward()
+        o_ref.step()
+        o.zero_grad()
+        out = model(x[2 * R:2 * R + 2])
+        assert out.device.type == "cuda", out.device
+        nn.functional.mse_loss(out, y[2 * R:2 * R + 2]).backward()
+        for p in model.parameters():
+            assert p.grad._local_tensor.device.type == "cpu", p.grad.device
+        o.step()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        full = p.full_tensor()
+        assert full.device.type == "cpu", full.device
+        np.testing.assert_allclose(full.detach().numpy(), q.detach().cpu().numpy(), rtol=1e-4,
+                                   atol=1e-4)
+
+
 finish(R)

@@ -2,9 +2,13 @@
 during backward, bucket by bucket, from post-accumulate-grad hooks.
 
 Buckets hold parameters in reverse registration order (roughly the order backward produces their
-gradients) up to bucket_cap_mb. A bucket's all-reduce starts, asynchronously, as soon as its last
-gradient is accumulated; buckets start in index order on every rank (collectives must match), and
-the last one waits for all and writes the averages back into `.grad`.
+gradients): the first up to 1 MiB (so that communication starts early in backward, as PyTorch's
+first bucket), the others up to bucket_cap_mb. Each bucket owns one flat buffer, allocated once:
+a bucket's gradients are copied into it and its all-reduce starts, asynchronously, as soon as its
+last gradient is accumulated; buckets start in index order on every rank (collectives must
+match), and the last one waits for all and writes the averages back into `.grad`. With
+gradient_as_bucket_view=True, `.grad` becomes a view of the buffer instead: backward then
+accumulates straight into it and neither copy happens again.
 """
 from __future__ import annotations
 
@@ -20,13 +24,34 @@ from ._types import ReduceOp
 __all__ = ["DistributedDataParallel", "GradBucket"]
 
 
+_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed's dist._DEFAULT_FIRST_BUCKET_BYTES
+
+
 class _Bucket:
     def __init__(self, params):
         self.params = params
         self.ready: set[int] = set()
-        self.flat = None
+        self.flat = None    # the flat buffer, made on first use and kept
+        self.views = []     # one view of it per parameter, shaped like the parameter
         self.work = None
         self.fut = None
+
+    def buffer(self):
+        if self.flat is None:
+            p0 = self.params[0]
+            self.flat = ember.zeros(sum(p.numel() for p in self.params), dtype=p0.dtype,
+                                    device=p0.device)
+            off = 0
+            for p in self.params:
+                self.views.append(self.flat[off:off + p.numel()].view(p.shape))
+                off += p.numel()
+        return self.flat
+
+
+def _aliases(g, v) -> bool:
+    """g is (a tensor over the same memory as) the bucket view v."""
+    return g is v or (g.data_ptr() == v.data_ptr() and g.shape == v.shape
+                      and g.stride() == v.stride() and g.dtype == v.dtype)
 
 
 class GradBucket:
@@ -61,8 +86,8 @@ class GradBucket:
 
 class DistributedDataParallel(nn.Module):
     """Data-parallel training of `module` over `process_group` (torch's constructor arguments;
-    device_ids/output_device/gradient_as_bucket_view/static_graph are accepted and need no
-    action here)."""
+    device_ids/output_device/static_graph are accepted and need no action here;
+    gradient_as_bucket_view=True makes each `.grad` a view of its bucket's buffer)."""
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0,
                  broadcast_buffers=True, init_sync=True, process_group=None, bucket_cap_mb=None,
@@ -76,13 +101,14 @@ class DistributedDataParallel(nn.Module):
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         self.static_graph = static_graph
+        self.gradient_as_bucket_view = gradient_as_bucket_view
         self.require_backward_grad_sync = True
         self.require_forward_param_sync = True
         self._params = [p for p in module.parameters() if p.requires_grad]
         if init_sync:
             self._sync_module_states()
         cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * 1024 * 1024)
-        self._buckets = self._make_buckets(cap)
+        self._buckets = self._make_buckets(cap, min(cap, _FIRST_BUCKET_BYTES))
         self._where = {id(p): (i, b) for i, b in enumerate(self._buckets) for p in b.params}
         self._armed = False
         self._next = 0
@@ -100,11 +126,13 @@ class DistributedDataParallel(nn.Module):
             for t in [*self.module.parameters(), *self.module.buffers()]:
                 broadcast(t, src=g.ranks[0], group=g)
 
-    def _make_buckets(self, cap):
+    def _make_buckets(self, cap, first_cap):
         buckets, cur, size = [], [], 0
         for p in reversed(self._params):
             nbytes = p.numel() * p.element_size()
-            if cur and (size + nbytes > cap or p.dtype != cur[0].dtype):
+            limit = cap if buckets else first_cap
+            if cur and (size + nbytes > limit or p.dtype != cur[0].dtype
+                        or p.device != cur[0].device):
                 buckets.append(_Bucket(cur))
                 cur, size = [], 0
             cur.append(p)
@@ -179,9 +207,16 @@ class DistributedDataParallel(nn.Module):
         self._finish()
 
     def _launch(self, b):
-        parts = [(p.grad if p.grad is not None else ember.zeros_like(p)).detach().reshape(-1)
-                 for p in b.params]
-        b.flat = ember.cat(parts) if len(parts) > 1 else parts[0].clone()
+        b.buffer()
+        with ember.no_grad():
+            for p, v in zip(b.params, b.views):
+                g = p.grad
+                if g is None:
+                    v.zero_()
+                elif not _aliases(g, v):
+                    v.copy_(g)
+                    if self.gradient_as_bucket_view:
+                        p.grad = v
         if self._comm_hook is not None:
             i = self._buckets.index(b)
             bucket = GradBucket(i, b.flat, b.params, i == len(self._buckets) - 1)
@@ -194,20 +229,18 @@ class DistributedDataParallel(nn.Module):
             for b in self._buckets:
                 if b.fut is not None:
                     r = b.fut.wait()
-                    b.flat = r[0] if isinstance(r, (list, tuple)) else r
+                    r = r[0] if isinstance(r, (list, tuple)) else r
+                    if r is not b.flat:
+                        b.flat.copy_(r.reshape(-1))
                 else:
                     b.work.wait()
-                off = 0
-                for p in b.params:
-                    n = p.numel()
-                    avg = b.flat[off:off + n].view(p.shape)
-                    off += n
+                for p, avg in zip(b.params, b.views):
                     if p.grad is None:
                         if bool((avg != 0).any()):
-                            p.grad = avg.clone()
-                    else:
+                            p.grad = avg if self.gradient_as_bucket_view else avg.clone()
+                    elif not _aliases(p.grad, avg):
                         p.grad.copy_(avg)
-                b.flat = b.work = b.fut = None
+                b.work = b.fut = None
         self._armed = False
         self._next = 0
 

@@ -1,6 +1,12 @@
 """The MPI engine: every collective of one process group over one mpi4py communicator, on
-zero-copy numpy views of CPU tensors' storage, always through nonblocking MPI calls so that a
-wait can give up at the group's timeout instead of hanging.
+zero-copy numpy views of CPU tensors' storage (the buffer protocol on the storage itself: no
+copy where the tensor is contiguous). A wait gives up at the group's timeout instead of hanging.
+
+Two routes, one order: a small collective is a nonblocking MPI call, issued on the caller's
+thread and polled; a large one (EMBER_MPI_BLOCKING_BYTES, default 1 MiB, and up) is a blocking
+MPI call on the communicator's CommThread (_comm_thread.py), since Open MPI's blocking
+algorithms are much faster on large messages; while that thread has work, later calls queue
+behind it.
 
 Data movement uses byte views (any dtype: bfloat16 and float8 included). Reductions run on the
 native type, except bfloat16/float16 (reduced in float32: MPI has no such types) and bool
@@ -8,8 +14,11 @@ native type, except bfloat16/float16 (reduced in float32: MPI has no such types)
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from ._comm_thread import CommThread, ThreadWork
 from ._mpi import MPI
 from ._types import RedOpType, Work
 
@@ -42,11 +51,35 @@ class MPIEngine:
     def __init__(self, comm, timeout: float):
         self.comm, self.timeout = comm, timeout
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.blocking_bytes = int(os.environ.get("EMBER_MPI_BLOCKING_BYTES", 1 << 20))
+        self._thread = CommThread(f"ember-mpi-{id(comm):x}")
 
     # ---- plumbing ----------------------------------------------------------------------------
+    def _post(self, what, nbytes, call, args, finish=None, result=None, keep=()):
+        """Run `comm.<call>(*args)` (blocking) when nbytes reaches the threshold, else its
+        nonblocking `I<call>`. MPI never matches a blocking collective with a nonblocking one,
+        so the choice depends only on nbytes, which callers compute alike on every rank (0:
+        always nonblocking). Blocking calls run on the communication thread; so does a
+        nonblocking one issued while the thread has work (issue order is match order); any
+        other is issued here and polled by the caller's wait.
+        keep: arrays MPI reads or writes until done (temporaries: mpi4py's nonblocking calls do
+        not hold them, and a freed send buffer sends garbage)."""
+        blocking = nbytes >= self.blocking_bytes
+        if not blocking and not self._thread.busy():
+            req = getattr(self.comm, "I" + call[0].lower() + call[1:])(*args)
+            return self._work([req], finish, result, what, keep)
+        comm = self.comm
+
+        def run():
+            if blocking:
+                getattr(comm, call)(*args)
+            else:
+                getattr(comm, "I" + call[0].lower() + call[1:])(*args).Wait()
+            if finish is not None:
+                finish()
+        return self._thread.submit(ThreadWork(run, result, self.timeout, what, self.rank, keep))
+
     def _work(self, reqs, finish, result, what, keep=()):
-        """keep: arrays MPI reads or writes until the requests complete (temporaries: mpi4py's
-        nonblocking collectives do not hold them, and a freed send buffer sends garbage)."""
         reqs = [r for r in reqs if r is not None]
         Request = MPI().Request
         w = Work(lambda: Request.Testall(reqs), finish, result, self.timeout, what, self.rank)
@@ -97,18 +130,18 @@ class MPIEngine:
         what = "all_reduce"
         mop = self._mpi_op(op, t.dtype, what)
         buf, back = self._reduce_buf(t, what)
-        req = self.comm.Iallreduce(MPI().IN_PLACE, buf, mop)
-        return self._work([req], self._chain(lambda: self._avg(buf, op), back), [t], what)
+        return self._post(what, buf.nbytes, "Allreduce", (MPI().IN_PLACE, buf, mop),
+                          self._chain(lambda: self._avg(buf, op), back), [t], keep=(buf,))
 
     def reduce(self, t, dst, op):
         what = "reduce"
         mop = self._mpi_op(op, t.dtype, what)
         buf, back = self._reduce_buf(t, what)
         if self.rank == dst:
-            req = self.comm.Ireduce(MPI().IN_PLACE, buf, mop, root=dst)
-            return self._work([req], self._chain(lambda: self._avg(buf, op), back), [t], what)
-        req = self.comm.Ireduce(buf, None, mop, root=dst)
-        return self._work([req], None, [t], what, keep=(buf,))
+            return self._post(what, buf.nbytes, "Reduce", (MPI().IN_PLACE, buf, mop, dst),
+                              self._chain(lambda: self._avg(buf, op), back), [t], keep=(buf,))
+        return self._post(what, buf.nbytes, "Reduce", (buf, None, mop, dst), None, [t],
+                          keep=(buf,))
 
     def reduce_scatter(self, out, inputs, op):
         """inputs: one tensor per rank (flattened and concatenated); out gets this rank's part."""
@@ -122,15 +155,15 @@ class MPIEngine:
         if counts[self.rank] != recv.size:
             raise ValueError(f"{what}: output has {recv.size} elements but this rank's input "
                              f"has {counts[self.rank]}")
-        req = self.comm.Ireduce_scatter(send, recv, counts, mop)
-        return self._work([req], self._chain(lambda: self._avg(recv, op), back), [out], what,
+        return self._post(what, send.nbytes, "Reduce_scatter", (send, recv, counts, mop),
+                          self._chain(lambda: self._avg(recv, op), back), [out],
                           keep=(send, recv))
 
     # ---- data movement (bytes) ---------------------------------------------------------------
     def broadcast(self, t, src):
         a, wb = _view(t, "broadcast")
-        req = self.comm.Ibcast(_bytes(a), root=src)
-        return self._work([req], wb if self.rank != src else None, [t], "broadcast", keep=(a,))
+        return self._post("broadcast", a.nbytes, "Bcast", (_bytes(a), src),
+                          wb if self.rank != src else None, [t], keep=(a,))
 
     def all_gather(self, outs, t):
         """outs: one tensor per rank (sizes may differ); t: this rank's contribution."""
@@ -139,9 +172,9 @@ class MPIEngine:
         counts = [o.numel() * o.element_size() for o in outs]
         recv = np.empty(sum(counts), np.uint8)
         displs = np.cumsum([0] + counts[:-1]).tolist()
-        req = self.comm.Iallgatherv(_bytes(a), [recv, (counts, displs), MPI().BYTE])
-        return self._work([req], lambda: self._scatter_bytes(recv, outs, displs), outs, what,
-                          keep=(a, recv))
+        return self._post(what, recv.nbytes, "Allgatherv",
+                          (_bytes(a), [recv, (counts, displs), MPI().BYTE]),
+                          lambda: self._scatter_bytes(recv, outs, displs), outs, keep=(a, recv))
 
     @staticmethod
     def _scatter_bytes(raw, outs, displs):
@@ -158,40 +191,40 @@ class MPIEngine:
         recv = np.empty(sum(rc), np.uint8)
         sd = np.cumsum([0] + sc[:-1]).tolist()
         rd = np.cumsum([0] + rc[:-1]).tolist()
-        req = self.comm.Ialltoallv([send, (sc, sd), MPI().BYTE], [recv, (rc, rd), MPI().BYTE])
-        return self._work([req], lambda: self._scatter_bytes(recv, outs, rd), outs, what,
-                          keep=(send, recv))
+        return self._post(what, 0, "Alltoallv",  # (sizes differ by rank: nonblocking)
+                          ([send, (sc, sd), MPI().BYTE], [recv, (rc, rd), MPI().BYTE]),
+                          lambda: self._scatter_bytes(recv, outs, rd), outs, keep=(send, recv))
 
     def gather(self, t, outs, dst):
         what = "gather"
         a, _ = _view(t, what)
         if self.rank != dst:
-            req = self.comm.Igatherv(_bytes(a), None, root=dst)
-            return self._work([req], None, [], what, keep=(a,))
+            return self._post(what, 0, "Gatherv", (_bytes(a), None, dst), None, [],
+                              keep=(a,))
         rc = [o.numel() * o.element_size() for o in outs]
         rd = np.cumsum([0] + rc[:-1]).tolist()
         recv = np.empty(sum(rc), np.uint8)
-        req = self.comm.Igatherv(_bytes(a), [recv, (rc, rd), MPI().BYTE], root=dst)
-        return self._work([req], lambda: self._scatter_bytes(recv, outs, rd), outs, what,
-                          keep=(a, recv))
+        return self._post(what, 0, "Gatherv",  # (only the root knows the total: nonblocking)
+                          (_bytes(a), [recv, (rc, rd), MPI().BYTE], dst),
+                          lambda: self._scatter_bytes(recv, outs, rd), outs, keep=(a, recv))
 
     def scatter(self, t, ins, src):
         what = "scatter"
         a, wb = _view(t, what)
         nb = a.size * a.itemsize
         if self.rank != src:
-            req = self.comm.Iscatterv(None, _bytes(a), root=src)
-            return self._work([req], wb, [t], what, keep=(a,))
+            return self._post(what, 0, "Scatterv", (None, _bytes(a), src), wb, [t], keep=(a,))
         sc = [x.numel() * x.element_size() for x in ins]
         sd = np.cumsum([0] + sc[:-1]).tolist()
         send = np.concatenate([_bytes(_view(x, what)[0]) for x in ins])
         if sc[src] != nb:
             raise ValueError(f"{what}: output has {nb} bytes, its input {sc[src]}")
-        req = self.comm.Iscatterv([send, (sc, sd), MPI().BYTE], _bytes(a), root=src)
-        return self._work([req], wb, [t], what, keep=(send, a))
+        return self._post(what, 0, "Scatterv",
+                          ([send, (sc, sd), MPI().BYTE], _bytes(a), src), wb, [t],
+                          keep=(send, a))
 
     def barrier(self):
-        return self._work([self.comm.Ibarrier()], None, None, "barrier")
+        return self._post("barrier", 0, "Barrier", ())
 
     # ---- point to point ----------------------------------------------------------------------
     def send(self, t, dst, tag):
@@ -219,5 +252,8 @@ class MPIEngine:
         w._source = holder
         return w
 
-    def close(self):
-        """The group frees the communicator (destroy_process_group)."""
+    def close(self) -> bool:
+        """Stop the communication thread; False when a collective is still blocked in it (a
+        peer never joined): the group then leaves the communicator unfreed rather than hang.
+        The group frees the communicator (destroy_process_group)."""
+        return self._thread.close()

@@ -200,3 +200,76 @@ def all_reduce_coalesced(self, reduceOp, group, tag: str = ""):
 @_in_graph
 def all_gather_into_tensor_coalesced(self, group, tag: str = ""):
     return [all_gather_tensor(t, 0, group) for t in self]
+
+
+# ---- differentiable variants (torch's *_autograd): the backward is the transposed collective --
+def _autograd_fns():
+    from ember.autograd import Function
+
+    class _AllGather(Function):
+        @staticmethod
+        def forward(ctx, x, gather_dim, group):
+            ctx.dim, ctx.group = gather_dim, group
+            return all_gather_tensor(x, gather_dim, group)
+
+        @staticmethod
+        def backward(ctx, g):  # each rank's piece gets the sum of its gradients over ranks
+            return reduce_scatter_tensor(g.contiguous(), "sum", ctx.dim, ctx.group), None, None
+
+    class _ReduceScatter(Function):
+        @staticmethod
+        def forward(ctx, x, scatter_dim, group):
+            ctx.dim, ctx.group = scatter_dim, group
+            return reduce_scatter_tensor(x, "sum", scatter_dim, group)
+
+        @staticmethod
+        def backward(ctx, g):
+            return all_gather_tensor(g.contiguous(), ctx.dim, ctx.group), None, None
+
+    class _AllToAll(Function):
+        @staticmethod
+        def forward(ctx, x, out_splits, in_splits, group):
+            ctx.splits, ctx.group = (in_splits, out_splits), group
+            return all_to_all_single(x, out_splits, in_splits, group)
+
+        @staticmethod
+        def backward(ctx, g):  # the transpose: the splits swap
+            back_out, back_in = ctx.splits
+            return (all_to_all_single(g.contiguous(), back_out, back_in, ctx.group), None, None,
+                    None)
+    return _AllGather, _ReduceScatter, _AllToAll
+
+
+_AUTOGRAD: list = []
+
+
+def _fn(i):
+    if not _AUTOGRAD:
+        _AUTOGRAD.extend(_autograd_fns())
+    return _AUTOGRAD[i]
+
+
+def all_gather_tensor_autograd(self, gather_dim: int, group, tag: str = ""):
+    """all_gather_tensor that autograd differentiates: the gradient of each rank's input is the
+    sum over ranks of the output gradient's piece for that rank (a reduce-scatter)."""
+    return _fn(0).apply(self, gather_dim, group)
+
+
+def reduce_scatter_tensor_autograd(self, reduceOp, scatter_dim: int, group, tag: str = ""):
+    """reduce_scatter_tensor that autograd differentiates (sum only, as torch's): the input's
+    gradient is the all-gather of the output gradients."""
+    if _op_name(reduceOp) != "sum":
+        raise RuntimeError(f"reduce_scatter_tensor_autograd: only the 'sum' reduction is "
+                           f"differentiable, got {_op_name(reduceOp)!r}")
+    return _fn(1).apply(self, scatter_dim, group)
+
+
+def all_to_all_single_autograd(self, output_split_sizes, input_split_sizes, group,
+                               tag: str = ""):
+    """all_to_all_single that autograd differentiates: the gradient goes back through the
+    all-to-all with the split sizes swapped."""
+    return _fn(2).apply(self, output_split_sizes, input_split_sizes, group)
+
+
+__all__ += ["all_gather_tensor_autograd", "reduce_scatter_tensor_autograd",
+            "all_to_all_single_autograd"]

@@ -254,12 +254,14 @@ def destroy_process_group(group=None) -> None:
 
 
 def _close(g: ProcessGroup):
+    stuck = False  # an engine still blocked in a call on the communicator: leave it unfreed
     for e in g._engines.values():
-        e.close()
+        stuck |= e.close() is False
     g._engines.clear()
     if g._mpi_comm is not None:
         M = _mpi.MPI()
-        if g._mpi_comm not in (M.COMM_WORLD, M.COMM_SELF) and not M.Is_finalized():
+        if (g._mpi_comm not in (M.COMM_WORLD, M.COMM_SELF) and not M.Is_finalized()
+                and not stuck):
             g._mpi_comm.Free()
         g._mpi_comm = None
 

@@ -23,7 +23,12 @@ mesh["dp"]) become (Shard(0), tp placement) on the 2-D mesh: their TP-local piec
 "dp" and gathered back to the TP DTensor for forward and backward (where TP shards dim 0 too,
 dp's placement is _StridedShard(0): its split applies to the TP piece).
 
-Not done: CPU offload, gradient bucketing across parameters.
+CPU offload (offload_policy=CPUOffloadPolicy()): the shards (the DTensor parameters' local
+tensors), their gradients and so the optimizer step live in host memory (page-locked with
+pin_memory where an accelerator is installed); each all-gather copies the shard to the mesh's
+device first, each reduce-scattered gradient is copied back to the host.
+
+Not done: gradient bucketing across parameters.
 """
 from __future__ import annotations
 
@@ -35,7 +40,8 @@ from ..tensor._dtensor import DTensor, distribute_tensor
 from ..tensor._placements import Replicate, Shard, _StridedShard, shard_sizes
 from ._param import FSDPParam, FSDPState, all_gather_param, trace
 
-__all__ = ["fully_shard", "FSDPModule", "MixedPrecisionPolicy", "UnshardHandle"]
+__all__ = ["fully_shard", "FSDPModule", "MixedPrecisionPolicy", "UnshardHandle",
+           "OffloadPolicy", "CPUOffloadPolicy"]
 
 
 @dataclass(frozen=True)
@@ -50,9 +56,29 @@ class MixedPrecisionPolicy:
     cast_forward_inputs: bool = True
 
 
+@dataclass
+class OffloadPolicy:
+    """No offloading: fully_shard's default offload_policy (torch.distributed.fsdp's)."""
+
+
+@dataclass
+class CPUOffloadPolicy(OffloadPolicy):
+    """Keep the sharded parameters and their gradients in host memory; the optimizer steps
+    there. pin_memory: page-locked host memory (asynchronous copies to the accelerator), where
+    an accelerator backend is installed.
+
+    >>> fully_shard(model, offload_policy=CPUOffloadPolicy())  # doctest: +SKIP
+    """
+
+    pin_memory: bool = True
+
+
 class _Unit:
-    def __init__(self, module, mesh, reshard, mp):
+    def __init__(self, module, mesh, reshard, mp, offload=None):
         self.module, self.mesh, self.reshard_after_forward, self.mp = module, mesh, reshard, mp
+        # CPU offload: shards live on the host, collectives run on the mesh's device
+        self.offload = offload if isinstance(offload, CPUOffloadPolicy) else None
+        self.device = mesh.device_type
         # 1-D mesh: shard over it; 2-D (HSDP): replicate over dim 0, shard over dim 1
         self.group = mesh.get_group(mesh.ndim - 1)
         self.replicate_group = mesh.get_group(0) if mesh.ndim == 2 else None
@@ -276,9 +302,23 @@ def _shard_param(unit, owner, name, p, mesh):
     else:
         ps = [Replicate()] * (mesh.ndim - 1) + [Shard(0) if p.dim() else Replicate()]
         d, tp = distribute_tensor(p.detach(), mesh, ps, src_data_rank=None), None
+    if unit.offload is not None:
+        d = DTensor._wrap(_to_host(d._local_tensor, unit.offload), d.device_mesh, d.placements,
+                          tuple(d.shape))
     sharded = ember.nn.Parameter(d, p.requires_grad)
     owner._parameters[name] = sharded
     unit.params.append(FSDPParam(unit, owner, name, sharded, tp))
+
+
+def _to_host(t, policy):
+    """t in host memory (page-locked if asked and an accelerator can pin it), contiguous."""
+    h = t.detach().to("cpu").contiguous()
+    if policy.pin_memory:
+        try:
+            h = h.pin_memory()
+        except RuntimeError:  # no accelerator backend installed: ordinary host memory
+            pass
+    return h
 
 
 def _adopt(unit, module):
@@ -322,12 +362,15 @@ def fully_shard(module, *, mesh=None, reshard_after_forward: bool = True, shard_
     if mesh.ndim not in (1, 2):
         raise ValueError(f"fully_shard: a 1-D mesh (FSDP) or 2-D mesh (HSDP: replicate, shard), "
                          f"got {mesh.ndim}-D")
-    if shard_placement_fn is not None or offload_policy is not None:
-        raise NotImplementedError("fully_shard: shard_placement_fn / offload_policy are not "
-                                  "supported")
+    if shard_placement_fn is not None:
+        raise NotImplementedError("fully_shard: shard_placement_fn is not supported")
+    if offload_policy is not None and not isinstance(offload_policy, OffloadPolicy):
+        raise TypeError(f"fully_shard: offload_policy must be an OffloadPolicy, got "
+                        f"{type(offload_policy).__name__}")
     if isinstance(module, FSDPModule):
         return module
-    unit = _Unit(module, mesh, reshard_after_forward, mp_policy or MixedPrecisionPolicy())
+    unit = _Unit(module, mesh, reshard_after_forward, mp_policy or MixedPrecisionPolicy(),
+                 offload_policy)
     taken = _adopt(unit, module)
     ignored = {id(p) for p in ignored_params or ()}
     seen = set()

@@ -97,6 +97,8 @@ class FSDPParam:
             return False
         self.adopt_assigned()
         local = self.sharded._local_tensor.detach()
+        if self.unit.offload is not None and local.device.type != self.unit.device:
+            local = local.to(self.unit.device, non_blocking=True)  # host shard -> device
         if len(self.lshape) == 0:
             self.pending = (None, local.clone(), None)
             return True
@@ -175,6 +177,8 @@ class FSDPParam:
             C.all_reduce(out, ReduceOp.SUM, group=rep)
             n *= rep.size()
         local = (out / n).to(self.sharded.dtype)
+        if local.device != self.sharded._local_tensor.device:  # CPU offload: back to the host
+            local = local.to(self.sharded._local_tensor.device)
         grad = DTensor._wrap(local, self.sharded.device_mesh, self.sharded.placements, self.shape)
         p = self.sharded
         with ember.no_grad():
