@@ -23,6 +23,7 @@ if rank == 1 and mode == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
 if mode != "ok" and rank == 0:
     time.sleep(120)  # the launcher must end this rank when rank 1 fails
-print(f"RESULT {rank} {dist.get_world_size()} {os.environ['RANK']} {os.environ['LOCAL_RANK']} "
-      f"{'OMPI_COMM_WORLD_SIZE' in os.environ} | {err}", flush=True)
+# one write per line: the workers run `python -u`, where print's text and newline are two writes
+sys.stdout.write(f"RESULT {rank} {dist.get_world_size()} {os.environ['RANK']} "
+                 f"{os.environ['LOCAL_RANK']} {'OMPI_COMM_WORLD_SIZE' in os.environ} | {err}\n")
 dist.destroy_process_group()
