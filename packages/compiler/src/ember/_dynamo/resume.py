@@ -15,7 +15,7 @@ import types
 
 from .tracer import V
 
-__all__ = ["resume_function", "STEP_OPS", "step", "exit_grad", "GradExit", "NULL"]
+__all__ = ["resume_function", "STEP_OPS", "step", "bind_super", "exit_grad", "GradExit", "NULL"]
 
 PY312 = sys.version_info >= (3, 12)
 _OP = dis.opmap
@@ -202,6 +202,20 @@ def step(ins, nxt: int, stack: list, kw_names, globs, call):
     else:
         raise AssertionError(name)
     return nxt
+
+
+def bind_super(call, fn, code, first):
+    """`call` with a zero-argument `super()` bound as in the frame: `super(__class__, first
+    argument)` (`step` runs the call outside the frame, where super() finds neither)."""
+    if fn is None or not fn.__closure__ or "__class__" not in code.co_freevars:
+        return call
+    cls = fn.__closure__[code.co_freevars.index("__class__")].cell_contents
+
+    def bound(f, args, kwargs):
+        if f is super and not args and not kwargs:
+            args = [cls, first]
+        return call(f, args, kwargs)
+    return bound
 
 
 _ = V
