@@ -1,6 +1,7 @@
 """ember.compile resuming after a graph break (print, .item(), an unsupported call) in frames with
 closures: lambdas and nested functions over the frame's cells, the compiled function's own free
-variables, and a zero-argument super() (its `__class__` free variable) after the break."""
+variables (a lambda the breaking call runs reads them: it raised NameError, its cells rebuilt
+empty), and a zero-argument super() (its `__class__` free variable) after the break."""
 import numpy as np
 import pytest
 
@@ -73,6 +74,26 @@ class Child(Base):
         print("break")
         y = super().forward(x)          # zero-argument super() after the break
         return (lambda t: t * k + 1)(y)
+
+
+def _free_variable_users():
+    z = 5.0
+
+    def lam_breaks(x):        # the lambda itself breaks: it is rebuilt over z's cell
+        return (lambda t: print("break") or t + z)(x)
+
+    def key_lambda(x):        # a lambda passed to the breaking call (sorted)
+        k = 1.0
+        return sorted([x, x * 2], key=lambda t: float((t * z * k).sum()))[0]
+
+    def comprehension(x):     # a comprehension over z that breaks
+        return [print("break") or v + z for v in [x]][0]
+    return [lam_breaks, key_lambda, comprehension]
+
+
+@pytest.mark.parametrize("f", _free_variable_users(), ids=lambda f: f.__name__)
+def test_free_variables_of_the_compiled_function_in_a_rebuilt_lambda(f):
+    _check(f, ember.tensor([1.0, -2.0, 3.0]))
 
 
 @pytest.mark.parametrize("f", [_outer(), lam_after_print, lam_after_item, nested_def_after_break,
