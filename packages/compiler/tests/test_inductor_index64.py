@@ -67,27 +67,37 @@ def test_symbolic_wrapper_guard():
 
 
 SCRIPT = r"""
+import os
 import numpy as np, ember
 from ember._inductor import index64, compile_graph
-index64.LIMIT = 1000      # as if 1000 were 2**31 - 1: the decisions are the same code
-graphs = []
-def backend(gm, ex):
-    c = compile_graph(gm, ex)
-    graphs.append(c)
-    return c
-fn = lambda x, y: (x * 2 + y).sum(1) + x[:, 0]
-f = ember.compile(fn, backend=backend, dynamic=True)
-WIDE = "tl.program_id(0).to(tl.int64)"
-for b in (8, 40, 100, 9, 120):   # 16 b elements: 100 and 120 past the limit
-    x, y = ember.randn(b, 16).cuda(), ember.randn(b, 16).cuda()
-    np.testing.assert_allclose(f(x, y).cpu().numpy(), fn(x, y).cpu().numpy(), rtol=1e-5,
-                               atol=1e-5)
-g = graphs[-1]
-assert len(graphs) == 1 and len(g.sym_variants) == 1 and len(g.variants) == 2, \
-    (len(graphs), g.sym_variants, g.variants)
-(sym,) = g.sym_variants.values()
-assert WIDE not in sym.kernel_src, sym.kernel_src   # the int32 kernels serve 8, 40 and 9
-assert all(WIDE in v.kernel_src for v in g.variants.values())  # 100 and 120: per size, int64
+saved, index64.LIMIT = index64.LIMIT, 1000   # as if 1000 were the int32 limit
+cache = os.environ.get("EMBER_FX_GRAPH_CACHE")
+os.environ["EMBER_FX_GRAPH_CACHE"] = "0"     # (no artifact compiled under the real limit)
+try:
+    graphs = []
+    def backend(gm, ex):
+        c = compile_graph(gm, ex)
+        graphs.append(c)
+        return c
+    fn = lambda x, y: (x * 2 + y).sum(1) + x[:, 0]
+    f = ember.compile(fn, backend=backend, dynamic=True)
+    WIDE = "tl.program_id(0).to(tl.int64)"
+    for b in (8, 40, 100, 9, 120):   # 16 b elements: 100 and 120 past the limit
+        x, y = ember.randn(b, 16).cuda(), ember.randn(b, 16).cuda()
+        np.testing.assert_allclose(f(x, y).cpu().numpy(), fn(x, y).cpu().numpy(), rtol=1e-5,
+                                   atol=1e-5)
+    g = graphs[-1]
+    assert len(graphs) == 1 and len(g.sym_variants) == 1 and len(g.variants) == 2, \
+        (len(graphs), g.sym_variants, g.variants)
+    (sym,) = g.sym_variants.values()
+    assert WIDE not in sym.kernel_src, sym.kernel_src   # the int32 kernels serve 8, 40 and 9
+    assert all(WIDE in v.kernel_src for v in g.variants.values())  # 100 and 120: per size, int64
+finally:   # (on a GPU this runs in the test process)
+    index64.LIMIT = saved
+    if cache is None:
+        del os.environ["EMBER_FX_GRAPH_CACHE"]
+    else:
+        os.environ["EMBER_FX_GRAPH_CACHE"] = cache
 """
 
 
