@@ -11,15 +11,11 @@
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-CFG = dict(vocab=65, block=128, n_layer=4, n_head=4, n_embd=128)
+import versus
+
+CFG = versus.GPT_CPU
 BATCH = 8
 
 
@@ -33,12 +29,10 @@ def _median(fn, reps):
 
 
 def measure(impl: str) -> dict:
-    sys.path.insert(0, HERE)
-    import workloads
-    t = workloads.load(impl)
+    t = versus.load(impl)
     t.manual_seed(0)
     out = {"impl": impl}
-    model = workloads.gpt(t, **CFG)
+    model = versus.gpt(t)
     opt = t.optim.AdamW(model.parameters(), lr=1e-3)
     idx = t.randint(0, CFG["vocab"], (BATCH, CFG["block"]))
 
@@ -77,28 +71,5 @@ def measure(impl: str) -> dict:
     return out
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--one":
-        print(json.dumps(measure(sys.argv[2])))
-        return
-    env = dict(os.environ)
-    src = [os.path.join(ROOT, "packages", p, "src") for p in sorted(os.listdir(
-        os.path.join(ROOT, "packages")))]
-    env["PYTHONPATH"] = os.pathsep.join(src + [env.get("PYTHONPATH", "")])
-    res = {}
-    for impl in ("torch", "ember"):
-        r = subprocess.run([sys.executable, __file__, "--one", impl], env=env,
-                           capture_output=True, text=True, timeout=1800)
-        if r.returncode != 0:
-            sys.stderr.write(r.stderr[-3000:])
-            sys.exit(1)
-        res[impl] = json.loads(r.stdout.strip().splitlines()[-1])
-        print(json.dumps(res[impl]))
-    for k, v in res["ember"].items():
-        if k.endswith(("_s", "_us")):
-            print(f"{k}: ember {v:.4g}, torch {res['torch'][k]:.4g}, "
-                  f"ratio {v / res['torch'][k]:.2f}x")
-
-
 if __name__ == "__main__":
-    main()
+    versus.main(__file__, measure)

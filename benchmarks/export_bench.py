@@ -9,25 +9,20 @@ implementation and the ratios (ember / torch; < 1 is ember faster).
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-CFG = dict(vocab=65, block=128, n_layer=4, n_head=4, n_embd=128)
+import versus
+
+CFG = versus.GPT_CPU
 
 
 def measure(impl: str) -> dict:
-    sys.path.insert(0, HERE)
-    import workloads
-    t = workloads.load(impl)
+    t = versus.load(impl)
     export = t.export
     t.manual_seed(0)
-    model = workloads.gpt(t, **CFG)
+    model = versus.gpt(t)
     idx = t.randint(0, CFG["vocab"], (16, CFG["block"]))
     out = {"impl": impl}
     for label in ("export_first_s", "export_again_s"):
@@ -72,28 +67,5 @@ def measure_train_step(t, model, idx, small) -> dict:
     return out
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--one":
-        print(json.dumps(measure(sys.argv[2])))
-        return
-    env = dict(os.environ)
-    src = [os.path.join(ROOT, "packages", p, "src") for p in sorted(os.listdir(
-        os.path.join(ROOT, "packages")))]
-    env["PYTHONPATH"] = os.pathsep.join(src + [env.get("PYTHONPATH", "")])
-    res = {}
-    for impl in ("torch", "ember"):
-        r = subprocess.run([sys.executable, __file__, "--one", impl], env=env,
-                           capture_output=True, text=True, timeout=1800)
-        if r.returncode != 0:
-            sys.stderr.write(r.stderr[-3000:])
-            sys.exit(1)
-        res[impl] = json.loads(r.stdout.strip().splitlines()[-1])
-        print(json.dumps(res[impl]))
-    for k, v in res["ember"].items():
-        if k.endswith("_s"):
-            print(f"{k}: ember {v:.3f} s, torch {res['torch'][k]:.3f} s, "
-                  f"ratio {v / res['torch'][k]:.2f}x")
-
-
 if __name__ == "__main__":
-    main()
+    versus.main(__file__, measure)

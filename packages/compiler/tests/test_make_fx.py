@@ -204,9 +204,11 @@ def test_fake_device_is_the_device_stood_for():
     x = mode.from_tensor(ember.ones(2, 3))
     with mode:
         y = x.to("cuda")  # no GPU needed: nothing runs but meta
-        assert str(y.device) == "cuda" and y.is_cuda and str((y * 2).device) == "cuda"
-        assert str(ember.zeros(3, device="cuda").device) == "cuda"
-        assert str((y + mode.from_tensor(ember.tensor(2.0))).device) == "cuda"  # cpu scalar
+        # an unindexed device gets its index, as eager and PyTorch's fake tensors (cuda:0)
+        assert str(y.device) == "cuda:0" and y.is_cuda and str((y * 2).device) == "cuda:0"
+        assert str(ember.zeros(3, device="cuda").device) == "cuda:0"
+        assert str((y + mode.from_tensor(ember.tensor(2.0))).device) == "cuda:0"  # cpu scalar
+        assert str(ember.zeros(3, device="cuda:1").device) == "cuda:1"
         with pytest.raises(RuntimeError, match="same device"):
             y + x
 

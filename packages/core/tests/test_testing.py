@@ -61,6 +61,16 @@ CASES = [
     lambda t: t.testing.assert_close(t.tensor([[1., 5], [3, 4]]), t.tensor([[1., 2], [0, 4]])),
     lambda t: t.testing.assert_close(np.ones(2), np.ones(2)),
     lambda t: t.testing.assert_close(np.ones(2), np.zeros(2)),
+    # the verdict is ember.isclose's: an infinite difference is never close, and integers
+    # take the tolerances given
+    lambda t: t.testing.assert_close(t.tensor([1., 2.]), t.tensor([1., math.inf])),
+    lambda t: t.testing.assert_close(t.tensor([1, 2]), t.tensor([2, 2]), rtol=0, atol=1),
+    lambda t: t.testing.assert_close(t.tensor([10, 2]), t.tensor([12, 2]), rtol=0.1, atol=0),
+    lambda t: t.testing.assert_close(t.tensor([1., 2.], dtype=t.float16), t.tensor([1., 2.]),
+                                     check_dtype=False, rtol=0, atol=0),
+    lambda t: t.testing.assert_close(t.tensor([1., 2.]), t.tensor([1., 2.5]), rtol=0, atol=0),
+    lambda t: t.testing.assert_close(1.0, 1.5, rtol=0, atol=0),
+    lambda t: t.testing.assert_close(1, 3, rtol=0, atol=1),
 ]
 
 

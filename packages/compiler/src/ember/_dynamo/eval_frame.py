@@ -116,14 +116,14 @@ class CacheEntry:
             return False
 
     def _resume(self, outs, A, K):
-        from .resume import NULL, rebuild, resume_function, step
+        from .resume import NULL, bind_super, rebuild, resume_function, step
         r = self.resume
         memo: dict = {}
         stack = [rebuild(s, outs, A, K, self.env, memo) for s in self.spec[1]]
         local = [rebuild(s, outs, A, K, self.env, memo) for s in self.spec[2]]
         cells = [rebuild(s, outs, A, K, self.env, memo) for s in self.spec[3]]
-        nxt = step(r["ins"], r["next"], stack, r["kw_names"], r["globals"],
-                   self.owner._call_nested)
+        call = bind_super(self.owner._call_nested, r["fn"], r["code"], local[0] if local else None)
+        nxt = step(r["ins"], r["next"], stack, r["kw_names"], r["globals"], call)
         nulls = tuple(x is NULL for x in stack)
         fn = self.resumes.get((nxt, nulls))
         if fn is None:

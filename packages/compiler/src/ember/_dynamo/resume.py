@@ -15,7 +15,7 @@ import types
 
 from .tracer import V
 
-__all__ = ["resume_function", "STEP_OPS", "step", "exit_grad", "GradExit", "NULL"]
+__all__ = ["resume_function", "STEP_OPS", "step", "bind_super", "exit_grad", "GradExit", "NULL"]
 
 PY312 = sys.version_info >= (3, 12)
 _OP = dis.opmap
@@ -204,6 +204,20 @@ def step(ins, nxt: int, stack: list, kw_names, globs, call):
     return nxt
 
 
+def bind_super(call, fn, code, first):
+    """`call` with a zero-argument `super()` bound as in the frame: `super(__class__, first
+    argument)` (`step` runs the call outside the frame, where super() finds neither)."""
+    if fn is None or not fn.__closure__ or "__class__" not in code.co_freevars:
+        return call
+    cls = fn.__closure__[code.co_freevars.index("__class__")].cell_contents
+
+    def bound(f, args, kwargs):
+        if f is super and not args and not kwargs:
+            args = [cls, first]
+        return call(f, args, kwargs)
+    return bound
+
+
 _ = V
 
 
@@ -217,7 +231,7 @@ def state_spec(tr, roots, outs: list, index: dict, callees=()):
 
     from .calls import BoundMethod, ContainerMethod, GradCtx, _GradExit
     from .interp import NULL as SYM_NULL
-    from .interp import Cell, Iter, LocalFunction
+    from .interp import Iter, LocalFunction
 
     def spec(v):
         if v is SYM_NULL:
@@ -257,15 +271,25 @@ def state_spec(tr, roots, outs: list, index: dict, callees=()):
             # a comprehension or lambda the breaking instruction calls: a real function over
             # fresh cells holding the current values (it runs to completion in that call)
             return ("lf", val.code, val.globals, val.__name__,
-                    [spec(x) for x in val.defaults], [spec(c.v) if isinstance(c, Cell) and
-                                                      c.v is not None else ("empty",)
-                                                      for c in val.cells])
+                    [spec(x) for x in val.defaults], [_cell_spec(c, spec) for c in val.cells])
         if type(val).__module__ == "ember._dynamo.interp":  # LocalFunction, Cell
             raise NotResumable(type(val).__name__)
         if v.src is not None and not isinstance(val, (int, float, str, bool, type(None))):
             return ("s", v.src)
         return ("k", val)
     return [spec(r) for r in roots]
+
+
+def _cell_spec(c, spec):
+    """A rebuilt local function's cell: the traced frame's own cell holds a value (a fresh cell
+    at call time); a free variable of the compiled function is (its real cell, source): that
+    very cell is shared, as the function made in the frame would."""
+    from .interp import Cell
+    if isinstance(c, Cell):
+        return spec(c.v) if c.v is not None else ("empty",)
+    if isinstance(c, tuple) and isinstance(c[0], types.CellType):
+        return ("cell", c[0])
+    return ("empty",)
 
 
 def rebuild(spec, outs, A, K, env, memo):
@@ -291,7 +315,7 @@ def rebuild(spec, outs, A, K, env, memo):
     if kind == "empty":
         return types.CellType()
     if kind == "lf":
-        cells = tuple(types.CellType() if c[0] == "empty" else
+        cells = tuple(types.CellType() if c[0] == "empty" else c[1] if c[0] == "cell" else
                       types.CellType(rebuild(c, outs, A, K, env, memo)) for c in spec[5])
         defaults = tuple(rebuild(s, outs, A, K, env, memo) for s in spec[4]) or None
         return types.FunctionType(spec[1], spec[2], spec[3], defaults, cells or None)

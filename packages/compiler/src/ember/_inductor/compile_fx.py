@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 
+import sympy
+
 from ember._tensor import Tensor
 
-from . import codecache
+from . import codecache, index64
 from .graph import build
 from .lowering import Fallback, GraphLowering
 
@@ -60,6 +62,8 @@ class CompiledFxGraph:
             return None
         if skey not in self.sym_variants:
             self.sym_variants[skey] = self._compile_symbolic(args)
+        if dynamic.device_of(args) == "cuda" and index64.over_int32(self.plan, args):
+            return None   # its kernels index in int32: these sizes compile per size (int64)
         return self.sym_variants[skey]
 
     def _compile_symbolic(self, args):
@@ -84,6 +88,8 @@ class CompiledFxGraph:
         if a.wrapper != b.wrapper or a.sources != b.sources or sa != sb:
             log.info("ember inductor: sizes specialized (the lowering depends on them)")
             return None
+        self.plan.extents = [sympy.sympify(e).subs(sa) for e in index64.extents(g)]
+        self.plan._largest = None   # (index64.over_int32 compiles them once)
         from .graph import load_kernels
         if dev == "cpu" and load_kernels(a.sources) is None:
             return None   # deferred

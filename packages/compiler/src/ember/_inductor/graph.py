@@ -16,7 +16,7 @@ from ember import _flags
 from ember._ops import _cpujit
 from ember._tensor import Tensor
 
-from . import cpp
+from . import cpp, index64
 from .ir import ComputedBuffer, ExternBuffer, InputBuffer, TBox
 from .lowering import SymVal
 from .scheduler import Kernel, reads_of, schedule
@@ -86,6 +86,7 @@ def build(g, sym=None, plan=None, compile_kernels=True):
     stored = _stored(g, steps)
     kernels = {}
     cuda = g.device == "cuda"
+    wide = cuda and sym is None and index64.needs_int64(g)   # (symbolic: compile_fx's guard)
     for s in steps:
         if isinstance(s, Kernel):
             while True:
@@ -97,6 +98,8 @@ def build(g, sym=None, plan=None, compile_kernels=True):
                 if mem <= stored:
                     break
                 stored |= mem
+            if wide:
+                src = index64.widen(src)
             # named by its text: equal kernels of this graph (the same block of each layer)
             # and of any other share one compiled function. Triton's comment lines (the
             # buffers a kernel computes) are not part of its text; C++'s are (pragmas)

@@ -185,11 +185,12 @@ class FakeTensorMode(DispatchMode):
         if op.device_idx is not None and a[op.device_idx] is not None:
             d = Device(a[op.device_idx])
             if d.type != "meta":
-                dev[:1] = [d]
+                dev[:1] = [_indexed(d)]
                 a[op.device_idx] = _META
         elif not dev and op.device_idx is not None:
             a[op.device_idx] = _META
-            dev.append(_CPU)
+            dev.append(_indexed(state.device_stack[-1] if state.device_stack
+                                else (state.default_device or _CPU)))
         if out is not None:
             out = _map(out, unwrap)
         try:
@@ -210,6 +211,16 @@ class FakeTensorMode(DispatchMode):
                 return FakeTensor._wrap(x, device, self) if x.device.type == "meta" else x
             return x
         return _map(r, wrap)
+
+
+def _indexed(d: Device) -> Device:
+    """`cuda` as a tensor made there reports it: `cuda:<current device>`, or `cuda:0` where no
+    backend for it is installed (nothing runs but meta; PyTorch's fake tensors say cuda:0 too)."""
+    if d.index is not None or d.type in ("cpu", "meta"):
+        return d
+    from ember._device import _BACKENDS
+    b = _BACKENDS.get(d.type)
+    return Device(d.type, b.current_device() if b is not None else 0)
 
 
 def _needs_grad(op, args) -> bool:

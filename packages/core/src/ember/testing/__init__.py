@@ -135,7 +135,7 @@ def _compare_tensors(a: Tensor, e: Tensor, opts):
         return  # no values to compare
     rtol, atol = _tolerances((a.dtype, e.dtype), opts["rtol"], opts["atol"])
     x, y = _values(a), _values(e)
-    exact = not (_inexact(a.dtype) or _inexact(e.dtype))
+    exact = rtol == 0 and atol == 0   # "not equal" (no tolerances shown), as PyTorch
     ok = _isclose(x, y, rtol, atol, opts["equal_nan"])
     if ok.all():
         return
@@ -158,16 +158,14 @@ def _values(t: Tensor) -> np.ndarray:
 
 
 def _isclose(x, y, rtol, atol, equal_nan):
-    with np.errstate(all="ignore"):
-        if not (np.issubdtype(x.dtype, np.inexact) or np.issubdtype(y.dtype, np.inexact)):
-            return x == y
-        if x.dtype in _LOWP_NP or y.dtype in _LOWP_NP:  # the verdict in float32, as PyTorch's
-            x, y = x.astype(np.float32), y.astype(np.float32)
-        ok = np.abs(x - y) <= atol + rtol * np.abs(y)
-        ok |= x == y                                   # equal infinities
-        if equal_nan:
-            ok |= np.isnan(x) & np.isnan(y)
-    return ok
+    """`ember.isclose` of two host arrays in one dtype (low-precision floats judged in float32,
+    as PyTorch's verdict), as a numpy bool array."""
+    from .._api import isclose
+    from .._creation_api import from_numpy
+    dt = np.float32 if x.dtype in _LOWP_NP or y.dtype in _LOWP_NP else np.result_type(x, y)
+    ok = isclose(from_numpy(np.ascontiguousarray(x, dt)), from_numpy(np.ascontiguousarray(y, dt)),
+                 rtol, atol, equal_nan)
+    return np.asarray(ok._host())
 
 
 _LOWP_NP = (np.dtype(np.float16), D.bfloat16.np)
@@ -183,8 +181,8 @@ def _tensor_msg(x, y, ok, rtol, atol, exact) -> str:
     n, bad = ok.size, int((~ok).sum())
     with np.errstate(all="ignore"):
         diff = np.abs(x - y)
-        if exact:  # integer division gives the default float dtype, as in PyTorch
-            rel = (diff / np.abs(y)).astype(np.float32)
+        if not np.issubdtype(x.dtype, np.inexact):  # integer division: the default float
+            rel = (diff / np.abs(y)).astype(np.float32)   # dtype, as in PyTorch
         else:
             rel = diff / np.abs(y)
     diff = np.where(ok, 0, diff).reshape(-1)
@@ -241,8 +239,7 @@ def _compare_numbers(a, e, opts):
     x, y = np.asarray(a), np.asarray(e)
     if _isclose(x, y, rtol, atol, opts["equal_nan"]).all():
         return
-    exact = not (_inexact(da) or _inexact(de))
-    raise _Mismatch(_scalar_msg(a, e, rtol, atol, exact))
+    raise _Mismatch(_scalar_msg(a, e, rtol, atol, rtol == 0 and atol == 0))
 
 
 # ---- make_tensor ---------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """FlexAttention as fused Triton kernels: the forward (online softmax over key blocks, the
 score_mod and mask_mod inlined into it) here, the backward (dq; dk and dv) in `_flex_bwd`. The
-mods are traced once into expressions (core's `_modexpr`, which also differentiates the
-score_mod); a mod it cannot express (indexing captured tensors, Python control flow on values,
-calls of ember functions) leaves the call to core's eager reference.
+mods are traced once into expressions (core's `ember.nn.attention.backend_api`, which also
+differentiates the score_mod); a mod it cannot express (indexing captured tensors, Python
+control flow on values, calls of ember functions) leaves the call to core's eager reference.
 """
 from __future__ import annotations
 
-from ember.nn.attention import _modexpr as mx
+from ember.nn.attention import backend_api as flex
 
 from .kernels.pointwise import load_kernel
 
@@ -15,16 +15,16 @@ calls = {"fused": 0, "sparse": 0, "backward": 0}   # calls of the fused kernels 
 _kernels: dict = {}
 
 
-class Unsupported(mx.Unsupported):
+class Unsupported(flex.Unsupported):
     pass
 
 
 def _trace(score_mod, mask_mod):
     """((score, d score / d qk, mask) as Triton source, captured tensors they read)."""
-    s, ds, m, bufs = mx.trace(score_mod, mask_mod)
+    s, ds, m, bufs = flex.trace(score_mod, mask_mod)
     if any(b.device.type != "cuda" for b in bufs):
-        raise mx.Unsupported("a captured tensor on another device")
-    return (mx.to_triton(s), mx.to_triton(ds), mx.to_triton(m), len(bufs)), bufs
+        raise flex.Unsupported("a captured tensor on another device")
+    return (flex.to_triton(s), flex.to_triton(ds), flex.to_triton(m), len(bufs)), bufs
 
 
 def bufparams(n: int) -> str:
@@ -129,7 +129,6 @@ def flex_forward(be, query, key, value, score_mod, block_mask, scale, return_lse
     """flex attention on cuda tensors through the fused kernels (an autograd node over the
     fused backward where gradients are wanted), or NotImplemented."""
     from ember._ops.registry import dtypes as D
-    from ember.nn.attention import _fused
     if query.dtype not in (D.float32, D.float16, D.bfloat16):
         return NotImplemented
     mask_mod = None if block_mask is None else block_mask.mask_mod
@@ -137,12 +136,12 @@ def flex_forward(be, query, key, value, score_mod, block_mask, scale, return_lse
         srcs, bufs = _trace(score_mod, mask_mod)
     except Exception:  # a mod the tracer cannot express: the eager reference runs it
         return NotImplemented
-    return _fused.run(FlexPlan(be, srcs, block_mask, query, key, value, scale, bufs), query,
+    return flex.run(FlexPlan(be, srcs, block_mask, query, key, value, scale, bufs), query,
                       key, value, return_lse)
 
 
 class FlexPlan:
-    """One call's kernels and launch arguments: `forward` and `backward` (core's `_fused`)."""
+    """One call's kernels and launch arguments: `forward` and `backward` (core's `flex.run`)."""
 
     def __init__(self, be, srcs, block_mask, query, key, value, scale, bufs=()):
         B, H, L, E = query.shape

@@ -2,7 +2,8 @@
 per query tile walking the key blocks the BlockMask keeps, one gives dk and dv per key tile
 walking the query blocks that keep it (the BlockMask's q lists); both recompute the scores,
 P = exp(score_mod(qk) - lse) and dS = P * (dout @ v^T - delta) * d score_mod / d qk.
-dk and dv come per query head and are summed onto the kv heads (GQA) by core's `_fused`.
+dk and dv come per query head and are summed onto the kv heads (GQA) by core's
+`ember.nn.attention.backend_api.reduce_kv`.
 """
 from __future__ import annotations
 
@@ -162,14 +163,14 @@ def _kernels_for(score: str, dscore: str, mask: str, nbuf: int):
 def flex_backward(plan, query, key, value, out, lse, dout, dlse):
     """(dq, dk, dv) of the fused forward's call `plan`, dk and dv shaped as key and value."""
     import ember
-    from ember.nn.attention import _fused
+    from ember.nn.attention import backend_api as flex
 
     from ._flex import _pow2, _walk_args
     from .kernels.base import _launch
     B, H, Hkv, L, S, E, Ev = plan.sizes
     q, k, v = query.contiguous(), key.contiguous(), value.contiguous()
     do = dout.contiguous() if dout is not None else ember.zeros_like(out)
-    dl = _fused.delta(out, lse, do, dlse)
+    dl = flex.delta(out, lse, do, dlse)
     lse = lse.contiguous()
     dev = query.device
     dq = ember.empty(B, H, L, E, dtype=query.dtype, device=dev)
@@ -186,4 +187,4 @@ def flex_backward(plan, query, key, value, out, lse, dout, dlse):
     _launch(plan.be, kdkdv, (-(-S // plan.bn), B * H),
             [q, k, v, do, lse, dl, dk, dv, *walk[:4], *plan.bufs, *common, *walk[4:]], (),
             {**const, **flags})
-    return dq, _fused.reduce_kv(dk, key), _fused.reduce_kv(dv, value)
+    return dq, flex.reduce_kv(dk, key), flex.reduce_kv(dv, value)

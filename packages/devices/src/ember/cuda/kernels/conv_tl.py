@@ -5,6 +5,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .common_tl import positions
+
 
 # ---- convolution columns: 1-D/2-D/3-D as (D, H, W) with leading unit dims ------------------------
 @triton.jit(do_not_specialize=["N", "Cg", "D", "H", "W", "Do", "Ho", "Wo", "KD", "KH", "KW",
@@ -16,9 +18,7 @@ def im2col_k(x_ptr, out_ptr, N, Cg, D, H, W, Do, Ho, Wo, KD, KH, KW, sxn, sxc, s
     # out contiguous, one element per lane, read from x (any strides) with the zero padding as
     # masks. CONV: out is (G, N, L, Cg, K) (the matmul's (G, N*L, Cg*K)); else (N, Cg, K, L)
     # (F.unfold, G = 1). L = Do*Ho*Wo, K = KD*KH*KW.
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    if BIG:
-        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    offs = positions(BLOCK, BIG)
     m = offs < total
     L = Do * Ho * Wo
     KP = KD * KH * KW
@@ -63,9 +63,7 @@ def col2im_k(c_ptr, out_ptr, C, Cg, D, H, W, Do, Ho, Wo, KD, KH, KW, scg, scn, s
     # out (N, C, D, H, W) contiguous, one element per lane: the sum, in kernel-position order,
     # of the column entries (g, n, l, c, k) (element strides scg, scn, scl, scc, sck; l the flat
     # output position) that read it. A gather: no atomics, the same sum every run.
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    if BIG:
-        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    offs = positions(BLOCK, BIG)
     m = offs < total
     w = offs % W
     t = offs // W

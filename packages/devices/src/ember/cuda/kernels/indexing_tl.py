@@ -12,7 +12,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common_tl import lanes
+from .common_tl import lanes, positions
 
 
 def _jit(fn):
@@ -52,15 +52,6 @@ def _coords(offs, s1, s2, s3, s4, s5, NDIM: tl.constexpr):
 
 
 @triton.jit
-def _positions(BLOCK: tl.constexpr, I64: tl.constexpr):
-    # this program's block of flat positions: int32 arithmetic unless some offset needs 64 bits
-    if I64:
-        return tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    else:
-        return tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-
-
-@triton.jit
 def _dot(c0, c1, c2, c3, c4, c5, t0, t1, t2, t3, t4, t5):
     return c0 * t0 + c1 * t1 + c2 * t2 + c3 * t3 + c4 * t4 + c5 * t5
 
@@ -71,7 +62,7 @@ def gather_nd(out_ptr, src_ptr, idx_ptr, n, s1, s2, s3, s4, s5,
               WRAP: tl.constexpr, NDIM: tl.constexpr, I64: tl.constexpr,
               BLOCK: tl.constexpr):
     # out (contiguous, the iteration shape)[c] = src[c . a + idx[c . b] * SCALE]
-    offs = _positions(BLOCK, I64)
+    offs = positions(BLOCK, I64)
     m = offs < n
     c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     iv = tl.load(idx_ptr + _dot(c0, c1, c2, c3, c4, c5, b0, b1, b2, b3, b4, b5), mask=m,
@@ -90,7 +81,7 @@ def scatter_nd(dst_ptr, src_ptr, idx_ptr, n, s1, s2, s3, s4, s5,
                SCALE, NSIZE, LIMIT, ACCUM: tl.constexpr, WRAP: tl.constexpr,
                NDIM: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
     # dst[c . a + idx[c . b] * SCALE] = (or +=) src[c . d] over the iteration shape
-    offs = _positions(BLOCK, I64)
+    offs = positions(BLOCK, I64)
     m = offs < n
     c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     iv = tl.load(idx_ptr + _dot(c0, c1, c2, c3, c4, c5, b0, b1, b2, b3, b4, b5), mask=m,
@@ -158,7 +149,7 @@ def minmax(x_ptr, mm_ptr, n, BLOCK: tl.constexpr):
 def count_nonzero_blocks(x_ptr, cnt_ptr, n, s1, s2, s3, s4, s5, a0, a1, a2, a3, a4, a5,
                          NDIM: tl.constexpr, I64: tl.constexpr, BLOCK: tl.constexpr):
     # cnt[program] = how many x[c . a] are nonzero in this program's block of positions
-    offs = _positions(BLOCK, I64)
+    offs = positions(BLOCK, I64)
     m = offs < n
     c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     v = tl.load(x_ptr + _dot(c0, c1, c2, c3, c4, c5, a0, a1, a2, a3, a4, a5), mask=m, other=0)
@@ -188,7 +179,7 @@ def compact(out_ptr, x_ptr, val_ptr, start_ptr, n, s1, s2, s3, s4, s5,
     # MODE 0 (nonzero): out[k, :] = c's last NDIM coordinates
     # MODE 1 (masked_select): out[k] = val[c . b]
     # MODE 2 (masked_scatter): out[c . b] = val[k] (k < LIMIT: the source's size)
-    offs = _positions(BLOCK, I64)
+    offs = positions(BLOCK, I64)
     m = offs < n
     c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     v = tl.load(x_ptr + _dot(c0, c1, c2, c3, c4, c5, a0, a1, a2, a3, a4, a5), mask=m, other=0)
@@ -236,7 +227,7 @@ def scatter_reduce_nd(dst_ptr, src_ptr, idx_ptr, n, s1, s2, s3, s4, s5,
     # dst[c . a + idx[c . b] * SCALE] (op)= src[c . d]: OP 1 max, 2 min (atomics), 3 prod (a
     # compare-and-swap loop on the bits, IT the same-width integer type; dst is float32/64 or
     # int32/64)
-    offs = _positions(BLOCK, I64)
+    offs = positions(BLOCK, I64)
     m = offs < n
     c0, c1, c2, c3, c4, c5 = _coords(offs, s1, s2, s3, s4, s5, NDIM)
     iv = tl.load(idx_ptr + _dot(c0, c1, c2, c3, c4, c5, b0, b1, b2, b3, b4, b5), mask=m,

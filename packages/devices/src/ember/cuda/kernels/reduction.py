@@ -259,8 +259,8 @@ def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
     shape = reduced_shape(tuple(x.shape), dims, keepdim)
     if x.numel() == 0 or out_dtype not in _ACC or x.dtype not in _ACC:
         return NotImplemented
-    if kind in (1, 2) and x.dtype._cat < 2:
-        return NotImplemented
+    if kind in (1, 2, 3, 4) and x.dtype._cat < 2:
+        return _int_extreme(be, x, dims, shape, kind)
     if x.dtype is not out_dtype and kind == 0:
         x = be._copy_new(x, out_dtype)
     k = len(dims)
@@ -295,6 +295,18 @@ def _reduce(be, op, x, dim, keepdim, kind, out_dtype, mean=False):
                  {"KIND": kind, "ACC": acc, "SCALE_MEAN": mean, "BLOCK": _RBLOCK},
                  (float(C),))
     return out
+
+
+def _int_extreme(be, x, dims, shape, kind):
+    """amax/amin (kind 1/2) or argmax/argmin (3/4) of an integer or bool x: row_extreme, which
+    starts from each row's first element (row_reduce's +-inf fill has no integer value)."""
+    rows, R, C = _rows(be, x, dims)
+    vals = be._new(shape, x.dtype, x.device)
+    idx = be._new(shape, D.int64, x.device)
+    if R:
+        _launch(be, _lazy("reduction_tl").row_extreme, (R,), [rows, vals, idx, C], (),
+                {"MAX": kind in (1, 3), "ACC": _ACC[x.dtype], "BLOCK": _rblock(C)})
+    return vals if kind <= 2 else idx
 
 
 def _col_sum(be, x, out, R, C, mean, BR=32, BC=128):
@@ -356,8 +368,8 @@ def _min_all(be, op, x):
 
 @cuda_kernel("argmax")
 def _argmax(be, op, x, dim=None, keepdim=False):
-    if x.dtype._cat < 2:
-        return NotImplemented
+    if x.dtype is D.bool:
+        return NotImplemented  # the CPU kernel raises PyTorch's error
     if dim is None:
         r = _reduce(be, op, x.reshape(-1), 0, False, 3, D.int64)
         return r if r is NotImplemented or not keepdim else r.reshape((1,) * x.ndim)
@@ -366,8 +378,8 @@ def _argmax(be, op, x, dim=None, keepdim=False):
 
 @cuda_kernel("argmin")
 def _argmin(be, op, x, dim=None, keepdim=False):
-    if x.dtype._cat < 2:
-        return NotImplemented
+    if x.dtype is D.bool:
+        return NotImplemented  # the CPU kernel raises PyTorch's error
     if dim is None:
         r = _reduce(be, op, x.reshape(-1), 0, False, 4, D.int64)
         return r if r is NotImplemented or not keepdim else r.reshape((1,) * x.ndim)

@@ -115,7 +115,8 @@ def bessel_i(x_ptr, out_ptr, total, NU: tl.constexpr, SCALED: tl.constexpr,
 def bessel_k(x_ptr, out_ptr, total, nu, SCALED: tl.constexpr, BLOCK: tl.constexpr):
     # K_nu(x) (nu >= 0), or exp(x) K_nu(x) when SCALED, as core's _special_np.bessel_k: the
     # trapezoid rule (step 0.1) on integral_0^inf exp(-x cosh t) cosh(nu t) dt, cut where the
-    # integrand is below exp(-90) of its start; nan for x < 0, inf at 0, 0 at +inf
+    # integrand is below exp(-90) of its start; for x >= max(20, 2 nu^2) the Hankel expansion
+    # (30 terms); nan for x < 0, inf at 0, 0 at +inf
     offs, m = lanes(total, BLOCK)
     x = tl.load(x_ptr + offs, mask=m, other=1).to(tl.float64)
     ok = (x > 0) & (x < float("inf"))
@@ -130,6 +131,20 @@ def bessel_k(x_ptr, out_ptr, total, nu, SCALED: tl.constexpr, BLOCK: tl.constexp
         f = tl.where(j == 0, f * 0.5, f)
         s += tl.where(t < tmax + 0.1, f, 0.0)
     s = s * 0.1
+    # exp(x) K_nu(x) ~ sqrt(pi / 2x) sum_k a_k(nu) / x^k, a_k = a_{k-1} (4 nu^2 - (2k - 1)^2) / 8k
+    nu2 = nu * tl.full([], 1.0, tl.float64)
+    nu2 = 4.0 * nu2 * nu2
+    large = ok & (v >= 20.0) & (v * 4.0 >= 2.0 * nu2)
+    w = tl.where(large, v, 20.0)
+    c = tl.full([], 1.0, tl.float64)
+    p = tl.zeros([BLOCK], tl.float64) + 1.0
+    h = tl.zeros([BLOCK], tl.float64)
+    for k in range(0, 30):
+        kf = tl.cast(k, tl.float64)
+        h += c * p
+        c = c * (nu2 - (2 * kf + 1) * (2 * kf + 1)) / ((kf + 1) * 8.0)
+        p = p / w
+    s = tl.where(large, h * tl.sqrt(3.141592653589793 / (2 * w)), s)
     if not SCALED:
         s = s * tl.exp(-v)
     r = tl.where(ok, s, float("nan"))
