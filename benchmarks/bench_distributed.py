@@ -1,7 +1,7 @@
 """ember.distributed vs torch.distributed (gloo) on 2 CPU ranks, in one mpiexec run: all_reduce
 bus bandwidth over message sizes (1 KB to --max-mb, x4 apart), and one DDP training step of the
 workloads' GPT (its CPU configuration: 4 layers, n_embd 128, block 128; batch 16 split over the
-ranks), with and without DDP.
+ranks), with DDP (default, and gradient_as_bucket_view=True) and without.
 
     python benchmarks/bench_distributed.py [--max-mb 256] [--n 2]
 
@@ -65,9 +65,10 @@ def worker(max_mb):
              .DistributedDataParallel)]:
         lib.manual_seed(0)
         idx = lib.randint(0, cfg["vocab"], (16 // n, cfg["block"]))
-        for wrap in ("ddp", "local"):
+        for wrap in ("ddp", "ddp_view", "local"):
             model = gpt(lib, **cfg)
-            model = DDP(model) if wrap == "ddp" else model
+            if wrap != "local":
+                model = DDP(model, gradient_as_bucket_view=wrap == "ddp_view")
             opt = lib.optim.AdamW(model.parameters(), lr=1e-3)
 
             def step(model=model, opt=opt, idx=idx):
@@ -76,22 +77,30 @@ def worker(max_mb):
                 opt.step()
             fns[name, wrap], syncs[name, wrap] = step, dist_mod.barrier
     # interleaved rounds (the load on this shared machine drifts): median of 5 per config
+    # (also the process's CPU time per step, all threads: on a loaded host the wall time is
+    # mostly waiting for a core)
     times = {k: [] for k in fns}
+    cpu = {k: [] for k in fns}
     for k in fns:
         fns[k]()
     for _ in range(5):
         for k, fn in fns.items():
+            c0 = time.process_time()
             times[k].append(median_time(fn, syncs[k], 1))
+            cpu[k].append(time.process_time() - c0)
     steps = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    cpus = {k: sorted(v)[len(v) // 2] for k, v in cpu.items()}
     if r == 0:
         print(f"{'figure':28s} {'torch ms':>10s} {'ember ms':>10s} {'ratio':>7s} "
               f"{'torch GB/s':>10s} {'ember GB/s':>10s}")
         for name, t, e, bt, be in rows:
             print(f"{name:28s} {t:10.3f} {e:10.3f} {e / t:6.2f}x {bt:10.3f} {be:10.3f}")
-        for wrap in ("ddp", "local"):
+        for wrap in ("ddp", "ddp_view", "local"):
             t, e = steps["torch", wrap] * 1e3, steps["ember", wrap] * 1e3
             label = f"{wrap}_step (GPT 4x128, bs {16 // n}x128)"
-            print(f"{label:28s} {t:10.2f} {e:10.2f} {e / t:6.2f}x")
+            tc, ec = cpus["torch", wrap] * 1e3, cpus["ember", wrap] * 1e3
+            print(f"{label:28s} {t:10.2f} {e:10.2f} {e / t:6.2f}x   CPU ms (2 steps, all "
+                  f"threads): torch {tc:.0f} ember {ec:.0f} ({ec / tc:.2f}x)")
         print(f"load average after: {os.getloadavg()}")
     tdist.destroy_process_group()
     edist.destroy_process_group()

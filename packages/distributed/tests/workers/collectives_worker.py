@@ -348,8 +348,16 @@ def timeouts_raise():
 def large_messages_on_the_comm_thread():
     """Collectives at and above EMBER_MPI_BLOCKING_BYTES (blocking MPI on the communication
     thread) mixed with small ones issued while it is busy (queued behind it, nonblocking), in
-    flight together: every result equals the reference; a large all_reduce that rank 0 enters
-    alone raises within the timeout and completes once the peers join."""
+    flight together: every result equals the reference; a large all_reduce (in pieces, the
+    last one shorter) that rank 0 enters alone raises within the timeout and completes once the
+    peers join. The thresholds are lowered here (alike on every rank) to keep the test small."""
+    engines = [dist.GroupMember.WORLD.engine("cpu", "test")]
+    saved = (engines[0].blocking_bytes, engines[0].piece_bytes)
+
+    def lower(e):
+        e.blocking_bytes = min(e.blocking_bytes, 1 << 20)
+        e.piece_bytes = min(e.piece_bytes, 300_000)
+    lower(engines[0])
     big = [data(r, (1 << 18,), salt=40) for r in range(N)]  # 1 MiB of float32
     small = [data(r, (5,), salt=41) for r in range(N)]
     x, y, z = T(big[R]), T(small[R]), T(big[R][: 1 << 17].astype(np.float64))
@@ -369,6 +377,7 @@ def large_messages_on_the_comm_thread():
     dist.broadcast(b, src=N - 1)
     close(b, big[N - 1])
     g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    lower(g.engine("cpu", "test"))
     t = T(big[R])
     if R == 0:
         w = dist.all_reduce(t, group=g, async_op=True)
@@ -383,6 +392,7 @@ def large_messages_on_the_comm_thread():
         w = dist.all_reduce(t, group=g, async_op=True)
     assert w.wait() is True
     close(t, RED["SUM"](np.stack(big)), 1e-4)
+    engines[0].blocking_bytes, engines[0].piece_bytes = saved
 
 
 dist.barrier()

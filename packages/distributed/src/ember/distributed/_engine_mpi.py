@@ -3,9 +3,10 @@ zero-copy numpy views of CPU tensors' storage (the buffer protocol on the storag
 copy where the tensor is contiguous). A wait gives up at the group's timeout instead of hanging.
 
 Two routes, one order: a small collective is a nonblocking MPI call, issued on the caller's
-thread and polled; a large one (EMBER_MPI_BLOCKING_BYTES, default 1 MiB, and up) is a blocking
-MPI call on the communicator's CommThread (_comm_thread.py), since Open MPI's blocking
-algorithms are much faster on large messages; while that thread has work, later calls queue
+thread and polled; a large one (EMBER_MPI_BLOCKING_BYTES, default 16 MiB, and up) runs on the
+communicator's CommThread (_comm_thread.py): a blocking MPI call (Open MPI's blocking algorithms
+are faster than its nonblocking ones there), or for all_reduce a sequence of nonblocking pieces
+of EMBER_MPI_PIECE_BYTES (4 MiB) polled there. While that thread has work, later calls queue
 behind it.
 
 Data movement uses byte views (any dtype: bfloat16 and float8 included). Reductions run on the
@@ -15,6 +16,7 @@ native type, except bfloat16/float16 (reduced in float32: MPI has no such types)
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -45,36 +47,54 @@ def _bytes(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1).view(np.uint8)
 
 
+def _progress(req) -> None:
+    """Wait for req on the communication thread: test and yield the core (the peer rank may
+    share it: faster than MPI_Wait's spin on an oversubscribed host), then back off with
+    sleeps after 50 ms (a peer that is late, or never comes: the caller's wait times out)."""
+    start, delay = time.monotonic(), 0.0
+    while not req.Test():
+        if time.monotonic() - start < 0.05:
+            os.sched_yield()
+        else:
+            delay = min(delay + 2e-5, 1e-3)
+            time.sleep(delay)
+
+
 class MPIEngine:
     """Collectives over `comm` (an mpi4py Intracomm whose ranks are the group's ranks)."""
 
     def __init__(self, comm, timeout: float):
         self.comm, self.timeout = comm, timeout
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        self.blocking_bytes = int(os.environ.get("EMBER_MPI_BLOCKING_BYTES", 1 << 20))
+        self.blocking_bytes = int(os.environ.get("EMBER_MPI_BLOCKING_BYTES", 16 << 20))
+        self.piece_bytes = int(os.environ.get("EMBER_MPI_PIECE_BYTES", 4 << 20))
         self._thread = CommThread(f"ember-mpi-{id(comm):x}")
 
     # ---- plumbing ----------------------------------------------------------------------------
-    def _post(self, what, nbytes, call, args, finish=None, result=None, keep=()):
+    def _post(self, what, nbytes, call, args, finish=None, result=None, keep=(), pieces=None):
         """Run `comm.<call>(*args)` (blocking) when nbytes reaches the threshold, else its
         nonblocking `I<call>`. MPI never matches a blocking collective with a nonblocking one,
         so the choice depends only on nbytes, which callers compute alike on every rank (0:
         always nonblocking). Blocking calls run on the communication thread; so does a
         nonblocking one issued while the thread has work (issue order is match order); any
-        other is issued here and polled by the caller's wait.
+        other is issued here and polled by the caller's wait. pieces: instead of the blocking
+        call, nonblocking `I<call>`s on these argument tuples, one after another (the same
+        split on every rank).
         keep: arrays MPI reads or writes until done (temporaries: mpi4py's nonblocking calls do
         not hold them, and a freed send buffer sends garbage)."""
         blocking = nbytes >= self.blocking_bytes
+        icall = getattr(self.comm, "I" + call[0].lower() + call[1:])
         if not blocking and not self._thread.busy():
-            req = getattr(self.comm, "I" + call[0].lower() + call[1:])(*args)
-            return self._work([req], finish, result, what, keep)
-        comm = self.comm
+            return self._work([icall(*args)], finish, result, what, keep)
 
         def run():
-            if blocking:
-                getattr(comm, call)(*args)
+            if not blocking:
+                _progress(icall(*args))
+            elif pieces is not None:
+                for a in pieces:
+                    _progress(icall(*a))
             else:
-                getattr(comm, "I" + call[0].lower() + call[1:])(*args).Wait()
+                getattr(self.comm, call)(*args)
             if finish is not None:
                 finish()
         return self._thread.submit(ThreadWork(run, result, self.timeout, what, self.rank, keep))
@@ -130,8 +150,14 @@ class MPIEngine:
         what = "all_reduce"
         mop = self._mpi_op(op, t.dtype, what)
         buf, back = self._reduce_buf(t, what)
+        # large: pieces of piece_bytes one after another (Open MPI's own algorithms slow down
+        # 5-10x once a message outgrows the cache; pieces keep each pass in it; two or three
+        # pieces in flight at once measured no faster)
+        flat, k = buf.reshape(-1), max(1, self.piece_bytes // buf.itemsize)
+        pieces = [(MPI().IN_PLACE, flat[s:s + k], mop) for s in range(0, flat.size, k)]
         return self._post(what, buf.nbytes, "Allreduce", (MPI().IN_PLACE, buf, mop),
-                          self._chain(lambda: self._avg(buf, op), back), [t], keep=(buf,))
+                          self._chain(lambda: self._avg(buf, op), back), [t], keep=(buf,),
+                          pieces=pieces if len(pieces) > 1 else None)
 
     def reduce(self, t, dst, op):
         what = "reduce"
