@@ -26,6 +26,9 @@ using ember_native::GradOp;
 // devplan.cpp: device launch plans (a call whose first tensor is on a registered device)
 PyObject* devplan_call(PyObject* op, PyObject* args, PyObject* first, PyObject* kernel);
 void devplan_bind(PyTypeObject* tensor, const Py_ssize_t* off, PyObject* zero);
+// viewpath.cpp: view ops (metadata only, any device)
+int viewpath_kind(PyObject* op);
+PyObject* viewpath_call(int kind, PyObject* args);
 
 namespace {
 
@@ -68,6 +71,7 @@ struct OpEntry {
   Py_ssize_t nargs = 0;
   std::vector<char> is_tensor;   // per position: a Tensor slot of the schema
   bool promote_bool = false;
+  int view = 0;                  // a view op: its rule in viewpath.cpp (0: none)
   std::vector<Plan> plans;
 };
 
@@ -166,6 +170,8 @@ OpEntry* entry_of(PyObject* op) {
     }
     e->enabled = e->nargs <= kMaxArgs;
     e->plans.reserve(kMaxPlans);
+  } else if (d == Py_None) {
+    e->view = viewpath_kind(op);
   }
   Py_DECREF(d);
   Py_INCREF(op);  // ops live as long as the op table; keep the key alive regardless
@@ -485,6 +491,7 @@ PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
 PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
   OpEntry* e = entry_of(op);
   if (e == nullptr) return nullptr;  // error set
+  if (e->view != 0) return grad_ok ? Py_None : viewpath_call(e->view, args);
   if (!e->enabled || PyTuple_GET_SIZE(args) != e->nargs) return Py_None;
   if (e->kernel) return grad_ok ? Py_None : try_kernel(e, op, args);
   GradOp* grad = nullptr;   // set: this call's node is built here

@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats",
            "register_autograd", "set_native_grad", "grad_stats", "register_device",
-           "device_stats"]
+           "device_stats", "view_stats", "view_kind"]
 
 _C = None
 
@@ -39,6 +39,21 @@ def describe(op):
         def check(args, op=op):
             _check_supports(op, args)
     return None, check, is_tensor, False, op.kernels
+
+
+# The view ops C++ makes itself (csrc/viewpath.cpp; the numbers are its `Kind`s): metadata
+# only, on any device, when nothing records them; their rules here in Python stay the reference.
+VIEW_KINDS = {"transpose.int": 1, "t": 2, "permute": 3, "unsqueeze": 4, "squeeze.dims": 5,
+              "view": 6, "expand": 7, "select.int": 8, "slice.Tensor": 9, "narrow": 10,
+              "detach": 11, "alias": 12, "reshape": 13, "flatten": 14, "contiguous": 15}
+
+
+def view_kind(op) -> int:
+    """The number of op's native view rule (csrc/viewpath.cpp), 0 for none. Only core's own
+    entries (a library op of the same name is not one of them)."""
+    from ._ops import OPS
+    k = VIEW_KINDS.get(op.qualname, 0)
+    return k if k and OPS.get(op.qualname) is op and op.inplace_of is None else 0
 
 
 class _Param:
@@ -135,6 +150,9 @@ def _load():
         call=_dispatch.call, describe=describe, plan=plan, finish=_dispatch._fast_finish,
         wrap=_dispatch._wrap, by_np=D._BY_NP,
         big=min(_dispatch.JIT_MIN, _dispatch.CHUNK_MIN)))
+    if hasattr(C, "viewpath_init"):
+        C.viewpath_init(dict(Tensor=_tensor.Tensor, Storage=_tensor.Storage, view_kind=view_kind,
+                             state=_dispatch.state, dispatch_globals=vars(_dispatch)))
     return C
 
 
@@ -183,6 +201,11 @@ def enabled() -> bool:
 def stats():
     """(hits, misses, ops seen) of the native hit path, or None without it."""
     return None if _C is None else _C.fastpath_stats()
+
+
+def view_stats():
+    """How many views (and in-place calls) the native hit path made, or None without it."""
+    return None if _C is None or not hasattr(_C, "viewpath_stats") else _C.viewpath_stats()
 
 
 def grad_stats():

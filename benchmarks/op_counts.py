@@ -1,0 +1,93 @@
+"""Op calls per train step that still reach Python: dispatch's `call` / autograd's `record`.
+
+    python benchmarks/op_counts.py                    # the workloads' small GPT and MLP steps
+    python benchmarks/op_counts.py --device cuda      # (EMBER_CUDA_FAKE=nolaunch: host only)
+
+A profile hook counts the frames of `ember._dispatch.call` and `ember.autograd._engine.record`
+(every op call the native hit path, ember._C, does not finish ends in one of them) by op name,
+over the second step (the first builds plans); with the native module's hit counters beside.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def steps(torch, device):
+    import workloads
+    nn = torch.nn
+    mlp = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                        nn.Linear(512, 10)).to(device)
+    opt = torch.optim.AdamW(mlp.parameters(), lr=1e-3)
+    xb, yb = torch.randn(256, 784, device=device), torch.randint(0, 10, (256,), device=device)
+
+    def mlp_step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(mlp(xb), yb).backward()
+        opt.step()
+
+    gpt = workloads.gpt(torch, vocab=65, block=128, n_layer=4, n_head=4, n_embd=128).to(device)
+    gopt = torch.optim.AdamW(gpt.parameters(), lr=3e-4)
+    idx = torch.randint(0, 65, (16, 128), device=device)
+
+    def gpt_step():
+        gopt.zero_grad()
+        gpt(idx, idx).backward()
+        gopt.step()
+
+    return {"GPT": gpt_step, "MLP": mlp_step}
+
+
+def count(fn):
+    from ember import _dispatch
+    from ember.autograd import _engine
+    codes = {_dispatch.call.__code__: "call", _engine.record.__code__: "record"}
+    seen = collections.Counter()
+
+    def prof(frame, event, arg):
+        if event == "call":
+            where = codes.get(frame.f_code)
+            if where is not None:
+                seen[where, frame.f_locals["op"].name] += 1
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--top", type=int, default=12)
+    args = ap.parse_args()
+    import ember as torch
+    sys.modules["torch"] = torch
+    from ember import _native
+    torch.manual_seed(0)
+    print(f"native module: {_native.enabled()}; device {args.device}")
+    for name, fn in steps(torch, args.device).items():
+        fn()
+        h0, g0 = _native.stats(), _native.grad_stats()
+        seen = count(fn)
+        h1, g1 = _native.stats(), _native.grad_stats()
+        by_where = collections.Counter()
+        by_op = collections.Counter()
+        for (where, op), n in seen.items():
+            by_where[where] += n
+            by_op[op] += n
+        hits = None if h0 is None else h1[0] - h0[0]
+        nodes = None if g0 is None else g1 - g0
+        print(f"{name} step: {sum(seen.values())} calls in Python ({dict(by_where)}); "
+              f"native hits {hits}, native nodes {nodes}")
+        print("   " + ", ".join(f"{op} {n}" for op, n in by_op.most_common(args.top)))
+
+
+if __name__ == "__main__":
+    main()
