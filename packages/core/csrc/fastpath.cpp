@@ -28,7 +28,7 @@ PyObject* devplan_call(PyObject* op, PyObject* args, PyObject* first, PyObject* 
 void devplan_bind(PyTypeObject* tensor, const Py_ssize_t* off, PyObject* zero);
 // viewpath.cpp: view ops (metadata only, any device)
 int viewpath_kind(PyObject* op);
-PyObject* viewpath_call(int kind, PyObject* args);
+PyObject* viewpath_call(int kind, PyObject* op, PyObject* args);
 
 namespace {
 
@@ -491,7 +491,7 @@ PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
 PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
   OpEntry* e = entry_of(op);
   if (e == nullptr) return nullptr;  // error set
-  if (e->view != 0) return grad_ok ? Py_None : viewpath_call(e->view, args);
+  if (e->view != 0) return grad_ok ? Py_None : viewpath_call(e->view, op, args);
   if (!e->enabled || PyTuple_GET_SIZE(args) != e->nargs) return Py_None;
   if (e->kernel) return grad_ok ? Py_None : try_kernel(e, op, args);
   GradOp* grad = nullptr;   // set: this call's node is built here

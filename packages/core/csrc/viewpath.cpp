@@ -45,7 +45,11 @@ struct VGlobals {
   PyObject *s_grad, *s_hook, *s_rg, *s_base, *s_storage, *s_ngv, *s_cat;
   Py_ssize_t off[7] = {0};         // Tensor: _st _shape _stride _offset dtype device _npc
   Py_ssize_t st_version = 0, st_views = 0;  // Storage.version, Storage.views
-  long hits = 0;
+  // ember-autograd's TensorInfo (viewpath_grad): a recorded view's `_ag`
+  PyTypeObject* info_t = nullptr;
+  Py_ssize_t i_output_nr, i_retains_grad, i_acc, i_acc_edge, i_post_hooks, i_view_version;
+  PyObject *zero = nullptr, *s_grad_fn = nullptr, *s_ag = nullptr;
+  long hits = 0, nodes = 0;
 };
 VGlobals V;
 enum Slot { ST, SHAPE, STRIDE, OFFSET, DTYPE, DEVICE, NPC };
@@ -508,6 +512,48 @@ bool plain_tensor(PyTypeObject* t) {  // Tensor, or a subclass without its own d
   return plain;
 }
 
+
+// A view autograd records, as `record` does: the view made with grad off (as its `_execute`),
+// the node built by fastpath_grad.cpp from autograd's description of the op, then the
+// view's TensorInfo with the storage version its grad_fn is current for. Py_None: Python
+// records it (an op autograd does not describe, or no TensorInfo class handed over).
+PyObject* record_view(PyObject* op, PyObject* args, PyObject* self, const Geo& g) {
+  if (V.info_t == nullptr) return Py_None;
+  ember_native::GradOp* go = ember_native::grad_op(op);
+  if (go == nullptr) return PyErr_Occurred() ? nullptr : Py_None;
+  PyObject* t = make_alias(self, g, false, true);
+  if (t == nullptr) return nullptr;
+  if (ember_native::grad_record(go, op, args, t) != 0) {
+    Py_DECREF(t);
+    return nullptr;
+  }
+  PyObject* fn = dict_attr(t, V.s_grad_fn);
+  if (fn != nullptr && fn != Py_None) {  // (a node was made: info(result).view_version = ...)
+    PyObject* inf = V.info_t->tp_alloc(V.info_t, 0);
+    if (inf == nullptr) {
+      Py_DECREF(t);
+      return nullptr;
+    }
+    using ember_native::init_member;
+    init_member(inf, V.i_output_nr, V.zero);
+    init_member(inf, V.i_retains_grad, Py_False);
+    init_member(inf, V.i_acc, Py_None);
+    init_member(inf, V.i_acc_edge, Py_None);
+    init_member(inf, V.i_post_hooks, Py_None);
+    init_member(inf, V.i_view_version,
+                ember_native::member(slot(t, ST), V.st_version));
+    int rc = PyObject_SetAttr(t, V.s_ag, inf);
+    Py_DECREF(inf);
+    if (rc != 0) {
+      Py_DECREF(t);
+      return nullptr;
+    }
+  }
+  ++V.hits;
+  ++V.nodes;
+  return t;
+}
+
 }  // namespace
 
 // The kind of view rule of op (0: none), asked of Python once per op.
@@ -526,7 +572,7 @@ int viewpath_kind(PyObject* op) {
 
 // A view op's call (no out=, no mode / autocast: fastpath.cpp checked): the view, Py_None for
 // "take the Python path" (not a new reference), or nullptr with an error set.
-PyObject* viewpath_call(int kind, PyObject* args) {
+PyObject* viewpath_call(int kind, PyObject* op, PyObject* args) {
   if (!V.ready || PyTuple_GET_SIZE(args) < 1) return Py_None;
   PyObject* self = PyTuple_GET_ITEM(args, 0);
   if (!plain_tensor(Py_TYPE(self))) return Py_None;
@@ -548,14 +594,16 @@ PyObject* viewpath_call(int kind, PyObject* args) {
     PyObject* hook = PyDict_GetItemWithError(V.dispatch, V.s_hook);
     if (hook == nullptr && PyErr_Occurred()) return nullptr;
     if (hook != nullptr && hook != Py_None) {  // autograd records it
-      if (kind != kDetach || !ember_native::grad_native_now(hook)) return Py_None;
-      // detach: `record` runs it with grad off, builds no node and makes it no view
-      PyObject* t = make_alias(self, g, false, true);
-      if (t != nullptr && (PyObject_SetAttr(t, V.s_base, Py_None) != 0 ||
-                           PyObject_SetAttr(t, V.s_rg, Py_False) != 0))
-        Py_CLEAR(t);
-      ++V.hits;
-      return t;
+      if (!ember_native::grad_native_now(hook)) return Py_None;
+      if (kind == kDetach) {  // `record` runs it with grad off, builds no node, makes no view
+        PyObject* t = make_alias(self, g, false, true);
+        if (t != nullptr && (PyObject_SetAttr(t, V.s_base, Py_None) != 0 ||
+                             PyObject_SetAttr(t, V.s_rg, Py_False) != 0))
+          Py_CLEAR(t);
+        ++V.hits;
+        return t;
+      }
+      return record_view(op, args, self, g);
     }
   }
   ++V.hits;
@@ -585,7 +633,21 @@ void viewpath_init(py::dict g) {
   for (int i = 0; i < 7; ++i) V.off[i] = member_offset(g["Tensor"].ptr(), names[i]);
   V.st_version = member_offset(g["Storage"].ptr(), "version");
   V.st_views = member_offset(g["Storage"].ptr(), "views");
+  V.zero = PyLong_FromLong(0);
+  V.s_grad_fn = PyUnicode_InternFromString("_grad_fn");
+  V.s_ag = PyUnicode_InternFromString("_ag");
   V.ready = true;
+}
+
+void viewpath_grad(py::object info_cls) {
+  PyObject* I = info_cls.ptr();
+  V.i_output_nr = member_offset(I, "output_nr");
+  V.i_retains_grad = member_offset(I, "retains_grad");
+  V.i_acc = member_offset(I, "acc");
+  V.i_acc_edge = member_offset(I, "acc_edge");
+  V.i_post_hooks = member_offset(I, "post_hooks");
+  V.i_view_version = member_offset(I, "view_version");
+  V.info_t = reinterpret_cast<PyTypeObject*>(keep(info_cls));
 }
 
 }  // namespace
@@ -593,5 +655,8 @@ void viewpath_init(py::dict g) {
 void init_viewpath(py::module_& m) {
   m.def("viewpath_init", &viewpath_init, py::arg("globals"),
         "Hand the view rules' objects to the native hit path (ember/_native.py)");
-  m.def("viewpath_stats", []() { return V.hits; }, "views made by the native hit path");
+  m.def("viewpath_grad", &viewpath_grad, py::arg("tensor_info"),
+        "ember-autograd's TensorInfo class: recorded views are made natively too");
+  m.def("viewpath_stats", []() { return py::make_tuple(V.hits, V.nodes); },
+        "(views made, of them recorded) by the native hit path");
 }

@@ -177,7 +177,10 @@ def register_autograd(classes: dict) -> bool:
     if _C is None or not hasattr(_C, "grad_init"):
         return False
     from ._tensor import Storage, Tensor
+    info = classes.pop("TensorInfo", None)
     _C.grad_init(dict(classes, Tensor=Tensor, Storage=Storage))
+    if info is not None and hasattr(_C, "viewpath_grad"):
+        _C.viewpath_grad(info)  # recorded views: made natively too (csrc/viewpath.cpp)
     return True
 
 
@@ -204,7 +207,7 @@ def stats():
 
 
 def view_stats():
-    """How many views (and in-place calls) the native hit path made, or None without it."""
+    """(views made, of them recorded by autograd) by the native hit path, or None without it."""
     return None if _C is None or not hasattr(_C, "viewpath_stats") else _C.viewpath_stats()
 
 
