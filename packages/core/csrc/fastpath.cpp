@@ -719,6 +719,14 @@ PyObject* native_pointwise(PyObject*, PyObject* const* argv, Py_ssize_t n) {
 
 }  // namespace
 
+// The hit path of op on args for mutpath.cpp (an in-place op's functional op, nothing
+// recording): a fresh Tensor, Py_None (not a new reference: take the Python path) or nullptr.
+PyObject* fastpath_compute(PyObject* op, PyObject* args) {
+  if (!G.ready || !G.enabled) return Py_None;
+  PyObject* r = try_fast(op, args, false);
+  return r == kRecord || r == kDevice ? Py_None : r;
+}
+
 Py_ssize_t ember_native::member_offset(PyObject* type, const char* name) {
   // (looked up along the MRO: a slot of a base class, as Node's next_functions for OpNode)
   PyObject* m = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(type), py::str(name).ptr());

@@ -9,7 +9,8 @@
 // A view that autograd records (grad on, the input requires grad) goes to Python as well,
 // except detach() (no node) and contiguous() / flatten() of a tensor they return unchanged.
 //
-// Which op is which rule is told once per op by ember/_native.py (`view_kind`).
+// Which op is which rule is told once per op by ember/_native.py (`view_kind`); in-place ops and
+// factories are handed on to mutpath.cpp.
 
 #include "fastpath.h"
 
@@ -19,12 +20,15 @@
 namespace py = pybind11;
 using ember_native::member_offset;
 
+PyObject* mutpath_call(int kind, PyObject* op, PyObject* args);  // mutpath.cpp
+
 namespace {
 
 // the rules (ember/_native.py's VIEW_KINDS names the same numbers)
 enum Kind {
   kNone = 0, kTranspose, kT, kPermute, kUnsqueeze, kSqueeze, kView, kExpand, kSelect, kSlice,
-  kNarrow, kDetach, kAlias, kReshape, kFlatten, kContiguous
+  kNarrow, kDetach, kAlias, kReshape, kFlatten, kContiguous,
+  kMutating = 50  // and up: in-place ops and factories (mutpath.cpp)
 };
 
 constexpr int kMaxDims = 16;
@@ -573,6 +577,7 @@ int viewpath_kind(PyObject* op) {
 // A view op's call (no out=, no mode / autocast: fastpath.cpp checked): the view, Py_None for
 // "take the Python path" (not a new reference), or nullptr with an error set.
 PyObject* viewpath_call(int kind, PyObject* op, PyObject* args) {
+  if (kind >= kMutating) return mutpath_call(kind, op, args);
   if (!V.ready || PyTuple_GET_SIZE(args) < 1) return Py_None;
   PyObject* self = PyTuple_GET_ITEM(args, 0);
   if (!plain_tensor(Py_TYPE(self))) return Py_None;

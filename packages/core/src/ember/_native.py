@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats",
            "register_autograd", "set_native_grad", "grad_stats", "register_device",
-           "device_stats", "view_stats", "view_kind"]
+           "device_stats", "view_stats", "mut_stats", "view_kind"]
 
 _C = None
 
@@ -48,12 +48,24 @@ VIEW_KINDS = {"transpose.int": 1, "t": 2, "permute": 3, "unsqueeze": 4, "squeeze
               "detach": 11, "alias": 12, "reshape": 13, "flatten": 14, "contiguous": 15}
 
 
+# ... and the in-place ops and factories it hands to csrc/mutpath.cpp (CPU only)
+_INPLACE_POINTWISE, _FILLS, _FACTORY = 50, {"zero_": 51, "fill_": 52, "copy_": 53}, 60
+_FACTORIES = ("zeros", "ones", "empty", "full")
+
+
 def view_kind(op) -> int:
-    """The number of op's native view rule (csrc/viewpath.cpp), 0 for none. Only core's own
-    entries (a library op of the same name is not one of them)."""
+    """The number of op's native rule (csrc/viewpath.cpp, mutpath.cpp), 0 for none. Only
+    core's own entries (a library op of the same name is not one of them)."""
     from ._ops import OPS
-    k = VIEW_KINDS.get(op.qualname, 0)
-    return k if k and OPS.get(op.qualname) is op and op.inplace_of is None else 0
+    if OPS.get(op.qualname) is not op:
+        return 0
+    if op.inplace_of is not None:  # x.add_(y): the functional op's hit, written into x
+        return _INPLACE_POINTWISE if op.inplace_of.pointwise is not None else 0
+    if op.qualname in _FILLS:
+        return _FILLS[op.qualname]
+    if op.name in _FACTORIES and "factory" in op.tags and op.device_idx is not None:
+        return _FACTORY + op.device_idx  # (layout just before device, pin_memory after)
+    return VIEW_KINDS.get(op.qualname, 0)
 
 
 class _Param:
@@ -153,6 +165,12 @@ def _load():
     if hasattr(C, "viewpath_init"):
         C.viewpath_init(dict(Tensor=_tensor.Tensor, Storage=_tensor.Storage, view_kind=view_kind,
                              state=_dispatch.state, dispatch_globals=vars(_dispatch)))
+    if hasattr(C, "mutpath_init"):
+        C.mutpath_init(dict(Tensor=_tensor.Tensor, Storage=_tensor.Storage, ndarray=np.ndarray,
+                            cpu=_dispatch._CPU, state=_dispatch.state,
+                            dispatch_globals=vars(_dispatch), copyto=np.copyto,
+                            wrap=_dispatch._wrap, float8_e4m3fn=D.float8_e4m3fn,
+                            float8_e5m2=D.float8_e5m2))
     return C
 
 
@@ -209,6 +227,11 @@ def stats():
 def view_stats():
     """(views made, of them recorded by autograd) by the native hit path, or None without it."""
     return None if _C is None or not hasattr(_C, "viewpath_stats") else _C.viewpath_stats()
+
+
+def mut_stats():
+    """In-place and factory calls the native hit path finished, or None without it."""
+    return None if _C is None or not hasattr(_C, "mutpath_stats") else _C.mutpath_stats()
 
 
 def grad_stats():
