@@ -42,6 +42,7 @@ struct Geo {  // a tensor's geometry in elements
 
 struct VGlobals {
   bool ready = false;
+  bool on = true;                  // viewpath_enable(False): these ops take the Python path
   PyTypeObject* tensor = nullptr;
   PyObject* kind_of = nullptr;     // _native.view_kind(op) -> int
   PyObject* state = nullptr;       // ember._state.state (grad mode)
@@ -577,6 +578,7 @@ int viewpath_kind(PyObject* op) {
 // A view op's call (no out=, no mode / autocast: fastpath.cpp checked): the view, Py_None for
 // "take the Python path" (not a new reference), or nullptr with an error set.
 PyObject* viewpath_call(int kind, PyObject* op, PyObject* args) {
+  if (!V.on) return Py_None;
   if (kind >= kMutating) return mutpath_call(kind, op, args);
   if (!V.ready || PyTuple_GET_SIZE(args) < 1) return Py_None;
   PyObject* self = PyTuple_GET_ITEM(args, 0);
@@ -662,6 +664,8 @@ void init_viewpath(py::module_& m) {
         "Hand the view rules' objects to the native hit path (ember/_native.py)");
   m.def("viewpath_grad", &viewpath_grad, py::arg("tensor_info"),
         "ember-autograd's TensorInfo class: recorded views are made natively too");
+  m.def("viewpath_enable", [](bool on) { V.on = on; }, py::arg("on"),
+        "Views, in-place ops and factories natively (True) or through Python (False)");
   m.def("viewpath_stats", []() { return py::make_tuple(V.hits, V.nodes); },
         "(views made, of them recorded) by the native hit path");
 }

@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats",
            "register_autograd", "set_native_grad", "grad_stats", "register_device",
-           "device_stats", "view_stats", "mut_stats", "view_kind"]
+           "device_stats", "view_stats", "mut_stats", "view_kind", "set_native_views"]
 
 _C = None
 
@@ -222,6 +222,13 @@ def enabled() -> bool:
 def stats():
     """(hits, misses, ops seen) of the native hit path, or None without it."""
     return None if _C is None else _C.fastpath_stats()
+
+
+def set_native_views(on: bool) -> None:
+    """Views, in-place ops and factories on the native hit path (True) or through Python's
+    `call` (False; the rest of the hit path stays on): benchmarks compare the two."""
+    if _C is not None and hasattr(_C, "viewpath_enable"):
+        _C.viewpath_enable(bool(on))
 
 
 def view_stats():
