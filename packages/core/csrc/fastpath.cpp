@@ -2,7 +2,8 @@
 // says what a hit is; ember/_dispatch.py's `call` is the reference it must equal).
 //
 //   call(op, args, out) -- out given, a mode/autocast on, a subclass with its own dispatch,
-//   another device, a view / in-place / list op, a big input ... --> Python's dispatch `call`
+//   another device, a list op, a big input ... --> Python's dispatch `call`
+//   a view, in-place op or factory --> viewpath.cpp / mutpath.cpp (or Python's `call`)
 //   pointwise hit: [op.check(dtype, *args)] -> plan (one numpy handler, or the formula) -> Tensor
 //   kernel-op hit: [dtype-category check] -> op.kernels["cpu"](*arrays) -> Tensor(s)
 //   an input requires grad (grad on): the node is built by fastpath_grad.cpp, or by autograd's

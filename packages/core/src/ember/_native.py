@@ -5,7 +5,9 @@ dtype, nothing recording, small inputs) from a plan keyed by (op, dtype, each sc
 type and value); everything else goes to `_dispatch.call`, the readable reference. Python says
 once per op what C++ needs (`describe`) and builds each plan on a miss (`plan`): the numpy handler
 the op's formula calls when it is one handler call on the arguments, else None (C++ then calls
-the formula itself). `EMBER_NATIVE=0` in the environment, or `set_enabled(False)`, turns it off.
+the formula itself). View ops (any device), in-place ops and CPU factories have rules of their
+own in C++ (`view_kind` names them: csrc/viewpath.cpp, mutpath.cpp), the Python rules being the
+reference. `EMBER_NATIVE=0` in the environment, or `set_enabled(False)`, turns it off.
 """
 from __future__ import annotations
 
