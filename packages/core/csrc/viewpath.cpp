@@ -54,6 +54,7 @@ struct VGlobals {
   PyTypeObject* info_t = nullptr;
   Py_ssize_t i_output_nr, i_retains_grad, i_acc, i_acc_edge, i_post_hooks, i_view_version;
   PyObject *zero = nullptr, *s_grad_fn = nullptr, *s_ag = nullptr;
+  PyObject *engine = nullptr, *execute = nullptr, *s_execute = nullptr;  // _engine's globals
   long hits = 0, nodes = 0;
 };
 VGlobals V;
@@ -524,6 +525,10 @@ bool plain_tensor(PyTypeObject* t) {  // Tensor, or a subclass without its own d
 // records it (an op autograd does not describe, or no TensorInfo class handed over).
 PyObject* record_view(PyObject* op, PyObject* args, PyObject* self, const Geo& g) {
   if (V.info_t == nullptr) return Py_None;
+  // record runs the view through the engine's `_execute`: one replaced (ember-compiler's
+  // fake-aware execute routes fake tensors to their mode) means Python records
+  PyObject* ex = PyDict_GetItemWithError(V.engine, V.s_execute);
+  if (ex != V.execute) return PyErr_Occurred() ? nullptr : Py_None;
   ember_native::GradOp* go = ember_native::grad_op(op);
   if (go == nullptr) return PyErr_Occurred() ? nullptr : Py_None;
   PyObject* t = make_alias(self, g, false, true);
@@ -646,7 +651,10 @@ void viewpath_init(py::dict g) {
   V.ready = true;
 }
 
-void viewpath_grad(py::object info_cls) {
+void viewpath_grad(py::object info_cls, py::dict engine_globals, py::object execute) {
+  V.engine = keep(engine_globals);
+  V.execute = keep(execute);
+  V.s_execute = PyUnicode_InternFromString("_execute");
   PyObject* I = info_cls.ptr();
   V.i_output_nr = member_offset(I, "output_nr");
   V.i_retains_grad = member_offset(I, "retains_grad");
@@ -662,7 +670,8 @@ void viewpath_grad(py::object info_cls) {
 void init_viewpath(py::module_& m) {
   m.def("viewpath_init", &viewpath_init, py::arg("globals"),
         "Hand the view rules' objects to the native hit path (ember/_native.py)");
-  m.def("viewpath_grad", &viewpath_grad, py::arg("tensor_info"),
+  m.def("viewpath_grad", &viewpath_grad, py::arg("tensor_info"), py::arg("engine_globals"),
+        py::arg("execute"),
         "ember-autograd's TensorInfo class: recorded views are made natively too");
   m.def("viewpath_enable", [](bool on) { V.on = on; }, py::arg("on"),
         "Views, in-place ops and factories natively (True) or through Python (False)");

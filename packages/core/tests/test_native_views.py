@@ -296,3 +296,24 @@ def test_cuda_like_device_views():
     off, on = _both_plain(lambda: [(tuple(v.shape), v.stride(), v.storage_offset(), v.device.type)
                                    for v in (x.t(), x[1:, ::2], x.view(20), x.unsqueeze(1))])
     assert on == off
+
+
+def test_replaced_engine_execute_records_views_in_python(monkeypatch):
+    """ember-compiler replaces the engine's `_execute` (fake tensors go to their mode): then
+    recorded views run through it, native path or not."""
+    from ember.autograd import _engine
+    seen = []
+    plain = _engine._execute
+
+    def execute(op, args, out=None):
+        seen.append(op.name)
+        return plain(op, args) if out is None else plain(op, args, out)
+    monkeypatch.setattr(_engine, "_execute", execute)
+    x = ember.ones(2, 3, requires_grad=True)
+    for on in (False, True):
+        _native.set_enabled(on)
+        try:
+            y = x.t()
+        finally:
+            _native.set_enabled(True)
+        assert seen.pop() == "t" and y.grad_fn.name() == "TBackward0"

@@ -198,9 +198,14 @@ def register_autograd(classes: dict) -> bool:
         return False
     from ._tensor import Storage, Tensor
     info = classes.pop("TensorInfo", None)
+    engine = classes.pop("engine_globals", None)
     _C.grad_init(dict(classes, Tensor=Tensor, Storage=Storage))
-    if info is not None and hasattr(_C, "viewpath_grad"):
-        _C.viewpath_grad(info)  # recorded views: made natively too (csrc/viewpath.cpp)
+    if info is not None and engine is not None and hasattr(_C, "viewpath_grad"):
+        from ._dispatch import execute
+        try:  # recorded views: made natively too (csrc/viewpath.cpp)
+            _C.viewpath_grad(info, engine, execute)
+        except TypeError:  # a build of ember._C older than this file: Python records them
+            pass
     return True
 
 

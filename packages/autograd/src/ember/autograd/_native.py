@@ -32,4 +32,5 @@ def register() -> bool:
         record=_engine.record, describe=describe, edge_of=_graph.edge_of,
         attach=_engine._attach, OpNode=_graph.OpNode, Saved=_graph._Saved,
         MetaOnly=_graph.MetaOnly, seq=_graph._seq, ANOMALY=_graph.ANOMALY,
-        SAVED_HOOKS=_graph.SAVED_HOOKS, TensorInfo=_graph.TensorInfo))
+        SAVED_HOOKS=_graph.SAVED_HOOKS, TensorInfo=_graph.TensorInfo,
+        engine_globals=vars(_engine)))
