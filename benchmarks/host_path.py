@@ -5,8 +5,10 @@
 
 Each figure is the calling thread's CPU time (`time.thread_time`: a loaded shared machine steals
 wall time, not this), the median of 7 runs of a loop, per call in microseconds; the train steps
-in milliseconds. ember's three settings alternate (`ember._native.set_enabled` /
-`set_native_grad`) so all three see the same machine; the minimum over two rounds is printed.
+in milliseconds. ember's settings alternate (`ember._native.set_enabled` / `set_native_grad` /
+`set_native_views`: "views in Python" is the hit path before session 6, with views, in-place
+ops and factories through Python's `call`) so all see the same machine; the minimum over two
+rounds is printed.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ def loops(torch):
     a, w = torch.randn(8, 16), torch.randn(16, 16)
     ag = torch.randn(8, 16, requires_grad=True)
     wp = torch.nn.Parameter(torch.randn(16, 16))
+    b, o = torch.zeros(8, 16), torch.ones(8, 16)
 
     def rep(f):
         def run():
@@ -72,7 +75,17 @@ def loops(torch):
         "ag @ w (grad)": rep(lambda: ag @ w),
         "a @ Parameter": rep(lambda: a @ wp),
         "softmax(ag, -1) (grad)": rep(lambda: torch.softmax(ag, -1)),
-        "a.t() (view, not native)": rep(lambda: a.t()),
+        "a.t() (view)": rep(lambda: a.t()),
+        "ag.t() (view, grad)": rep(lambda: ag.t()),
+        "a.view(16, 8)": rep(lambda: a.view(16, 8)),
+        "a.reshape(-1)": rep(lambda: a.reshape(-1)),
+        "a.transpose(0, 1)": rep(lambda: a.transpose(0, 1)),
+        "a[1:, 2]": rep(lambda: a[1:, 2]),
+        "a.detach()": rep(lambda: a.detach()),
+        "b.add_(1) (in-place)": rep(lambda: b.add_(1)),
+        "b.mul_(o) (in-place)": rep(lambda: b.mul_(o)),
+        "b.zero_()": rep(lambda: b.zero_()),
+        "zeros(8, 16)": rep(lambda: torch.zeros(8, 16)),
         "MLP train step (ms)": (mlp_step, 1e3),
         "GPT train step (ms)": (gpt_step, 1e3),
     }
@@ -103,19 +116,22 @@ def main() -> None:
             print(f"{name:34} {median_time(fn, per):9.2f}")
         return
     from ember import _native
-    settings = (("off", False, False), ("grad in Python", True, False), ("on", True, True))
+    settings = (("off", False, False, True), ("grad in Python", True, False, True),
+                ("views in Python", True, True, False), ("on", True, True, True))
     print(f"load average {os.getloadavg()[0]:.1f}; native module: {_native.enabled()}")
     print(f"{'':34} " + " ".join(f"{s[0]:>14}" for s in settings))
     for name, (fn, per) in cases.items():
         best = {}
         for _ in range(2):
-            for label, on, grad in settings:
+            for label, on, grad, views in settings:
                 _native.set_enabled(on)
                 _native.set_native_grad(grad)
+                _native.set_native_views(views)
                 v = median_time(fn, per)
                 best[label] = min(best.get(label, v), v)
         _native.set_enabled(True)
         _native.set_native_grad(True)
+        _native.set_native_views(True)
         print(f"{name:34} " + " ".join(f"{best[s[0]]:14.2f}" for s in settings))
 
 

@@ -17,6 +17,8 @@ namespace py = pybind11;
 void init_fastpath(py::module_& m);  // fastpath.cpp: the eager hot path of pointwise CPU calls
 void init_devplan(py::module_& m);   // devplan.cpp: its device launch plans (cuda)
 void init_devalloc(py::module_& m);  // devalloc.cpp: their allocator fast path
+void init_viewpath(py::module_& m);  // viewpath.cpp: view ops on the hit path
+void init_mutpath(py::module_& m);   // mutpath.cpp: in-place ops and factories on it
 
 namespace {
 
@@ -70,6 +72,8 @@ PYBIND11_MODULE(_C, m) {
   init_fastpath(m);
   init_devplan(m);
   init_devalloc(m);
+  init_viewpath(m);
+  init_mutpath(m);
   m.def("fill_arange", &fill_arange, py::arg("buffer"), py::arg("start") = 0.0,
         py::arg("step") = 1.0, "Fill a writable C-contiguous buffer with start + step * i");
   m.def("checksum", &checksum, py::arg("buffer"), "FNV-1a 64 checksum of a buffer's bytes");

@@ -2,7 +2,8 @@
 // says what a hit is; ember/_dispatch.py's `call` is the reference it must equal).
 //
 //   call(op, args, out) -- out given, a mode/autocast on, a subclass with its own dispatch,
-//   another device, a view / in-place / list op, a big input ... --> Python's dispatch `call`
+//   another device, a list op, a big input ... --> Python's dispatch `call`
+//   a view, in-place op or factory --> viewpath.cpp / mutpath.cpp (or Python's `call`)
 //   pointwise hit: [op.check(dtype, *args)] -> plan (one numpy handler, or the formula) -> Tensor
 //   kernel-op hit: [dtype-category check] -> op.kernels["cpu"](*arrays) -> Tensor(s)
 //   an input requires grad (grad on): the node is built by fastpath_grad.cpp, or by autograd's
@@ -26,6 +27,9 @@ using ember_native::GradOp;
 // devplan.cpp: device launch plans (a call whose first tensor is on a registered device)
 PyObject* devplan_call(PyObject* op, PyObject* args, PyObject* first, PyObject* kernel);
 void devplan_bind(PyTypeObject* tensor, const Py_ssize_t* off, PyObject* zero);
+// viewpath.cpp: view ops (metadata only, any device)
+int viewpath_kind(PyObject* op);
+PyObject* viewpath_call(int kind, PyObject* op, PyObject* args);
 
 namespace {
 
@@ -68,6 +72,7 @@ struct OpEntry {
   Py_ssize_t nargs = 0;
   std::vector<char> is_tensor;   // per position: a Tensor slot of the schema
   bool promote_bool = false;
+  int view = 0;                  // a view op: its rule in viewpath.cpp (0: none)
   std::vector<Plan> plans;
 };
 
@@ -166,6 +171,8 @@ OpEntry* entry_of(PyObject* op) {
     }
     e->enabled = e->nargs <= kMaxArgs;
     e->plans.reserve(kMaxPlans);
+  } else if (d == Py_None) {
+    e->view = viewpath_kind(op);
   }
   Py_DECREF(d);
   Py_INCREF(op);  // ops live as long as the op table; keep the key alive regardless
@@ -485,6 +492,7 @@ PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
 PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
   OpEntry* e = entry_of(op);
   if (e == nullptr) return nullptr;  // error set
+  if (e->view != 0) return grad_ok ? Py_None : viewpath_call(e->view, op, args);
   if (!e->enabled || PyTuple_GET_SIZE(args) != e->nargs) return Py_None;
   if (e->kernel) return grad_ok ? Py_None : try_kernel(e, op, args);
   GradOp* grad = nullptr;   // set: this call's node is built here
@@ -711,6 +719,14 @@ PyObject* native_pointwise(PyObject*, PyObject* const* argv, Py_ssize_t n) {
 }
 
 }  // namespace
+
+// The hit path of op on args for mutpath.cpp (an in-place op's functional op, nothing
+// recording): a fresh Tensor, Py_None (not a new reference: take the Python path) or nullptr.
+PyObject* fastpath_compute(PyObject* op, PyObject* args) {
+  if (!G.ready || !G.enabled) return Py_None;
+  PyObject* r = try_fast(op, args, false);
+  return r == kRecord || r == kDevice ? Py_None : r;
+}
 
 Py_ssize_t ember_native::member_offset(PyObject* type, const char* name) {
   // (looked up along the MRO: a slot of a base class, as Node's next_functions for OpNode)

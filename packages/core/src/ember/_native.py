@@ -5,7 +5,9 @@ dtype, nothing recording, small inputs) from a plan keyed by (op, dtype, each sc
 type and value); everything else goes to `_dispatch.call`, the readable reference. Python says
 once per op what C++ needs (`describe`) and builds each plan on a miss (`plan`): the numpy handler
 the op's formula calls when it is one handler call on the arguments, else None (C++ then calls
-the formula itself). `EMBER_NATIVE=0` in the environment, or `set_enabled(False)`, turns it off.
+the formula itself). View ops (any device), in-place ops and CPU factories have rules of their
+own in C++ (`view_kind` names them: csrc/viewpath.cpp, mutpath.cpp), the Python rules being the
+reference. `EMBER_NATIVE=0` in the environment, or `set_enabled(False)`, turns it off.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 
 __all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats",
            "register_autograd", "set_native_grad", "grad_stats", "register_device",
-           "device_stats"]
+           "device_stats", "view_stats", "mut_stats", "view_kind", "set_native_views"]
 
 _C = None
 
@@ -39,6 +41,33 @@ def describe(op):
         def check(args, op=op):
             _check_supports(op, args)
     return None, check, is_tensor, False, op.kernels
+
+
+# The view ops C++ makes itself (csrc/viewpath.cpp; the numbers are its `Kind`s): metadata
+# only, on any device, when nothing records them; their rules here in Python stay the reference.
+VIEW_KINDS = {"transpose.int": 1, "t": 2, "permute": 3, "unsqueeze": 4, "squeeze.dims": 5,
+              "view": 6, "expand": 7, "select.int": 8, "slice.Tensor": 9, "narrow": 10,
+              "detach": 11, "alias": 12, "reshape": 13, "flatten": 14, "contiguous": 15}
+
+
+# ... and the in-place ops and factories it hands to csrc/mutpath.cpp (CPU only)
+_INPLACE_POINTWISE, _FILLS, _FACTORY = 50, {"zero_": 51, "fill_": 52, "copy_": 53}, 60
+_FACTORIES = ("zeros", "ones", "empty", "full")
+
+
+def view_kind(op) -> int:
+    """The number of op's native rule (csrc/viewpath.cpp, mutpath.cpp), 0 for none. Only
+    core's own entries (a library op of the same name is not one of them)."""
+    from ._ops import OPS
+    if OPS.get(op.qualname) is not op:
+        return 0
+    if op.inplace_of is not None:  # x.add_(y): the functional op's hit, written into x
+        return _INPLACE_POINTWISE if op.inplace_of.pointwise is not None else 0
+    if op.qualname in _FILLS:
+        return _FILLS[op.qualname]
+    if op.name in _FACTORIES and "factory" in op.tags and op.device_idx is not None:
+        return _FACTORY + op.device_idx  # (layout just before device, pin_memory after)
+    return VIEW_KINDS.get(op.qualname, 0)
 
 
 class _Param:
@@ -135,6 +164,15 @@ def _load():
         call=_dispatch.call, describe=describe, plan=plan, finish=_dispatch._fast_finish,
         wrap=_dispatch._wrap, by_np=D._BY_NP,
         big=min(_dispatch.JIT_MIN, _dispatch.CHUNK_MIN)))
+    if hasattr(C, "viewpath_init"):
+        C.viewpath_init(dict(Tensor=_tensor.Tensor, Storage=_tensor.Storage, view_kind=view_kind,
+                             state=_dispatch.state, dispatch_globals=vars(_dispatch)))
+    if hasattr(C, "mutpath_init"):
+        C.mutpath_init(dict(Tensor=_tensor.Tensor, Storage=_tensor.Storage, ndarray=np.ndarray,
+                            cpu=_dispatch._CPU, state=_dispatch.state,
+                            dispatch_globals=vars(_dispatch), copyto=np.copyto,
+                            wrap=_dispatch._wrap, float8_e4m3fn=D.float8_e4m3fn,
+                            float8_e5m2=D.float8_e5m2))
     return C
 
 
@@ -159,7 +197,15 @@ def register_autograd(classes: dict) -> bool:
     if _C is None or not hasattr(_C, "grad_init"):
         return False
     from ._tensor import Storage, Tensor
+    info = classes.pop("TensorInfo", None)
+    engine = classes.pop("engine_globals", None)
     _C.grad_init(dict(classes, Tensor=Tensor, Storage=Storage))
+    if info is not None and engine is not None and hasattr(_C, "viewpath_grad"):
+        from ._dispatch import execute
+        try:  # recorded views: made natively too (csrc/viewpath.cpp)
+            _C.viewpath_grad(info, engine, execute)
+        except TypeError:  # a build of ember._C older than this file: Python records them
+            pass
     return True
 
 
@@ -183,6 +229,23 @@ def enabled() -> bool:
 def stats():
     """(hits, misses, ops seen) of the native hit path, or None without it."""
     return None if _C is None else _C.fastpath_stats()
+
+
+def set_native_views(on: bool) -> None:
+    """Views, in-place ops and factories on the native hit path (True) or through Python's
+    `call` (False; the rest of the hit path stays on): benchmarks compare the two."""
+    if _C is not None and hasattr(_C, "viewpath_enable"):
+        _C.viewpath_enable(bool(on))
+
+
+def view_stats():
+    """(views made, of them recorded by autograd) by the native hit path, or None without it."""
+    return None if _C is None or not hasattr(_C, "viewpath_stats") else _C.viewpath_stats()
+
+
+def mut_stats():
+    """In-place and factory calls the native hit path finished, or None without it."""
+    return None if _C is None or not hasattr(_C, "mutpath_stats") else _C.mutpath_stats()
 
 
 def grad_stats():

@@ -2,7 +2,8 @@
 
 A hit whose input requires grad gets its `OpNode` built in C++, the same node `record` builds
 (`_engine._tracker`): this module hands over the node classes once and describes each op once.
-An op `describe` declines (composite, in-place, view, list arguments) is recorded by `record`.
+A view (csrc/viewpath.cpp makes it) gets its node here too, then its TensorInfo. An op
+`describe` declines (composite, in-place, list arguments) is recorded by `record`.
 """
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ def describe(op):
     """(op info, diff_idx, use per argument, vjp reads the result) of an op whose node C++ may
     build, else None."""
     inf = _graph.op_info(op)
-    if (inf.composite or inf.inplace or inf.view or inf.detach or not inf.no_list
+    if (inf.composite or inf.inplace or inf.detach or not inf.no_list
             or inf.nargs != len(op.arg_names) or len(inf.use_args) != inf.nargs):
         return None
+    if inf.view and (inf.vjp is None or any(
+            u == _graph.NONE and a.is_int_list for u, a in zip(inf.use_args, op.schema.args))):
+        return None  # (the tracker drops a list the vjp does not read; C++ keeps it: Python)
     return inf, tuple(inf.diff_idx), tuple(int(u) for u in inf.use_args), bool(inf.use_out)
 
 
@@ -28,4 +32,5 @@ def register() -> bool:
         record=_engine.record, describe=describe, edge_of=_graph.edge_of,
         attach=_engine._attach, OpNode=_graph.OpNode, Saved=_graph._Saved,
         MetaOnly=_graph.MetaOnly, seq=_graph._seq, ANOMALY=_graph.ANOMALY,
-        SAVED_HOOKS=_graph.SAVED_HOOKS))
+        SAVED_HOOKS=_graph.SAVED_HOOKS, TensorInfo=_graph.TensorInfo,
+        engine_globals=vars(_engine)))
