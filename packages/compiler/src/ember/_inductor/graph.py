@@ -387,7 +387,7 @@ def _wrapper(g, steps, stored, art, sym=None, plan=None):  # noqa: C901
         else:
             art.externs[s.name + "_op"] = s.target
             a = _arg_src((s.args, s.kwargs), where, fmt, extern_read)
-            lines.append(f"    {s.name} = _ext({s.name}_op, {a})")
+            lines.append(f"    {s.name} = _ext({s.name}_op, {a})  # {_opname(s.target)}")
             for k, o in enumerate(s.outputs):
                 if o is None:
                     continue
@@ -422,10 +422,16 @@ def _wrapper(g, steps, stored, art, sym=None, plan=None):  # noqa: C901
     return "\n".join(lines) + "\n"
 
 
+def _opname(op) -> str:
+    """An extern call's op for the wrapper's comment (`EMBER_LOGS=output_code`)."""
+    name = getattr(op, "qualname", None) or getattr(op, "__name__", None) or type(op).__name__
+    return str(name).replace("\n", " ")
+
+
 def _triton_launch(s, ptrs, syms, sv, sym) -> str:
     """The wrapper line launching Triton kernel s: sizes are kernel arguments (values, or with
     `sym` the ks names the prologue computed per call), so one kernel serves every size."""
-    from .triton import RBLOCK, XBLOCK
+    from .triton import RBLOCK, RBLOCK_COLUMN, XBLOCK, XBLOCK_COLUMN
     if s.template is not None:   # a GEMM template: a grid of output tiles (x batch)
         from .autotune import launch_shape
         tb = s.template
@@ -433,21 +439,24 @@ def _triton_launch(s, ptrs, syms, sv, sym) -> str:
         grid, opts = launch_shape(tb.spec, tb.config, val)
         ints = "".join(f"{sv.values[y] if sym is None else y}, " for y in syms)
         return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}1, 1, ), 1, 1, {opts})"
-    xb = XBLOCK if not s.K else 1
+    col = getattr(s, "column", False)   # column tiles: XBLOCK_COLUMN outputs a program
+    xb = XBLOCK if not s.K else XBLOCK_COLUMN if col else 1
     # a reduction's RBLOCK covers its row, so each loop phase is one masked chunk for rows up
     # to 2048; a row of symbolic length gets 1024 (one kernel for every size)
     rn_expr = sympy.Mul(*s.K) if s.K else sympy.Integer(1)
     rb = RBLOCK if not s.K else rblock_for(sv.hint(rn_expr), RBLOCK) \
         if not rn_expr.free_symbols else 1024
+    if col:
+        rb = RBLOCK_COLUMN
     if sym is None:
         xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
         ints = [sv.values[y] for y in syms] + [xn, rn]
-        grid = (-(-xn // XBLOCK),) if not s.K else (xn,)
+        grid = (-(-xn // xb),) if not s.K or col else (xn,)
         return f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, {xb}, {rb})"
     xn = pyexpr(sympy.expand(sympy.Mul(*s.R)))
     rn = pyexpr(sympy.expand(sympy.Mul(*s.K))) if s.K else "1"
     ints = "".join(f"{y}, " for y in syms) + f"{xn}, {rn}, "
-    grid = f"(-(-({xn}) // {XBLOCK}),)" if not s.K else f"({xn},)"
+    grid = f"(-(-({xn}) // {xb}),)" if not s.K or col else f"({xn},)"
     return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}), {xb}, {rb})"
 
 
