@@ -78,6 +78,7 @@ def _split_full(g, x, red, rtype, out_dtype, value, post, origins, acc):
 # about SPLIT_PROGRAMS (row programs, chunks of SPLIT_CHUNK_MIN terms or more), or for outer
 # reductions (column tiles, 64 outputs a program) SPLIT_PARTIALS_COLUMN (chunks of 32 or more)
 SPLIT_ROWS_MIN, SPLIT_KEPT_MAX, SPLIT_CHUNK_MIN, SPLIT_PROGRAMS = 4096, 4096, 64, 1 << 15
+SPLIT_ROWS_MIN_COLUMN, SPLIT_KEPT_MAX_COLUMN = 1024, 1 << 15
 SPLIT_PARTIALS_COLUMN, SPLIT_CHUNK_MIN_COLUMN = 1 << 17, 32
 
 
@@ -90,10 +91,10 @@ def _outer(g, kept, red) -> bool:
 
 def _split_rows(g, x, kept, red, keepdim, dims, rtype, out_dtype, value, post, origins, acc):
     """A CUDA reduction of at most SPLIT_KEPT_MAX outputs over rows of SPLIT_ROWS_MIN or more
-    (static sizes) in two stages: S x outputs programs each reduce one chunk of the flat
-    reduced index into a partial (S a power of two: about SPLIT_PROGRAMS programs, chunks of
-    SPLIT_CHUNK_MIN or more), then one program per output reduces its S partials. None where
-    it does not apply."""
+    (static sizes; outer reductions: the _COLUMN limits) in two stages: S x outputs partials,
+    each the reduction of one chunk of the flat reduced index (S a power of two: about
+    SPLIT_PROGRAMS of them, chunks of SPLIT_CHUNK_MIN or more), then each output's S
+    partials. None where it does not apply."""
     if getattr(g, "device", "cpu") != "cuda" or rtype not in _SPLIT or not kept:
         return None
     shape = list(x.shape)
@@ -102,9 +103,11 @@ def _split_rows(g, x, kept, red, keepdim, dims, rtype, out_dtype, value, post, o
         rn = g.sv.hint(sympy.Mul(*[shape[i] for i in red]))
     except (TypeError, KeyError):
         return None
-    if kn > SPLIT_KEPT_MAX or rn < SPLIT_ROWS_MIN:
-        return None
     col = _outer(g, kept, red)
+    if col and (kn > SPLIT_KEPT_MAX_COLUMN or rn < SPLIT_ROWS_MIN_COLUMN):
+        return None
+    if not col and (kn > SPLIT_KEPT_MAX or rn < SPLIT_ROWS_MIN):
+        return None
     least, most = (SPLIT_CHUNK_MIN_COLUMN, SPLIT_PARTIALS_COLUMN) if col else \
         (SPLIT_CHUNK_MIN, SPLIT_PROGRAMS)
     parts = 1

@@ -446,8 +446,9 @@ def _triton_launch(s, ptrs, syms, sv, sym) -> str:
     rn_expr = sympy.Mul(*s.K) if s.K else sympy.Integer(1)
     rb = RBLOCK if not s.K else rblock_for(sv.hint(rn_expr), RBLOCK) \
         if not rn_expr.free_symbols else 1024
-    if col:
-        rb = RBLOCK_COLUMN
+    if col:   # tiles of up to RBLOCK_COLUMN rows, fewer for a short chunk
+        rb = rblock_for(sv.hint(rn_expr), 16, RBLOCK_COLUMN) if not rn_expr.free_symbols \
+            else RBLOCK_COLUMN
     if sym is None:
         xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
         ints = [sv.values[y] for y in syms] + [xn, rn]

@@ -187,7 +187,8 @@ class GraphLowering:
             if isinstance(tb, TBox) and tb.lazy:
                 lines, loads = self.cost(tb, loads=True)
                 # constants (no loads, a line or two) are recomputed by every reader
-                if (len(n.users) > 1 and (loads or lines > 2)) or lines > _INLINE_LIMIT:
+                many = len(n.users) > 1 and not getattr(tb, "recompute", False)
+                if (many and (loads or lines > 2)) or lines > _INLINE_LIMIT:
                     self.env[n] = self.realize(tb, [n.name])
         elif n.op == "output":
             self._sync_grad_mode()
