@@ -4,7 +4,8 @@ one (B, T, 3C) projection: batch dims (B, H) with strides (3TC, D)) are copied o
 kernel of the graph, never eagerly inside the extern matmul; ones it can take go as they lie;
 `cat` and `slice_scatter` are Triton kernels, not extern calls; reductions of few long rows
 (bias gradients: `sum(dim=0)` of (B*T, C)) run in two stages, outer reductions over
-[RBLOCK, XBLOCK] tiles. Values and gradients equal eager. On a GPU in-process, else on the
+[RBLOCK, XBLOCK] tiles; cross-entropy's backward is one fused pair of kernels; static
+graphs' kernels take their sizes as constexprs. Values and gradients equal eager. On a GPU in-process, else on the
 fake device (Triton's interpreter) in a subprocess."""
 from cuda_helpers import run_script
 
@@ -104,6 +105,17 @@ for fn in (join, scat):
         close(compiled(fn)(a, b), fn(a, b))
     c = graphs[-1].last
     assert c.n_extern == 0 and c.n_kernels == 1, c.code()
+
+# ---- static graphs: sizes as constexprs (compiled per size), right for each size ------------
+graphs.clear()
+ember._dynamo.reset()
+fs = ember.compile(lambda t: (t * 2).sin() + 1, backend=backend, dynamic=False)
+for shape in ((2, 5, 12), (3, 7, 12)):
+    t = ember.randn(*shape, device="cuda")
+    with ember.no_grad():
+        close(fs(t), (t * 2).sin() + 1)
+    src = graphs[-1].last.kernel_src
+    assert "ks1: tl.constexpr" in src and "do_not_specialize=['xnumel', 'rnumel']" in src, src
 
 # ---- cross-entropy's backward: nll_loss_backward fused into log_softmax's backward ---------
 logits = ember.randn(2, 6, 40, device="cuda", requires_grad=True)

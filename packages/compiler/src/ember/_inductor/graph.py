@@ -90,7 +90,8 @@ def build(g, sym=None, plan=None, compile_kernels=True):
         if isinstance(s, Kernel):
             while True:
                 if cuda:
-                    src, args, syms, mem = _triton_generate(s, stored, g.sv)
+                    src, args, syms, mem = _triton_generate(s, stored, g.sv,
+                                                            sym is None and static_sizes())
                 else:
                     src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv)
                     syms = None
@@ -119,11 +120,18 @@ def build(g, sym=None, plan=None, compile_kernels=True):
     return art
 
 
-def _triton_generate(s, stored, sv):
+def static_sizes() -> bool:
+    """Whether a static CUDA graph's kernels take its sizes as constexprs (index math divides
+    by constants; compiled per size) rather than as arguments: EMBER_INDUCTOR_STATIC_SIZES=0
+    turns it off (one compile per kernel text, runtime divisions)."""
+    return os.environ.get("EMBER_INDUCTOR_STATIC_SIZES", "1") != "0"
+
+
+def _triton_generate(s, stored, sv, static=False):
     from . import triton as tgen
     from .lowering import Fallback
     try:
-        return tgen.generate(s, stored, "KERNEL_NAME", sv)
+        return tgen.generate(s, stored, "KERNEL_NAME", sv, static)
     except Fallback:
         raise
     except Exception as e:  # noqa: BLE001 - a primitive Triton (or its interpreter) lacks
@@ -191,15 +199,18 @@ def _empty_device(n, dtype, device):
 
 def _launch_triton(fn, grid, bufs, ints, xblock, rblock, opts=None):
     """Launch a generated Triton kernel through the device's launcher (opts: num_warps and
-    num_stages of a GEMM template)."""
+    num_stages of a GEMM template, or a static graph's sizes as constexprs)."""
     from ember._device import get_backend
     from ember.cuda.kernels.pointwise import Operand
     launch = get_backend("cuda").pw.launch
     ops = [Operand(t, t.data_ptr(), (t.numel(),), (1,), t.dtype) for t in bufs]
     consts = {"XBLOCK": xblock, "RBLOCK": rblock}
-    if opts:
+    if opts:   # (in the kernel's parameter order: its constexprs follow XBLOCK and RBLOCK)
         consts.update(opts)
-    launch(fn, grid, ops + list(ints), ("inductor", fn, rblock), consts)
+    # constexpr sizes are part of what is compiled: part of the launcher's key
+    key = ("inductor", fn, rblock) if not opts else ("inductor", fn, rblock,
+                                                      tuple(opts.items()))
+    launch(fn, grid, ops + list(ints), key, consts)
 
 
 def rblock_for(rnumel: int, least: int, most: int = 2048) -> int:
@@ -451,8 +462,11 @@ def _triton_launch(s, ptrs, syms, sv, sym) -> str:
             else RBLOCK_COLUMN
     if sym is None:
         xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
-        ints = [sv.values[y] for y in syms] + [xn, rn]
         grid = (-(-xn // xb),) if not s.K or col else (xn,)
+        if getattr(s, "static", False):   # sizes as constexprs, after XBLOCK and RBLOCK
+            cs = {y.name: sv.values[y] for y in syms}
+            return f"    _launch({s.name}, {grid}, ({ptrs},), {(xn, rn)}, {xb}, {rb}, {cs})"
+        ints = [sv.values[y] for y in syms] + [xn, rn]
         return f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, {xb}, {rb})"
     xn = pyexpr(sympy.expand(sympy.Mul(*s.R)))
     rn = pyexpr(sympy.expand(sympy.Mul(*s.K))) if s.K else "1"

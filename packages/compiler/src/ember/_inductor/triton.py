@@ -363,12 +363,18 @@ class TritonKernel:
             return f"{a} | ({v} != 0)"
         return f"{a} & ({v} != 0)"
 
-    def source(self, name: str) -> str:
+    def source(self, name: str, static: bool = False) -> str:
+        """The kernel's text. Sizes are arguments (one compile serves every size), or with
+        `static` constexprs after XBLOCK and RBLOCK (compiled per size: index math divides by
+        constants, not by runtime values; a static graph's sizes never change)."""
         k = self.kernel
         body = self.body()
         text = "\n".join(body)
         syms = [s.name for s in self.sv.ordered() if s.name in text]
-        params = [f"p{i}" for i in range(len(self.args))] + syms + ["xnumel", "rnumel"]
+        static = static and k.template is None
+        params = [f"p{i}" for i in range(len(self.args))] + ([] if static else syms) + \
+            ["xnumel", "rnumel"]
+        consts = "".join(f", {y}: tl.constexpr" for y in syms) if static else ""
         origins = []
         for b in k.nodes:
             origins += [o for o in b.origins if o not in origins]
@@ -377,9 +383,10 @@ class TritonKernel:
                 f"# {name}: fuses {', '.join(origins) or '-'}",
                 f"#   buffers {', '.join(b.name for b in k.nodes)}; "
                 f"ranges {list(k.R)} x {list(k.K)}",
-                f"@triton.jit(do_not_specialize={syms + ['xnumel', 'rnumel']!r})",
+                f"@triton.jit(do_not_specialize="
+                f"{([] if static else syms) + ['xnumel', 'rnumel']!r})",
                 f"def {name}({', '.join(params)}, XBLOCK: tl.constexpr, "
-                f"RBLOCK: tl.constexpr):"]
+                f"RBLOCK: tl.constexpr{consts}):"]
         return "\n".join(head + ["    " + x for x in body]) + "\n"
 
 
@@ -388,10 +395,12 @@ def _precision() -> str:
     return ember.get_float32_matmul_precision()
 
 
-def generate(kernel, stored: set, name: str, sizevars):
-    """(source, argument buffers, size symbols, in-kernel buffers read back from memory)."""
+def generate(kernel, stored: set, name: str, sizevars, static: bool = False):
+    """(source, argument buffers, size symbols, in-kernel buffers read back from memory);
+    `static`: sizes as constexprs (`TritonKernel.source`)."""
     tk = TritonKernel(kernel, stored, sizevars)
-    src = tk.source(name)
+    src = tk.source(name, static)
+    kernel.static = static and kernel.template is None
     kernel.column = tk.column   # (the launch: a grid of XBLOCK_COLUMN outputs a program)
     syms = [s for s in sizevars.ordered() if s.name in src.split("def ", 1)[1].split(")")[0]]
     return src, tk.args, syms, tk.mem_reads
