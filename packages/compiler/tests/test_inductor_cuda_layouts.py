@@ -5,8 +5,8 @@ kernel of the graph, never eagerly inside the extern matmul; ones it can take go
 `cat` and `slice_scatter` are Triton kernels, not extern calls; reductions of few long rows
 (bias gradients: `sum(dim=0)` of (B*T, C)) run in two stages, outer reductions over
 [RBLOCK, XBLOCK] tiles; cross-entropy's backward is one fused pair of kernels; static
-graphs' kernels take their sizes as constexprs. Values and gradients equal eager. On a GPU in-process, else on the
-fake device (Triton's interpreter) in a subprocess."""
+graphs' kernels take their sizes as constexprs. Values and gradients equal eager. On a GPU
+in-process, else on the fake device (Triton's interpreter) in a subprocess."""
 from cuda_helpers import run_script
 
 SCRIPT = r"""
