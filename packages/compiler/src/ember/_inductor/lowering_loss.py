@@ -1,12 +1,15 @@
-"""Lowering of `nll_loss_backward` (cross-entropy's backward) as a pointwise select: the
-gradient is -grad (/ total_weight for the mean) at each row's target class and 0 elsewhere.
-Recomputed by each reader instead of stored, it fuses into the log_softmax backward that reads
-it twice (its row sum, then the product), where the extern call wrote a dense (N, C) tensor:
-the GPT step's (B*T, vocab) logits gradient, read three times more.
+"""Lowerings of index selects the GPT step ran as extern calls: `nll_loss_backward`
+(cross-entropy's backward) is -grad (/ total_weight for the mean) at each row's target class
+and 0 elsewhere; recomputed by each reader instead of stored, it fuses into the log_softmax
+backward that reads it twice (its row sum, then the product), where the extern call wrote a
+dense (N, C) tensor: the GPT step's (B*T, vocab) logits gradient, read three times more.
+`tril` / `triu` keep an element by its row and column: a causal mask built from
+`tril(ones(T, T)) == 0` becomes index arithmetic inside the kernel that reads it.
 """
 from __future__ import annotations
 
 import numpy as np
+import sympy
 
 from ember import _dtype as D
 from ember._tensor import Tensor
@@ -42,3 +45,24 @@ def _nll_loss_backward(g, op, args, margs, meta):
     out = TBox(g.sv.shape(meta.shape), meta.dtype, loader)
     out.recompute = True   # a few loads per row: cheaper to recompute than to store (N, C)
     return out
+
+
+@register_lowering("tril", "triu")
+def _tri(g, op, args, margs, meta):
+    x, diagonal = args[0], args[1] if len(args) > 1 else 0
+    if not isinstance(x, TBox) or len(x.shape) < 2 or not isinstance(meta, Tensor) or \
+            not isinstance(diagonal, int) or isinstance(diagonal, bool) or \
+            meta.dtype not in _DTYPES:
+        return None
+    d, lower = meta.dtype, op.name == "tril"
+
+    def loader(h, idx):
+        off = h.index_expr(idx[-1] - idx[-2])   # column - row
+        lim = h.index_expr(sympy.Integer(diagonal))
+        keep = h.le(off, lim) if lower else h.ge(off, lim)
+        return h.where(keep, x.load(h, idx), cast(h, h.v(d.np.type(0)), d))
+    return TBox(x.shape, d, loader)
+
+
+_DTYPES = frozenset({D.float32, D.float64, D.float16, D.bfloat16, D.int64, D.int32, D.int16,
+                     D.int8, D.uint8, D.bool})

@@ -138,7 +138,7 @@ class TritonKernel:
             self.mem_reads.add(buf.name)
         block = self._block(index) or (pm is not None and pm.block)
         at = pyexpr(index)
-        masks = [self._mask_for(index)] if block and self.mask else []
+        masks = [m for m in [self._mask_for(index)] if m] if block and self.mask else []
         if pm is not None:   # out of the piece: offset 0 (in bounds), the value unused
             at = f"tl.where({pm.code}, {at}, 0)"
             masks += [pm.code] if block else []
@@ -164,7 +164,8 @@ class TritonKernel:
                 shape = "[RBLOCK, XBLOCK]" if self._uses(index, self.kernel.rs) else \
                     "[1, XBLOCK]"
             code = f"tl.full({shape}, {code}, {self.TL[buf.dtype]})"
-        mask = f", mask={self._mask_for(index)}" if block and self.mask else ""
+        m = self._mask_for(index) if block and self.mask else ""
+        mask = f", mask={m}" if m else ""
         out.append(f"tl.store({self.ptr(buf)} + ({pyexpr(index)}), {code}{mask})")
 
     # ---- code ------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ class TritonKernel:
             return self.mask
         parts = [m for m, vs in (("rmask", self.kernel.rs), ("xmask", self.kernel.xs))
                  if m in self.mask and self._uses(index, vs)]
-        return " & ".join(parts) or self.mask
+        return " & ".join(parts)   # (empty: a block only through a piece mask)
 
     def body(self) -> list:
         k = self.kernel
