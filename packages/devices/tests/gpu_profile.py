@@ -58,6 +58,23 @@ def gpt_step():
     return step
 
 
+def gptc_step():
+    """The GPT step with the model through ember.compile (needs ember-compiler on the path):
+    `gpu_kernel_times.py gptc` lists its kernels (Triton kernels by their kernel_<hash> name;
+    EMBER_LOGS=output_code prints what each fuses)."""
+    cfg = dict(vocab=50304, block=1024, n_layer=12, n_head=12, n_embd=768)
+    model = workloads.gpt(ember, **cfg).to("cuda").to(ember.bfloat16)
+    opt = ember.optim.AdamW(model.parameters(), lr=3e-4)
+    idx = ember.randint(0, cfg["vocab"], (8, cfg["block"]), device="cuda")
+    cm = ember.compile(model)
+
+    def step():
+        opt.zero_grad()
+        cm(idx, idx).backward()
+        opt.step()
+    return step
+
+
 def profile(name, step, rows):
     for _ in range(3):
         step()

@@ -37,7 +37,8 @@ if [[ $what == tests || $what == all ]]; then
     packages/compiler/tests/test_inductor_cuda_random.py \
     packages/compiler/tests/test_inductor_cuda_gpt.py \
     packages/compiler/tests/test_compile_device_index.py \
-    packages/compiler/tests/test_inductor_index64.py 2>&1 | tail -60 \
+    packages/compiler/tests/test_inductor_index64.py \
+    packages/compiler/tests/test_inductor_cuda_layouts.py 2>&1 | tail -60 \
     | tee "$out/tests_compiler.log" || rc=1
 fi
 if [[ $what == bench || $what == all ]]; then

@@ -22,9 +22,11 @@ INF = float("inf")
 _CHEAP = {"clone", "_to_copy", "to", "contiguous", "expand", "zeros_like", "ones_like",
           "full_like", "empty_like", "fill", "where", "masked_fill"}
 # factories (no tensor inputs): the zeros a slice's or split's vjp scatters into would otherwise
-# be filled by the forward and saved for the backward. CPU only: recomputed in a CUDA backward
-# graph they end in an illegal memory access (seen with the workloads' GPT on an H200, cause
-# not found yet), so there they are saved as before.
+# be filled by the forward and saved for the backward. Recomputed in a CUDA backward they once
+# ended in an illegal memory access (the workloads' GPT on an H200): inductor's lowering runs
+# each op on meta values, but a CUDA factory ran on CUDA, and slice_scatter then ran its CUDA
+# kernel on that tensor and a meta one (fixed in _inductor/lowering.py's _run_meta). On CUDA
+# arange stays saved (an extern call there; its few bytes cost less than a launch).
 _FACTORIES = {"zeros", "ones", "full", "new_zeros", "new_ones", "new_full", "scalar_tensor",
               "arange"}
 
@@ -85,7 +87,8 @@ def _recomputable(n) -> bool:
     name = getattr(t, "name", None)
     if name in _FACTORIES:
         dev = n.kwargs.get("device")
-        return dev is not None and getattr(dev, "type", dev) == "cpu"
+        kind = str(getattr(dev, "type", dev)).split(":")[0]
+        return kind == "cpu" or (kind == "cuda" and name != "arange")
     return name in _CHEAP
 
 

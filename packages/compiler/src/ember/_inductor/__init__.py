@@ -10,8 +10,8 @@ scheduled into fused kernels, generated as C++ with OpenMP for CPU tensors and c
 from __future__ import annotations
 
 # registered lowerings: reductions and composites; cat, slice_scatter, argmax, cumsum; matmuls
-# and random ops (CUDA graphs)
-from . import decompositions, gemm, lowering_extra, rng  # noqa: F401
+# and random ops (CUDA graphs); nll_loss_backward
+from . import decompositions, gemm, lowering_extra, lowering_loss, rng  # noqa: F401
 from .aoti import AOTICompiledModel, aoti_compile_and_package, aoti_load_package
 from .compile_fx import CompiledFxGraph, compile_fx, compile_graph
 

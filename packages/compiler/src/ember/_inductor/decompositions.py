@@ -73,6 +73,84 @@ def _split_full(g, x, red, rtype, out_dtype, value, post, origins, acc):
                      origins=origins, acc_dtype=acc)
 
 
+# few long rows (a bias gradient: sum(dim=0) of (B*T, C)): one program per output is too
+# few programs for the GPU; the rows are cut into chunks reduced in a first stage. Partials:
+# about SPLIT_PROGRAMS (row programs, chunks of SPLIT_CHUNK_MIN terms or more), or for outer
+# reductions (column tiles, 64 outputs a program) SPLIT_PARTIALS_COLUMN (chunks of 32 or more)
+SPLIT_ROWS_MIN, SPLIT_KEPT_MAX, SPLIT_CHUNK_MIN, SPLIT_PROGRAMS = 4096, 4096, 64, 1 << 15
+SPLIT_ROWS_MIN_COLUMN, SPLIT_KEPT_MAX_COLUMN = 1024, 1 << 15
+SPLIT_PARTIALS_COLUMN, SPLIT_CHUNK_MIN_COLUMN = 1 << 17, 32
+
+
+def _outer(g, kept, red) -> bool:
+    """A CUDA reduction whose kept dims are innermost (its terms lie a row apart): column
+    tiles (triton.py's `column_body`) read it coalesced."""
+    return getattr(g, "device", "cpu") == "cuda" and bool(kept) and bool(red) and \
+        max(kept) > max(red)
+
+
+def _split_rows(g, x, kept, red, keepdim, dims, rtype, out_dtype, value, post, origins, acc):
+    """A CUDA reduction of at most SPLIT_KEPT_MAX outputs over rows of SPLIT_ROWS_MIN or more
+    (static sizes; outer reductions: the _COLUMN limits) in two stages: S x outputs partials,
+    each the reduction of one chunk of the flat reduced index (S a power of two: about
+    SPLIT_PROGRAMS of them, chunks of SPLIT_CHUNK_MIN or more), then each output's S
+    partials. None where it does not apply."""
+    if getattr(g, "device", "cpu") != "cuda" or rtype not in _SPLIT or not kept:
+        return None
+    shape = list(x.shape)
+    try:
+        kn = g.sv.hint(sympy.Mul(*[shape[i] for i in kept]))
+        rn = g.sv.hint(sympy.Mul(*[shape[i] for i in red]))
+    except (TypeError, KeyError):
+        return None
+    col = _outer(g, kept, red)
+    if col and (kn > SPLIT_KEPT_MAX_COLUMN or rn < SPLIT_ROWS_MIN_COLUMN):
+        return None
+    if not col and (kn > SPLIT_KEPT_MAX or rn < SPLIT_ROWS_MIN):
+        return None
+    least, most = (SPLIT_CHUNK_MIN_COLUMN, SPLIT_PARTIALS_COLUMN) if col else \
+        (SPLIT_CHUNK_MIN, SPLIT_PROGRAMS)
+    parts = 1
+    while rn % (parts * 2) == 0 and rn // (parts * 2) >= least and parts * 2 * kn <= most:
+        parts *= 2
+    if parts < 2:
+        return None
+    chunk = rn // parts
+    rshape = [shape[i] for i in red]
+    kshape = [sympy.Integer(1) if i in dims else shape[i] for i in range(len(shape))]
+    kst = contiguous_strides([shape[i] for i in kept])
+    part_acc = D.float32 if acc is D.float64 and kdtype(out_dtype) is not D.float64 else acc
+    P, K = sympy.Integer(parts), sympy.Integer(chunk)
+    from .sizevars import decompose
+
+    def part(h, vars_, rvars):
+        ridx = decompose(vars_[0] * K + rvars[0], rshape, {vars_[0]: P, rvars[0]: K}, g.sv)
+        idx = [sympy.Integer(0)] * len(shape)
+        for j, i in enumerate(kept):
+            idx[i] = vars_[1 + j]
+        for j, i in enumerate(red):
+            idx[i] = ridx[j]
+        v = x.load(h, idx)
+        if value is not None:
+            v = value(h, v, vars_[1:])
+        return cast(h, v, part_acc)
+
+    def store_index(vars_):
+        return sympy.expand(vars_[0] * kn + sum((v * s for v, s in zip(vars_[1:], kst)),
+                                                sympy.Integer(0)))
+    buf = ComputedBuffer(g.new_name(), [P] + kshape, part_acc,
+                         [P] + [shape[i] for i in kept], part, store_index, rranges=[K],
+                         rtype=rtype, acc_dtype=part_acc, origins=origins)
+    buf.column = col
+    g.buffers.append(buf)
+    out, buf2 = reduction(g, TBox.of(buf), [0], False, rtype, out_dtype, post=post,
+                          origins=origins, acc_dtype=part_acc)   # shape kshape
+    if keepdim:
+        return out, buf2
+    oshape = [s for i, s in enumerate(shape) if i not in dims]
+    return TBox.of(buf2, shape=oshape, stride=contiguous_strides(oshape)), buf2
+
+
 def reduction(g, x: TBox, dims, keepdim, rtype, out_dtype, value=None, post=None,
               origins=(), acc_dtype=None):
     """A reduction buffer of x over dims; `value(h, v, vars)` maps each term, `post(h, acc)`
@@ -86,6 +164,11 @@ def reduction(g, x: TBox, dims, keepdim, rtype, out_dtype, value=None, post=None
     acc = acc_dtype or _acc(rtype, x.dtype)
     if not kept and not keepdim and red and rtype in _SPLIT:
         split = _split_full(g, x, red, rtype, out_dtype, value, post, origins, acc)
+        if split is not None:
+            return split
+    if red:
+        split = _split_rows(g, x, kept, red, keepdim, dims, rtype, out_dtype, value, post,
+                            origins, acc)
         if split is not None:
             return split
     # positions of the kept dims in the output, for the store offset
@@ -116,6 +199,7 @@ def reduction(g, x: TBox, dims, keepdim, rtype, out_dtype, value=None, post=None
     buf = ComputedBuffer(g.new_name(), out_shape, out_dtype, [shape[i] for i in kept], fn,
                          store_index, rranges=[shape[i] for i in red], rtype=rtype,
                          acc_dtype=acc, post=post, origins=origins)
+    buf.column = _outer(g, kept, red)
     g.buffers.append(buf)
     return TBox.of(buf), buf
 

@@ -25,7 +25,8 @@ from .ir import ComputedBuffer, TBox
 from .lowering import cast, register_lowering
 from .sizevars import contiguous_strides
 
-__all__ = ["GemmSpec", "TemplateBuffer", "CONFIGS"]
+__all__ = ["GemmSpec", "TemplateBuffer", "CONFIGS",
+           "batched_operand", "gemm_layout_ok"]
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): the candidates max-autotune times
 CONFIGS = ((64, 64, 32, 4, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 128, 32, 8, 3),
@@ -178,10 +179,76 @@ def _matmul(g, op, args, margs, meta):
     a, b = args[0], args[1]
     if not _cuda_float(g, meta) or not isinstance(a, TBox) or not isinstance(b, TBox):
         return None
-    if len(a.shape) < 2 or len(b.shape) < 2 or (len(b.shape) == 3) != (len(a.shape) == 3) \
-            or len(b.shape) > 3:
-        return None   # vectors, broadcast batches: the extern matmul
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        return None   # vectors: the extern matmul
+    if len(a.shape) >= 3 and len(b.shape) >= 3:
+        if tuple(a.shape[:-2]) != tuple(b.shape[:-2]):
+            return None   # broadcast batches: the extern matmul
+        a, b = batched_operand(g, _mat(g, a)), batched_operand(g, _mat(g, b))
+        if len(a.shape) == 3:
+            return _gemm(g, a, b, meta, op.qualname)
+        from ember._ops.registry import OPS
+        # (B, H, M, K) @ (B, H, K, N): batch dims that collapse into one batch stride
+        return g.extern(_Origin(op.qualname), OPS["matmul"], (a, b), {}, meta)
+    if (len(b.shape) == 3) != (len(a.shape) == 3) or len(b.shape) > 3:
+        return None   # (..., M, K) @ (K, N) folds the batch into M (the extern matmul)
     return _gemm(g, a, b, meta, op.qualname)
+
+
+# ---- batched operands: the layouts one strided-batched cuBLASLt call takes ------------------
+def gemm_layout_ok(shape, stride) -> bool:
+    """Whether a (..., r, c) operand of these sizes and strides (ints) is one strided-batched
+    GEMM operand as it lies: its batch dims (size 1 ignored) collapse into one batch stride
+    and a matrix dim is unit-stride with the other one its leading dimension (cuBLASLt's
+    layout: rows, cols, ld, batch count, batch stride; op N or T)."""
+    r, c = shape[-2], shape[-1]
+    sr, sc = stride[-2], stride[-1]
+    if not ((sc == 1 and sr >= max(c, 1)) or (sr == 1 and sc >= max(r, 1)) or r * c <= 1):
+        return False
+    expect = None
+    for n, st in zip(reversed(shape[:-2]), reversed(stride[:-2])):
+        if n == 1:
+            continue
+        if expect is not None and st != expect:
+            return False
+        expect = st * n
+    return True
+
+
+def batched_operand(g, x: TBox) -> TBox:
+    """x (batch..., r, c) backed by a buffer, in a layout a strided-batched GEMM takes: as is
+    where it is one (`gemm_layout_ok`: attention's q @ k.transpose(-2, -1) of a contiguous
+    (B, H, T, D) is), else copied once by a kernel of this graph (not by the extern call,
+    eagerly, at each call) into batch-contiguous memory that keeps the matrix's orientation,
+    so the copy reads its source in order. Attention's heads split out of one (B, T, 3C)
+    projection are such: batch dims (B, H) with strides (3TC, D). The copies of one source
+    (q, k and v of one projection) share a kernel; one layout is copied once per graph."""
+    h = g.sv.hint
+    shape, stride = [h(s) for s in x.shape], [h(s) for s in x.stride]
+    if gemm_layout_ok(shape, stride):
+        return x
+    cache = g.__dict__.setdefault("_gemm_copies", {})
+    key = (x.buf.name, tuple(x.shape), tuple(x.stride), x.offset)
+    if key in cache:
+        return cache[key]
+    nd = len(x.shape)
+    flip = abs(stride[-2]) < abs(stride[-1])   # rows contiguous: copy the transpose
+    perm = list(range(nd - 2)) + ([nd - 1, nd - 2] if flip else [nd - 2, nd - 1])
+    src = x
+
+    def loader(hd, idx):   # idx over the permuted shape
+        j = [None] * nd
+        for k, p in enumerate(perm):
+            j[p] = idx[k]
+        return src.load(hd, j)
+    lazy = TBox(tuple(x.shape[p] for p in perm), x.dtype, loader)
+    lazy.origins = ["bmm operand copy"]
+    y = g.realize(lazy, ["bmm operand copy"])
+    if flip:
+        y = TBox(x.shape, x.dtype, buf=y.buf, stride=y.stride[:-2] + y.stride[-2:][::-1],
+                 offset=y.offset)
+    cache[key] = y
+    return y
 
 
 @register_lowering("addmm")

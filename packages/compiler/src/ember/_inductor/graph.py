@@ -91,7 +91,8 @@ def build(g, sym=None, plan=None, compile_kernels=True):
         if isinstance(s, Kernel):
             while True:
                 if cuda:
-                    src, args, syms, mem = _triton_generate(s, stored, g.sv)
+                    src, args, syms, mem = _triton_generate(s, stored, g.sv,
+                                                            sym is None and static_sizes())
                 else:
                     src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv)
                     syms = None
@@ -122,11 +123,18 @@ def build(g, sym=None, plan=None, compile_kernels=True):
     return art
 
 
-def _triton_generate(s, stored, sv):
+def static_sizes() -> bool:
+    """Whether a static CUDA graph's kernels take its sizes as constexprs (index math divides
+    by constants; compiled per size) rather than as arguments: EMBER_INDUCTOR_STATIC_SIZES=0
+    turns it off (one compile per kernel text, runtime divisions)."""
+    return os.environ.get("EMBER_INDUCTOR_STATIC_SIZES", "1") != "0"
+
+
+def _triton_generate(s, stored, sv, static=False):
     from . import triton as tgen
     from .lowering import Fallback
     try:
-        return tgen.generate(s, stored, "KERNEL_NAME", sv)
+        return tgen.generate(s, stored, "KERNEL_NAME", sv, static)
     except Fallback:
         raise
     except Exception as e:  # noqa: BLE001 - a primitive Triton (or its interpreter) lacks
@@ -194,15 +202,18 @@ def _empty_device(n, dtype, device):
 
 def _launch_triton(fn, grid, bufs, ints, xblock, rblock, opts=None):
     """Launch a generated Triton kernel through the device's launcher (opts: num_warps and
-    num_stages of a GEMM template)."""
+    num_stages of a GEMM template, or a static graph's sizes as constexprs)."""
     from ember._device import get_backend
     from ember.cuda.kernels.pointwise import Operand
     launch = get_backend("cuda").pw.launch
     ops = [Operand(t, t.data_ptr(), (t.numel(),), (1,), t.dtype) for t in bufs]
     consts = {"XBLOCK": xblock, "RBLOCK": rblock}
-    if opts:
+    if opts:   # (in the kernel's parameter order: its constexprs follow XBLOCK and RBLOCK)
         consts.update(opts)
-    launch(fn, grid, ops + list(ints), ("inductor", fn, rblock), consts)
+    # constexpr sizes are part of what is compiled: part of the launcher's key
+    key = ("inductor", fn, rblock) if not opts else ("inductor", fn, rblock,
+                                                      tuple(opts.items()))
+    launch(fn, grid, ops + list(ints), key, consts)
 
 
 def rblock_for(rnumel: int, least: int, most: int = 2048) -> int:
@@ -390,7 +401,7 @@ def _wrapper(g, steps, stored, art, sym=None, plan=None):  # noqa: C901
         else:
             art.externs[s.name + "_op"] = s.target
             a = _arg_src((s.args, s.kwargs), where, fmt, extern_read)
-            lines.append(f"    {s.name} = _ext({s.name}_op, {a})")
+            lines.append(f"    {s.name} = _ext({s.name}_op, {a})  # {_opname(s.target)}")
             for k, o in enumerate(s.outputs):
                 if o is None:
                     continue
@@ -425,10 +436,16 @@ def _wrapper(g, steps, stored, art, sym=None, plan=None):  # noqa: C901
     return "\n".join(lines) + "\n"
 
 
+def _opname(op) -> str:
+    """An extern call's op for the wrapper's comment (`EMBER_LOGS=output_code`)."""
+    name = getattr(op, "qualname", None) or getattr(op, "__name__", None) or type(op).__name__
+    return str(name).replace("\n", " ")
+
+
 def _triton_launch(s, ptrs, syms, sv, sym) -> str:
     """The wrapper line launching Triton kernel s: sizes are kernel arguments (values, or with
     `sym` the ks names the prologue computed per call), so one kernel serves every size."""
-    from .triton import RBLOCK, XBLOCK
+    from .triton import RBLOCK, RBLOCK_COLUMN, XBLOCK, XBLOCK_COLUMN
     if s.template is not None:   # a GEMM template: a grid of output tiles (x batch)
         from .autotune import launch_shape
         tb = s.template
@@ -436,21 +453,28 @@ def _triton_launch(s, ptrs, syms, sv, sym) -> str:
         grid, opts = launch_shape(tb.spec, tb.config, val)
         ints = "".join(f"{sv.values[y] if sym is None else y}, " for y in syms)
         return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}1, 1, ), 1, 1, {opts})"
-    xb = XBLOCK if not s.K else 1
+    col = getattr(s, "column", False)   # column tiles: XBLOCK_COLUMN outputs a program
+    xb = XBLOCK if not s.K else XBLOCK_COLUMN if col else 1
     # a reduction's RBLOCK covers its row, so each loop phase is one masked chunk for rows up
     # to 2048; a row of symbolic length gets 1024 (one kernel for every size)
     rn_expr = sympy.Mul(*s.K) if s.K else sympy.Integer(1)
     rb = RBLOCK if not s.K else rblock_for(sv.hint(rn_expr), RBLOCK) \
         if not rn_expr.free_symbols else 1024
+    if col:   # tiles of up to RBLOCK_COLUMN rows, fewer for a short chunk
+        rb = rblock_for(sv.hint(rn_expr), 16, RBLOCK_COLUMN) if not rn_expr.free_symbols \
+            else RBLOCK_COLUMN
     if sym is None:
         xn, rn = sv.numel(s.R), max(1, sv.numel(s.K))
+        grid = (-(-xn // xb),) if not s.K or col else (xn,)
+        if getattr(s, "static", False):   # sizes as constexprs, after XBLOCK and RBLOCK
+            cs = {y.name: sv.values[y] for y in syms}
+            return f"    _launch({s.name}, {grid}, ({ptrs},), {(xn, rn)}, {xb}, {rb}, {cs})"
         ints = [sv.values[y] for y in syms] + [xn, rn]
-        grid = (-(-xn // XBLOCK),) if not s.K else (xn,)
         return f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, {xb}, {rb})"
     xn = pyexpr(sympy.expand(sympy.Mul(*s.R)))
     rn = pyexpr(sympy.expand(sympy.Mul(*s.K))) if s.K else "1"
     ints = "".join(f"{y}, " for y in syms) + f"{xn}, {rn}, "
-    grid = f"(-(-({xn}) // {XBLOCK}),)" if not s.K else f"({xn},)"
+    grid = f"(-(-({xn}) // {xb}),)" if not s.K or col else f"({xn},)"
     return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}), {xb}, {rb})"
 
 

@@ -187,7 +187,8 @@ class GraphLowering:
             if isinstance(tb, TBox) and tb.lazy:
                 lines, loads = self.cost(tb, loads=True)
                 # constants (no loads, a line or two) are recomputed by every reader
-                if (len(n.users) > 1 and (loads or lines > 2)) or lines > _INLINE_LIMIT:
+                many = len(n.users) > 1 and not getattr(tb, "recompute", False)
+                if (many and (loads or lines > 2)) or lines > _INLINE_LIMIT:
                     self.env[n] = self.realize(tb, [n.name])
         elif n.op == "output":
             self._sync_grad_mode()
@@ -238,8 +239,12 @@ class GraphLowering:
     def _run_meta(self, n: Node):
         args = _map(n.args, lambda a: self.meta[a])
         kwargs = _map(n.kwargs, lambda a: self.meta[a])
-        if "random" in getattr(n.target, "tags", ()) and kwargs.get("device") is not None:
-            kwargs["device"] = ember.device("meta")  # no draw (nor memory) at compile time
+        if kwargs.get("device") is not None and ("random" in getattr(n.target, "tags", ()) or
+                                                  not n.all_input_nodes):
+            # no draw (nor memory) at compile time; and a factory's value on its device
+            # would meet meta tensors in the next op's run here: a CUDA kernel reading a meta
+            # tensor's (no) memory, an illegal memory access
+            kwargs["device"] = ember.device("meta")
         try:
             return n.target(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - an op without a meta rule: the graph runs as is

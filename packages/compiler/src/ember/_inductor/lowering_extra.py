@@ -23,7 +23,11 @@ MAX_SCAN = 64        # cumsum as masked sums is quadratic in the dim: short dims
 
 
 def _cpu(g) -> bool:
-    return g.device == "cpu"   # the clamped indices print as C only (Triton: extern calls)
+    return g.device == "cpu"   # the index reductions' code prints as C only (Triton: extern)
+
+
+def _joins(g) -> bool:
+    return g.device in ("cpu", "cuda")   # masked loads in C++ and Triton kernels
 
 
 def _int(g, v):
@@ -66,7 +70,7 @@ def _in_range(h, i, lo, hi):
 @register_lowering("cat")
 def _cat(g, op, args, margs, meta):
     tensors, dim = args[0], args[1]
-    if not _cpu(g) or not isinstance(meta, Tensor) or meta.dtype not in _KDT:
+    if not _joins(g) or not isinstance(meta, Tensor) or meta.dtype not in _KDT:
         return None
     nd = len(meta.shape)
     dim = dim % nd if nd else 0
@@ -103,7 +107,7 @@ def _cat(g, op, args, margs, meta):
 @register_lowering("slice_scatter")
 def _slice_scatter(g, op, args, margs, meta):
     x, src, dim, start, end, step = args[:6]
-    if not _cpu(g) or not isinstance(meta, Tensor) or not isinstance(x, TBox) or \
+    if not _joins(g) or not isinstance(meta, Tensor) or not isinstance(x, TBox) or \
             not isinstance(src, TBox) or step != 1 or meta.dtype not in _KDT:
         return None
     nd = len(x.shape)

@@ -20,10 +20,11 @@ from ember import _dtype as D
 from .ir import kdtype
 from .sizevars import pyexpr
 
-__all__ = ["generate", "XBLOCK", "RBLOCK"]
+__all__ = ["generate", "XBLOCK", "RBLOCK", "XBLOCK_COLUMN", "RBLOCK_COLUMN"]
 
 XBLOCK = 256
 RBLOCK = 64
+XBLOCK_COLUMN, RBLOCK_COLUMN = 64, 64   # column tiles (outer reductions): [RBLOCK, XBLOCK]
 _FINAL = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
 
 
@@ -80,6 +81,8 @@ def _handler_class():
             return super().cast(v, d)
 
         def index_expr(self, e):
+            if self.k._block(e):   # over the block's index vars: a block of int64
+                return self.emit(f"({pyexpr(e)}).to(tl.int64)", D.int64, True)
             return self.emit(f"tl.full([], {pyexpr(e)}, tl.int64)", D.int64, False)
 
         def philox(self, kind, seed, ctr, flat):
@@ -110,6 +113,10 @@ class TritonKernel:
         self.mask = None
         self.f32_acc = False   # while emitting a reduction's term that accumulates in float32
         self.full = None          # a template's tile shape (source) for broadcast stores
+        # column tiles: a kernel with an outer reduction (kept dims innermost in memory) runs
+        # XBLOCK outputs a program over [RBLOCK, XBLOCK] tiles (`column_body`)
+        self.column = bool(kernel.K) and any(getattr(b, "column", False) for b in kernel.nodes
+                                             if b.is_reduction)
         self.h = ops(self)
 
     def ptr(self, buf) -> str:
@@ -122,15 +129,21 @@ class TritonKernel:
         return any(s in self.block_vars for s in sympy.sympify(index).free_symbols)
 
     def load(self, buf, index):
-        key = (buf.name, index)
+        pm = getattr(self.h, "mask", None)   # a masked load (lowering_extra's cat pieces)
+        key = (buf.name, index) if pm is None else (buf.name, index, pm.code)
         for s in reversed(self.scopes):
             if key in s:
                 return s[key]
         if buf.name in self.kernel.where:
             self.mem_reads.add(buf.name)
-        block = self._block(index)
-        mask = f", mask={self.mask}, other=0" if block and self.mask else ""
-        code = f"tl.load({self.ptr(buf)} + ({pyexpr(index)}){mask})"
+        block = self._block(index) or (pm is not None and pm.block)
+        at = pyexpr(index)
+        masks = [m for m in [self._mask_for(index)] if m] if block and self.mask else []
+        if pm is not None:   # out of the piece: offset 0 (in bounds), the value unused
+            at = f"tl.where({pm.code}, {at}, 0)"
+            masks += [pm.code] if block else []
+        mask = f", mask={' & '.join(masks)}, other=0" if masks else ""
+        code = f"tl.load({self.ptr(buf)} + ({at}){mask})"
         if kdtype(buf.dtype) is not buf.dtype:
             code += ".to(tl.float32)"
         v = self.h.emit(code, kdtype(buf.dtype), block)
@@ -147,8 +160,12 @@ class TritonKernel:
         block = self._block(index)
         if block and not v.block:
             shape = self.full or f"[{'XBLOCK' if not self.kernel.K else 'RBLOCK'}]"
+            if self.column:
+                shape = "[RBLOCK, XBLOCK]" if self._uses(index, self.kernel.rs) else \
+                    "[1, XBLOCK]"
             code = f"tl.full({shape}, {code}, {self.TL[buf.dtype]})"
-        mask = f", mask={self.mask}" if block and self.mask else ""
+        m = self._mask_for(index) if block and self.mask else ""
+        mask = f", mask={m}" if m else ""
         out.append(f"tl.store({self.ptr(buf)} + ({pyexpr(index)}), {code}{mask})")
 
     # ---- code ------------------------------------------------------------------------------
@@ -162,10 +179,25 @@ class TritonKernel:
                 rest = f"({rest} // {pyexpr(ranges[i])})"
         return out
 
+    @staticmethod
+    def _uses(index, vs) -> bool:
+        return bool(sympy.sympify(index).free_symbols & set(vs))
+
+    def _mask_for(self, index) -> str:
+        """The mask of a block access at index: in column tiles, of the dims it spans only (a
+        mask may not be wider than the pointer block it guards)."""
+        if not self.column:
+            return self.mask
+        parts = [m for m, vs in (("rmask", self.kernel.rs), ("xmask", self.kernel.xs))
+                 if m in self.mask and self._uses(index, vs)]
+        return " & ".join(parts)   # (empty: a block only through a piece mask)
+
     def body(self) -> list:
         k = self.kernel
         if k.template is not None:
             return self.template_body()
+        if self.column:
+            return self.column_body()
         lines: list = []
         if not k.K:  # pointwise: XBLOCK elements of the flattened outer ranges
             self.block_vars = set(k.xs)
@@ -178,6 +210,25 @@ class TritonKernel:
             lines += self._decompose(k.xs, k.R, "xindex")
         self.h.lines = lines
         for level, bufs in k.phases:
+            if level == "outer":
+                self.h.lines = lines
+                for b in bufs:
+                    v = self.h.v(b.fn(self.h, k.xs, ()))
+                    self.store(b, k.store_index(b), v, lines)
+            else:
+                lines += self.loop_phase(bufs)
+        return lines
+
+    def column_body(self) -> list:
+        """An outer reduction (`sum(dim=0)` of a (rows, C) tensor: its terms C apart): XBLOCK
+        outputs a program, each loop step one [RBLOCK, XBLOCK] tile (x along dim 1, so a tile
+        row is XBLOCK neighbouring elements: coalesced), tl.sum over dim 0 after the loop."""
+        k = self.kernel
+        lines = ["xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[None, :]",
+                 "xmask = xindex < xnumel"]
+        lines += self._decompose(k.xs, k.R, "xindex")
+        for level, bufs in k.phases:
+            self.block_vars, self.mask, self.full = set(k.xs), "xmask", "[1, XBLOCK]"
             if level == "outer":
                 self.h.lines = lines
                 for b in bufs:
@@ -241,11 +292,15 @@ class TritonKernel:
             if b.rtype not in _FINAL and b.rtype not in ("any", "all"):
                 from .lowering import Fallback
                 raise Fallback(f"{b.rtype} reductions in Triton kernels")
-            pre.append(f"acc_{b.name} = tl.full([RBLOCK], {self._init(b)}, "
+            tile = "[RBLOCK, XBLOCK]" if self.column else "[RBLOCK]"
+            pre.append(f"acc_{b.name} = tl.full({tile}, {self._init(b)}, "
                        f"{self.TL[self._acc(b)]})")
         self.scopes.append({})
-        self.block_vars, self.mask = set(k.rs), "rmask"
-        inner += ["rindex = roff + tl.arange(0, RBLOCK)", "rmask = rindex < rnumel"]
+        col = self.column
+        self.block_vars, self.mask = set(k.rs) | (set(k.xs) if col else set()), \
+            "rmask & xmask" if col else "rmask"
+        inner += [f"rindex = roff + tl.arange(0, RBLOCK){'[:, None]' if col else ''}",
+                  "rmask = rindex < rnumel"]
         inner += self._decompose(k.rs, k.K, "rindex")
         self.h.lines = inner
         for b in bufs:
@@ -255,21 +310,23 @@ class TritonKernel:
                 self.f32_acc = False
                 a, d = f"acc_{b.name}", self._acc(b)
                 vc = v.code if v.dtype is d else f"{v.code}.to({self.TL[d]})"
-                inner.append(f"{a} = tl.where(rmask, {self._combine(b.rtype, a, vc)}, {a})")
+                inner.append(f"{a} = tl.where({self.mask}, {self._combine(b.rtype, a, vc)}, "
+                             f"{a})")
             else:
                 v = self.h.v(b.fn(self.h, k.xs + k.rs, ()))
                 self.store(b, k.store_index(b), v, inner)
         self.scopes.pop()
-        self.block_vars, self.mask = set(), None
+        self.block_vars, self.mask = (set(k.xs), "xmask") if col else (set(), None)
         self.h.lines = post
+        keep = "[None, :]" if col else ""   # a column tile's results: one per lane, [1, XBLOCK]
         for b in reds:
             a = f"acc_{b.name}"
             if b.rtype in ("any", "all"):
                 fin = "tl.max" if b.rtype == "any" else "tl.min"
-                post.append(f"red_{b.name} = {fin}({a}.to(tl.int32), 0) != 0")
+                post.append(f"red_{b.name} = ({fin}({a}.to(tl.int32), 0) != 0){keep}")
             else:
-                post.append(f"red_{b.name} = {_FINAL[b.rtype]}({a}, 0)")
-            acc = self.Var(f"red_{b.name}", self._acc(b), False)
+                post.append(f"red_{b.name} = {_FINAL[b.rtype]}({a}, 0){keep}")
+            acc = self.Var(f"red_{b.name}", self._acc(b), col)
             v = self.h.v(b.post(self.h, acc)) if b.post is not None else acc
             if v.dtype is not kdtype(b.dtype):
                 v = self.h.cast(v, kdtype(b.dtype))
@@ -307,12 +364,18 @@ class TritonKernel:
             return f"{a} | ({v} != 0)"
         return f"{a} & ({v} != 0)"
 
-    def source(self, name: str) -> str:
+    def source(self, name: str, static: bool = False) -> str:
+        """The kernel's text. Sizes are arguments (one compile serves every size), or with
+        `static` constexprs after XBLOCK and RBLOCK (compiled per size: index math divides by
+        constants, not by runtime values; a static graph's sizes never change)."""
         k = self.kernel
         body = self.body()
         text = "\n".join(body)
         syms = [s.name for s in self.sv.ordered() if s.name in text]
-        params = [f"p{i}" for i in range(len(self.args))] + syms + ["xnumel", "rnumel"]
+        static = static and k.template is None
+        params = [f"p{i}" for i in range(len(self.args))] + ([] if static else syms) + \
+            ["xnumel", "rnumel"]
+        consts = "".join(f", {y}: tl.constexpr" for y in syms) if static else ""
         origins = []
         for b in k.nodes:
             origins += [o for o in b.origins if o not in origins]
@@ -321,9 +384,10 @@ class TritonKernel:
                 f"# {name}: fuses {', '.join(origins) or '-'}",
                 f"#   buffers {', '.join(b.name for b in k.nodes)}; "
                 f"ranges {list(k.R)} x {list(k.K)}",
-                f"@triton.jit(do_not_specialize={syms + ['xnumel', 'rnumel']!r})",
+                f"@triton.jit(do_not_specialize="
+                f"{([] if static else syms) + ['xnumel', 'rnumel']!r})",
                 f"def {name}({', '.join(params)}, XBLOCK: tl.constexpr, "
-                f"RBLOCK: tl.constexpr):"]
+                f"RBLOCK: tl.constexpr{consts}):"]
         return "\n".join(head + ["    " + x for x in body]) + "\n"
 
 
@@ -332,9 +396,12 @@ def _precision() -> str:
     return ember.get_float32_matmul_precision()
 
 
-def generate(kernel, stored: set, name: str, sizevars):
-    """(source, argument buffers, size symbols, in-kernel buffers read back from memory)."""
+def generate(kernel, stored: set, name: str, sizevars, static: bool = False):
+    """(source, argument buffers, size symbols, in-kernel buffers read back from memory);
+    `static`: sizes as constexprs (`TritonKernel.source`)."""
     tk = TritonKernel(kernel, stored, sizevars)
-    src = tk.source(name)
+    src = tk.source(name, static)
+    kernel.static = static and kernel.template is None
+    kernel.column = tk.column   # (the launch: a grid of XBLOCK_COLUMN outputs a program)
     syms = [s for s in sizevars.ordered() if s.name in src.split("def ", 1)[1].split(")")[0]]
     return src, tk.args, syms, tk.mem_reads
