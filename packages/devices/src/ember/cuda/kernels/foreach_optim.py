@@ -30,6 +30,8 @@ _BLOCK = 1024
 _SLOTS = 16
 _kernels: dict = {}     # (kind, slots, transposed-grad flags) -> JITFunction
 _mods: list = []        # [foreach_optim_tl, base._launch, pointwise.load_kernel] once loaded
+_memo: dict = {}        # _key(...) -> [(compiled launch, raw arguments, scalars' parameter)]
+_MEMO_MAX = 256
 
 
 def _grad_layout(p, g):
@@ -138,7 +140,7 @@ def _chunks(idx):
         yield idx[s:s + _SLOTS]
 
 
-def _launch_update(be, kind, lists, idx, scalars, lrp, flags):
+def _launch_update(be, kind, lists, idx, scalars, lrp, flags, rec):
     """One launch over the parameters idx (<= 16) of lists."""
     params, grads = lists[0], lists[1]
     slots = _slots(len(idx))
@@ -159,16 +161,28 @@ def _launch_update(be, kind, lists, idx, scalars, lrp, flags):
             args += args[:len(lists)] + [0, end, 1, 0]
     if end == 0:
         return
-    K = _kernel(kind, slots, tuple(gts))
-    _launch = _mods[1]
-    _launch(be, K, (end,), args + [lrp if lrp is not None else params[idx[0]]] + scalars, (),
-            dict(flags, BLOCK=_BLOCK))
+    args.append(lrp if lrp is not None else params[idx[0]])
+    _go(be, _kernel(kind, slots, tuple(gts)), (end,), args, scalars, dict(flags, BLOCK=_BLOCK),
+        rec, idx[0])
 
 
-def _inc_steps(be, steps):
-    _launch = _mods[1]
+def _go(be, K, grid, args, scalars, constexprs, rec, rep=None):
+    """Launch K, and note in rec what a later call with the same tensors repeats: the compiled
+    launch, the raw arguments, and whose scalars follow them (rep: a parameter index)."""
+    _mods[1](be, K, grid, args + scalars, (), constexprs)
+    last = be._rowlaunch.last
+    if rec is None:
+        return
+    if last is None:  # (the fake device without launch plans): this call is not memoized
+        rec.append(None)
+        return
+    raw = [a.data_ptr() if isinstance(a, Tensor) else a for a in args]
+    rec.append((last + (grid, ()), raw, rep))
+
+
+def _inc_steps(be, steps, rec):
     for idx in _chunks(list(range(len(steps)))):
-        _launch(be, _kernel("inc", len(idx)), (1,), [steps[i] for i in idx], (), {})
+        _go(be, _kernel("inc", len(idx)), (1,), [steps[i] for i in idx], [], {}, rec)
 
 
 def _buckets(params, steps):
@@ -189,6 +203,42 @@ def _lr(hyper):
     return float(lr), None
 
 
+def _key(kind, lists, hyper, lrp):
+    """What decides the launches of a call: kind, flags, every tensor's address and layout,
+    the step values' grouping. Equal keys launch the same kernels on the same memory."""
+    params, grads = lists[0], lists[1]
+    k = [kind, params[0].device, lrp.data_ptr() if lrp is not None else None]
+    k += [v for n, v in sorted(hyper.items()) if n not in ("lr", "step_values")
+          and not isinstance(v, (list, Tensor))]
+    values = hyper.get("step_values")
+    if values is not None and any(v != values[0] for v in values):
+        k.append(tuple(values))
+    for i, p in enumerate(params):
+        g = grads[i]
+        k.append((p.data_ptr(), p._shape, p._stride, p.dtype, g.data_ptr(), g._stride, g.dtype))
+        for lst in lists[2:]:
+            if lst is not None:
+                t = lst[i]
+                k.append(t.data_ptr() if t is not None else None)
+    return tuple(k)
+
+
+def _replay(be, kind, launches, hyper, lr):
+    """The launches of an earlier call with the same key, straight to the compiled kernels."""
+    fast = be._rowlaunch.fast
+    scalars = _adam_scalars if kind == "adam" else _sgd_scalars
+    values = hyper.get("step_values")
+    cache: dict = {}
+    for plan, raw, rep in launches:
+        if rep is None:
+            fast(plan, raw)
+            continue
+        scal = cache.get(rep)
+        if scal is None:
+            scal = cache[rep] = scalars(hyper, lr, values, rep)
+        fast(plan, raw + scal)
+
+
 def foreach_optim(be, kind, lists, hyper) -> bool:
     """Update every parameter of lists in a few launches; False: nothing done (op path)."""
     params = lists[0]
@@ -198,7 +248,14 @@ def foreach_optim(be, kind, lists, hyper) -> bool:
     lr, lrp = _lr(hyper)
     if lrp is not None and (lrp.device != dev or lrp.numel() != 1 or lrp.dtype not in _OK):
         return False
-    if not _applicable(lists, dev):
+    key = _key(kind, lists, hyper, lrp)
+    launches = _memo.get(key)
+    if launches is not None:
+        rt.ensure_context(dev.index or 0)
+        _replay(be, kind, launches, hyper, lr)
+        _bump(lists)
+        return True
+    if kind not in ("adam", "sgd") or not _applicable(lists, dev):
         return False
     if not _mods:  # the kernels import triton: on first use
         from . import foreach_optim_tl
@@ -208,51 +265,65 @@ def foreach_optim(be, kind, lists, hyper) -> bool:
     lists = list(lists)
     rt.ensure_context(dev.index or 0)
     grads = lists[1]
+    rec: list | None = []
     if any(_grad_layout(p, g) is None for p, g in zip(params, grads)):  # one copy each
         lists[1] = [g if _grad_layout(p, g) is not None else be._copy_new(g, g.dtype)
                     for p, g in zip(params, grads)]
-    if kind == "adam":
-        _adam(be, lists, hyper, lr, lrp)
-    elif kind == "sgd":
-        _sgd(be, lists, hyper, lr, lrp)
-    else:
-        return False
+        rec = None  # (the copies are new memory every call)
+    (_adam if kind == "adam" else _sgd)(be, lists, hyper, lr, lrp, rec)
+    if rec and None not in rec:
+        if len(_memo) >= _MEMO_MAX:
+            _memo.clear()
+        _memo[key] = rec
+    _bump(lists)
+    return True
+
+
+def _bump(lists):
     for lst in lists[:1] + lists[2:]:
         for t in lst or ():
             if t is not None:
                 t._bump()
-    return True
 
 
-def _adam(be, lists, h, lr, lrp):
-    params, steps = lists[0], lists[5]
+def _adam_scalars(h, lr, values, rep):
     beta1, beta2 = float(h["beta1"]), float(h["beta2"])
+    lb1 = math.log2(beta1) if beta1 > 0 else -math.inf
+    lb2 = math.log2(beta2) if beta2 > 0 else -math.inf
+    if values is None:  # capturable: the kernel reads the step counter
+        bc1 = bc2s = 1.0
+    else:
+        step = values[rep]
+        bc1, bc2s = 1 - beta1 ** step, (1 - beta2 ** step) ** 0.5
+    return [lr, beta1, beta2, lb1, lb2, float(h["eps"]), float(h["weight_decay"]), bc1, bc2s]
+
+
+def _sgd_scalars(h, lr, values, rep):
+    return [lr, float(h["momentum"]), float(h["dampening"]), float(h["weight_decay"])]
+
+
+def _adam(be, lists, h, lr, lrp, rec):
+    params, steps = lists[0], lists[5]
     wd = float(h["weight_decay"])
     cap = bool(h["capturable"])
     flags = {"MAXIMIZE": bool(h["maximize"]),
              "WD": 0 if wd == 0 else (1 if h["decoupled"] else 2),
              "AMSGRAD": bool(h["amsgrad"]), "CAPTURABLE": cap, "LR_PTR": lrp is not None}
-    lb1 = math.log2(beta1) if beta1 > 0 else -math.inf
-    lb2 = math.log2(beta2) if beta2 > 0 else -math.inf
+    values = None if cap else h["step_values"]
     if cap:
-        _inc_steps(be, steps)
-        values = None
-    else:
-        values = h["step_values"]
-    for (_, step), idx in _buckets(params, values).items():
-        bc1 = 1.0 if cap else 1 - beta1 ** step
-        bc2s = 1.0 if cap else (1 - beta2 ** step) ** 0.5
-        scal = [lr, beta1, beta2, lb1, lb2, float(h["eps"]), wd, bc1, bc2s]
+        _inc_steps(be, steps, rec)
+    for idx in _buckets(params, values).values():
+        scal = _adam_scalars(h, lr, values, idx[0])
         for chunk in _chunks(idx):
-            _launch_update(be, "adam", lists[:6], chunk, scal, lrp, flags)
+            _launch_update(be, "adam", lists[:6], chunk, scal, lrp, flags, rec)
 
 
-def _sgd(be, lists, h, lr, lrp):
+def _sgd(be, lists, h, lr, lrp, rec):
     momentum, wd = float(h["momentum"]), float(h["weight_decay"])
     flags = {"MAXIMIZE": bool(h["maximize"]), "HAS_WD": wd != 0,
              "MOMENTUM": momentum != 0, "NESTEROV": bool(h["nesterov"]),
              "LR_PTR": lrp is not None}
-    scal = [lr, momentum, float(h["dampening"]), wd]
-    for _, idx in _buckets(lists[0], None).items():
+    scal = _sgd_scalars(h, lr, None, 0)
+    for idx in _buckets(lists[0], None).values():
         for chunk in _chunks(idx):
-            _launch_update(be, "sgd", lists[:3], chunk, scal, lrp, flags)
+            _launch_update(be, "sgd", lists[:3], chunk, scal, lrp, flags, rec)
