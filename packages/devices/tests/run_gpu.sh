@@ -35,7 +35,8 @@ if [[ $what == tests || $what == all ]]; then
     packages/compiler/tests/test_inductor_cuda_gemm.py \
     packages/compiler/tests/test_inductor_cuda_dynamic.py \
     packages/compiler/tests/test_inductor_cuda_random.py \
-    packages/compiler/tests/test_inductor_cuda_gpt.py 2>&1 | tail -60 \
+    packages/compiler/tests/test_inductor_cuda_gpt.py \
+    packages/compiler/tests/test_cudagraphs_optim.py 2>&1 | tail -60 \
     | tee "$out/tests_compiler.log" || rc=1
 fi
 if [[ $what == bench || $what == all ]]; then

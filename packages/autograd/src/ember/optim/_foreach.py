@@ -10,6 +10,8 @@ device, so nothing is read back and the step can be captured in a CUDA graph.
 """
 from __future__ import annotations
 
+import math
+
 import ember
 from ember import _dispatch
 from ember._device import get_backend
@@ -94,6 +96,10 @@ def backend_foreach(group, params):
     return getattr(get_backend(dev.type), "foreach_optim", None)
 
 
+def _log(beta: float) -> float:
+    return math.log(beta) if beta > 0 else -math.inf
+
+
 def adam_capturable(p, grad, state, group) -> None:
     """One Adam/AdamW step of a capturable group with the step counter on the device: PyTorch's
     capturable single-tensor update, every value a device tensor (no host read)."""
@@ -108,8 +114,10 @@ def adam_capturable(p, grad, state, group) -> None:
             grad = grad.add(p, alpha=wd)
     exp_avg.add_((grad - exp_avg) * (1 - beta1))
     exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
-    bias_correction1 = 1 - beta1 ** step_t
-    bias_correction2 = 1 - beta2 ** step_t
+    # beta ** step as exp(step * log(beta)): the same value, and no pow of a scalar base
+    # (which Triton's interpreter lacks: the fake device would read the step back)
+    bias_correction1 = 1 - (step_t * _log(beta1)).exp()
+    bias_correction2 = 1 - (step_t * _log(beta2)).exp()
     step_size_neg = (lr / bias_correction1).neg()
     bias_correction2_sqrt = bias_correction2.sqrt()
     v = exp_avg_sq
