@@ -167,11 +167,14 @@ def run(dev, make):
         w.grad = w.grad.t().contiguous().t() if dev == "cuda" else w.grad  # a strided grad
         opt.step()
     return w.detach().cpu().numpy()
-for make in (lambda p: ember.optim.AdamW(p, lr=0.1),
-             lambda p: ember.optim.Adam(p, lr=0.1, weight_decay=0.1, maximize=True),
-             lambda p: ember.optim.SGD(p, lr=0.01, momentum=0.9, nesterov=True),
+# (foreach=False: the per-parameter kernels; the multi-tensor default has its own tests,
+# test_cuda_foreach_optim.py)
+for make in (lambda p: ember.optim.AdamW(p, lr=0.1, foreach=False),
+             lambda p: ember.optim.Adam(p, lr=0.1, weight_decay=0.1, maximize=True,
+                                        foreach=False),
+             lambda p: ember.optim.SGD(p, lr=0.01, momentum=0.9, nesterov=True, foreach=False),
              lambda p: ember.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=0.1,
-                                       dampening=0.1, maximize=True)):
+                                       dampening=0.1, maximize=True, foreach=False)):
     a, b = run("cpu", make), run("cuda", make)
     assert np.allclose(a, b, rtol=1e-5, atol=1e-5), (a, b)
 assert calls.count("adam") == 6 and calls.count("sgd") == 4, calls

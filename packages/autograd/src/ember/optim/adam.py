@@ -7,7 +7,7 @@ import ember
 from ember import _dispatch
 from ember._device import get_backend
 
-from . import _cpu_fused
+from . import _cpu_fused, _foreach
 from .optimizer import Optimizer, _get_value, _inc_step, _step_tensor, _use_grad
 
 __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
@@ -105,56 +105,109 @@ class Adam(Optimizer):
                         maximize=maximize, foreach=foreach, capturable=capturable,
                         differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
+        _foreach.check_fused(defaults)
         super().__init__(params, defaults)
+
+    def _init_group(self, group):
+        """The parameters with gradients and their states (made on first use)."""
+        params, grads, states = [], [], []
+        dev_step = _foreach.wants_device_step(group)
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if len(state) == 0:
+                if group["fused"]:
+                    _foreach.check_fused_param(p)
+                state["step"] = _foreach.device_step(p) if dev_step else _step_tensor()
+                state["exp_avg"] = ember.zeros_like(p)
+                state["exp_avg_sq"] = ember.zeros_like(p)
+                if group["amsgrad"]:
+                    state["max_exp_avg_sq"] = ember.zeros_like(p)
+            elif dev_step:
+                _foreach.place_step(state, p)
+            params.append(p)
+            grads.append(p.grad)
+            states.append(state)
+        if group["capturable"] and params:
+            _foreach.check_capturable(params, [s["step"] for s in states])
+        return params, grads, states
+
+    def _foreach(self, group, params, grads, states) -> bool:
+        """All of the group's parameters in a few launches of the backend; False: not done."""
+        fn = _foreach.backend_foreach(group, params)
+        if fn is None:
+            return False
+        beta1, beta2 = group["betas"]
+        steps = [s["step"] for s in states]
+        # device counters (capturable or fused): the kernels add 1 and read them there
+        amsgrad, cap = group["amsgrad"], steps[0].device.type != "cpu"
+        hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                     weight_decay=group["weight_decay"], maximize=group["maximize"],
+                     decoupled=group["decoupled_weight_decay"], amsgrad=amsgrad,
+                     capturable=cap)
+        if not cap:
+            if any(s.device.type != "cpu" for s in steps):
+                return False
+            hyper["step_values"] = [_get_value(s) + 1 for s in steps]
+        lists = (params, grads, [s["exp_avg"] for s in states],
+                 [s["exp_avg_sq"] for s in states],
+                 [s["max_exp_avg_sq"] for s in states] if amsgrad else None,
+                 steps if cap else None)
+        if not fn("adam", lists, hyper):
+            return False
+        if not cap:
+            for s in steps:
+                _inc_step(s)
+        return True
 
     @_use_grad
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = _grads(group, p)
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = _step_tensor()
-                    state["exp_avg"] = ember.zeros_like(p)
-                    state["exp_avg_sq"] = ember.zeros_like(p)
-                    if group["amsgrad"]:
-                        state["max_exp_avg_sq"] = ember.zeros_like(p)
-                step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
-                _inc_step(step_t)
-                if not group["amsgrad"] and _fusable(group, p, p.grad, exp_avg, exp_avg_sq):
-                    _adam_fused(p, p.grad, exp_avg, exp_avg_sq, _get_value(step_t), lr, beta1,
-                                beta2, eps, wd, group["decoupled_weight_decay"],
-                                group["maximize"])
-                    continue
-                fused = None if group["amsgrad"] else _accel(group, p)
-                if fused is not None and fused("adam", (p, p.grad, exp_avg, exp_avg_sq), (
-                        lr, beta1, beta2, eps, wd, group["decoupled_weight_decay"],
-                        group["maximize"], _get_value(step_t))):
-                    continue
-                if wd != 0:
-                    if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * wd)
-                    else:
-                        grad = grad.add(p, alpha=wd)
-                _lerp_(exp_avg, grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
-                step = _get_value(step_t)
-                bias_correction1 = 1 - beta1 ** step
-                bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-                step_size = lr / bias_correction1
-                if group["amsgrad"]:
-                    mx = state["max_exp_avg_sq"]
-                    mx.copy_(ember.maximum(mx, exp_avg_sq))
-                    denom = (mx.sqrt() / bias_correction2_sqrt).add_(eps)
-                else:
-                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-                p.add_(exp_avg * -step_size / denom)
+            params, grads, states = self._init_group(group)
+            if not params or self._foreach(group, params, grads, states):
+                continue
+            for p, state in zip(params, states):
+                self._step_one(group, p, state)
         return loss
+
+    @staticmethod
+    def _step_one(group, p, state):
+        beta1, beta2 = group["betas"]
+        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+        grad = _grads(group, p)
+        step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
+        if group["capturable"] or step_t.device.type != "cpu":
+            return _foreach.adam_capturable(p, grad, state, group)
+        _inc_step(step_t)
+        if not group["amsgrad"] and _fusable(group, p, p.grad, exp_avg, exp_avg_sq):
+            return _adam_fused(p, p.grad, exp_avg, exp_avg_sq, _get_value(step_t), lr, beta1,
+                               beta2, eps, wd, group["decoupled_weight_decay"],
+                               group["maximize"])
+        fused = None if group["amsgrad"] else _accel(group, p)
+        if fused is not None and fused("adam", (p, p.grad, exp_avg, exp_avg_sq), (
+                lr, beta1, beta2, eps, wd, group["decoupled_weight_decay"],
+                group["maximize"], _get_value(step_t))):
+            return
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                p.mul_(1 - lr * wd)
+            else:
+                grad = grad.add(p, alpha=wd)
+        _lerp_(exp_avg, grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+        step = _get_value(step_t)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        step_size = lr / bias_correction1
+        if group["amsgrad"]:
+            mx = state["max_exp_avg_sq"]
+            mx.copy_(ember.maximum(mx, exp_avg_sq))
+            denom = (mx.sqrt() / bias_correction2_sqrt).add_(eps)
+        else:
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        p.add_(exp_avg * -step_size / denom)
 
 
 class AdamW(Adam):

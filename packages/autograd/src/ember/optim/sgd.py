@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _foreach
 from .adam import _accel, _fusable
 from .optimizer import Optimizer, _use_grad, required
 
@@ -27,12 +28,14 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)
+        _foreach.check_fused(defaults)
 
     def __setstate__(self, state):
         super().__setstate__(state)
         for group in self.param_groups:
             group.setdefault("nesterov", False)
             group.setdefault("maximize", False)
+            group.setdefault("foreach", None)
 
     @_use_grad
     def step(self, closure=None):
@@ -40,9 +43,13 @@ class SGD(Optimizer):
         for group in self.param_groups:
             lr, momentum = group["lr"], group["momentum"]
             dampening, wd = group["dampening"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            params = [p for p in group["params"] if p.grad is not None]
+            if group["fused"]:
+                for p in params:
+                    _foreach.check_fused_param(p)
+            if self._foreach(group, params):
+                continue
+            for p in params:
                 buf = self.state[p].get("momentum_buffer") if momentum != 0 else None
                 if buf is not None and _fusable(group, p, p.grad, buf):
                     _sgd_fused(p, p.grad, buf, lr, momentum, dampening, wd, group["nesterov"],
@@ -65,6 +72,21 @@ class SGD(Optimizer):
                     grad = grad.add(buf, alpha=momentum) if group["nesterov"] else buf
                 p.add_(grad, alpha=-lr)
         return loss
+
+    def _foreach(self, group, params) -> bool:
+        """All of the group's parameters in a few launches of the backend (after the first
+        step, which makes the momentum buffers); False: not done."""
+        fn = _foreach.backend_foreach(group, params)
+        if fn is None:
+            return False
+        bufs = None
+        if group["momentum"] != 0:
+            bufs = [self.state[p].get("momentum_buffer") for p in params]
+            if any(b is None for b in bufs):
+                return False
+        hyper = {k: group[k] for k in ("lr", "momentum", "dampening", "weight_decay",
+                                       "nesterov", "maximize")}
+        return fn("sgd", (params, [p.grad for p in params], bufs), hyper)
 
 
 def _sgd_fused(p, grad, buf, lr, momentum, dampening, wd, nesterov, maximize):

@@ -21,6 +21,7 @@ import threading
 import weakref
 
 from ember import Tensor
+from ember._tensor import Storage as _Storage
 
 __all__ = ["cudagraphify", "wrap_compiled", "mark_step_begin", "skips", "counters", "LIMIT"]
 
@@ -310,6 +311,7 @@ class _Recording:
                     _managed.add(o.data_ptr())
         self.live: list = []        # weak references to the storages handed out last time
         self.generation = None
+        self._plan_outputs()
         counters["recorded"] += 1
 
     def _copy_in(self, args) -> None:
@@ -318,15 +320,49 @@ class _Recording:
             if a.data_ptr() != buf.data_ptr():
                 self.backend._copy_into(buf, a)
 
-    def run(self, args):
+    def _plan_outputs(self) -> None:
+        """What run() hands out for each output, worked out once: ("alias", input index,
+        its buffer, the view), ("own", Storage fields, view fields), or ("other", value)."""
+        plan = []
+        for j, o in enumerate(self.outs):
+            if j in self.alias:
+                i, buf = self.alias[j]
+                plan.append((0, i, o._shape, o._stride, o._offset - buf._offset, o.dtype,
+                             o.device))
+            elif isinstance(o, Tensor):
+                st = o._storage
+                plan.append((1, (st.data, st.device, st.nbytes), o._shape, o._stride, o._offset,
+                             o.dtype, o.device))
+            else:
+                plan.append((2, o))
+        self.out_plan = plan
+        # the by-address inputs' storages and offsets: the same objects mean the same address
+        self.same = {}
+
+    def _moved(self, args) -> bool:
+        """True when a by-address input is no longer at its captured address."""
+        same = self.same
         for i, ptr in self.by_address:
-            if args[i].data_ptr() != ptr:  # a parameter replaced, an output copied away
-                return self.runner.fn(*args)
+            a = args[i]
+            st = a._st
+            hit = same.get(i)
+            if hit is not None and hit[0] is st and hit[1] is st.data and hit[2] == a._offset:
+                continue
+            if a.data_ptr() != ptr:  # a parameter replaced, an output copied away
+                return True
+            if st is not None:
+                same[i] = (st, st.data, a._offset)
+        return False
+
+    def run(self, args):
+        if self._moved(args):
+            return self.runner.fn(*args)
         self._copy_in(args)
         self._retire()
-        from ember._inductor import rng
-        for t, gen, n in self.rng_slots:  # fresh random numbers for this replay
-            rng.refill(t, gen, n)
+        if self.rng_slots:
+            from ember._inductor import rng
+            for t, gen, n in self.rng_slots:  # fresh random numbers for this replay
+                rng.refill(t, gen, n)
         self.graph.replay()
         counters["replayed"] += 1
         kind = self.runner.kind
@@ -336,19 +372,17 @@ class _Recording:
             _state["pending_backward"] -= 1
         self.generation = _state["generation"]
         res, live = [], []
-        for j, o in enumerate(self.outs):
-            if j in self.alias:  # the same view of the caller's own tensor
-                i, buf = self.alias[j]
-                a = args[i]
-                o = Tensor._make(a._storage, o._shape, o._stride,
-                                 a._offset + o._offset - buf._offset, o.dtype, o.device)
-            elif isinstance(o, Tensor):
-                st = o._storage
-                from ember._tensor import Storage
-                s = Storage(st.data, st.device, st.nbytes)
-                live.append(weakref.ref(s))
-                o = Tensor._make(s, o._shape, o._stride, o._offset, o.dtype, o.device)
-            res.append(o)
+        make, ref = Tensor._make, weakref.ref
+        for e in self.out_plan:
+            if e[0] == 1:
+                s = _Storage(*e[1])
+                live.append(ref(s))
+                res.append(make(s, *e[2:]))
+            elif e[0] == 0:  # the same view of the caller's own tensor
+                a = args[e[1]]
+                res.append(make(a._storage, e[2], e[3], a._offset + e[4], e[5], e[6]))
+            else:
+                res.append(e[1])
         self.live = live
         return tuple(res) if self.tuple_out else res[0]
 

@@ -37,8 +37,8 @@ def _get_value(frame, args, kwargs):
 def substitute(fn):
     """The capture-time handler `(frame, args, kwargs) -> V` standing in for fn, or None."""
     if not _TABLE and "ember.optim" in sys.modules:
-        from ember.optim import adam, optimizer
-        _TABLE.update({adam._fusable: _false, adam._accel: _none,
+        from ember.optim import _foreach, adam, optimizer
+        _TABLE.update({adam._fusable: _false, adam._accel: _none, _foreach.backend_foreach: _none,
                        optimizer._inc_step: _inc_step, optimizer._get_value: _get_value})
         for name in ("sgd", "rmsprop", "adadelta"):
             mod = sys.modules.get(f"ember.optim.{name}")

@@ -502,6 +502,12 @@ class CudaBackend(DeviceBackend):
         from .kernels.optim import fused_optim
         return fused_optim(self, kind, tensors, hyper)
 
+    def foreach_optim(self, kind, lists, hyper) -> bool:
+        """ember.optim's multi-tensor update (a few launches for all parameters); False: take
+        the per-parameter path."""
+        from .kernels.foreach_optim import foreach_optim
+        return foreach_optim(self, kind, lists, hyper)
+
     def _host_call(self, op, args, count=True):
         return self.host_call(op, args, count)
 

@@ -6,6 +6,10 @@ from ember._ops.registry import dtypes as D
 
 from .base import _ACC, _cont, _launch, _lazy, cuda_kernel
 
+# mean/sum over at most this many rows: one program loops over them (one launch in all); more
+# rows: a program per row, then reductions
+_ONE_PROGRAM_ROWS = 1 << 16
+
 
 @cuda_kernel("nll_loss_forward")
 def _nll_forward(be, op, x, t, w, reduction, ignore_index):
@@ -15,6 +19,13 @@ def _nll_forward(be, op, x, t, w, reduction, ignore_index):
     K = _lazy("loss_tl")
     N, C = x.shape
     x, t = _cont(be, x), _cont(be, t)
+    if reduction != 0 and N <= _ONE_PROGRAM_ROWS:  # one launch: sums, division, both outputs
+        out = be._new((), x.dtype, x.device)
+        tot = be._new((), x.dtype, x.device)
+        _launch(be, K.nll_reduce, (1,), [x, t, w if w is not None else x, out, tot, N, C,
+                                         ignore_index], (),
+                {"HAS_W": w is not None, "MEAN": reduction == 1, "BLOCK": 256})
+        return out, tot
     loss = be._new((N,), D.float32, x.device)
     wt = be._new((N,), D.float32, x.device)
     if N:
@@ -39,11 +50,11 @@ def _nll_backward(be, op, g, x, t, w, reduction, ignore_index, total_weight):
     N, C = x.shape
     t, g = _cont(be, t), _cont(be, g)
     gx = be._new((N, C), x.dtype, x.device)
-    be.fill_(gx, 0)
-    if N:
-        _launch(be, K.nll_back_rows, (N,), [g, t, w if w is not None else x, total_weight, gx,
-                                            C, ignore_index], (),
-                {"HAS_W": w is not None, "MODE": int(reduction)})
+    if N and C:  # each row written whole, zeros included: one launch
+        _launch(be, K.nll_back_dense, (N,), [g, t, w if w is not None else x, total_weight, gx,
+                                             C, ignore_index], (),
+                {"HAS_W": w is not None, "MODE": int(reduction),
+                 "BLOCK_C": max(16, min(1024, 1 << max(C - 1, 0).bit_length()))})
     return gx
 
 

@@ -333,7 +333,7 @@ def _fake_install():
         _fake_owner.pop(ptr, None)
 
     def copy(dst, src, n, stream=0):
-        if n:
+        if n and not NOLAUNCH:  # nolaunch: device work is skipped, copies included
             _cap.fake_exec(lambda: ctypes.memmove(dst, src, n), stream)
 
     def host_copy(dst, src, n, stream=0):  # to or from the host: not capturable
@@ -343,7 +343,7 @@ def _fake_install():
             ctypes.memmove(dst, src, n)
 
     def memset(dst, value, n, stream=0):
-        if n:
+        if n and not NOLAUNCH:
             _cap.fake_exec(lambda: ctypes.memset(dst, value, n), stream)
 
     def no_sync(stream=None):  # None: the whole device (cuCtxSynchronize)
