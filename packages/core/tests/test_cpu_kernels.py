@@ -1,0 +1,117 @@
+"""The C++ CPU train-step kernels (_cpu_conv, _cpu_norm) against torch: values and gradients.
+
+Each case runs with the C++ kernels (asserted to be the ones that ran where a compiler is
+present) and again with them turned off (the numpy kernels), both against PyTorch 2.13.
+"""
+import numpy as np
+import pytest
+from harness import check, check_error
+
+from ember._ops import _cpu_conv, _cpujit
+
+
+def F(t):
+    return t.nn.functional
+
+
+@pytest.fixture(params=["cpp", "numpy"])
+def kernels(request, monkeypatch):
+    """Run a test with the C++ kernels, then with numpy's (the fallback)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(_cpu_conv, "_lib", False)
+    else:
+        _cpu_conv._fn("emconv_fwd", np.float32)   # load it
+        if _cpujit.available():
+            assert _cpu_conv._lib, "a C++ compiler is here but the conv kernels did not build"
+    return request.param
+
+
+CONV2D = [
+    ((2, 3, 9, 10), (6, 3, 3, 3), {}),
+    ((2, 4, 9, 10), (6, 2, 3, 2), dict(stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=2)),
+    ((3, 4, 5, 5), (8, 4, 1, 1), {}),                       # 1x1: the input is its own columns
+    ((2, 4, 6, 6), (4, 1, 3, 3), dict(padding=1, groups=4)),  # depthwise
+    ((1, 2, 7, 5), (3, 2, 2, 3), dict(stride=3, padding=(0, 1))),
+]
+
+
+@pytest.mark.parametrize("xs,ws,kw", CONV2D)
+def test_conv2d(kernels, xs, ws, kw):
+    check(lambda t, x, w, b: F(t).conv2d(x, w, b, **kw), shapes=[xs, ws, (ws[0],)], grad=True,
+          atol=1e-4, rtol=1e-5)
+
+
+def test_conv2d_no_bias_and_strided_input(kernels):
+    check(lambda t, x, w: F(t).conv2d(x.transpose(2, 3), w, padding=1),
+          shapes=[(2, 3, 8, 7), (5, 3, 3, 3)], grad=True, atol=1e-4, rtol=1e-5)
+    check(lambda t, x, w: F(t).conv2d(x[:, ::2], w, stride=2),
+          shapes=[(2, 6, 8, 7), (4, 3, 2, 2)], grad=True, atol=1e-4, rtol=1e-5)
+
+
+def test_conv1d_conv3d(kernels):
+    check(lambda t, x, w, b: F(t).conv1d(x, w, b, stride=2, padding=2, dilation=2),
+          shapes=[(2, 3, 11), (4, 3, 3), (4,)], grad=True, atol=1e-4, rtol=1e-5)
+    check(lambda t, x, w, b: F(t).conv3d(x, w, b, stride=(1, 2, 1), padding=(1, 0, 1),
+                                         dilation=(1, 1, 2)),
+          shapes=[(2, 2, 5, 6, 7), (4, 2, 2, 3, 3), (4,)], grad=True, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("xs,ws,kw", [
+    ((2, 4, 5, 6), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    ((2, 4, 5, 6), (4, 2, 3, 2), dict(stride=(2, 3), padding=(1, 0), groups=2, dilation=(1, 2))),
+])
+def test_conv_transpose2d(kernels, xs, ws, kw):
+    cout = ws[1] * kw.get("groups", 1)
+    check(lambda t, x, w, b: F(t).conv_transpose2d(x, w, b, **kw), shapes=[xs, ws, (cout,)],
+          grad=True, atol=1e-4, rtol=1e-5)
+
+
+def test_conv_transpose1d(kernels):
+    check(lambda t, x, w: F(t).conv_transpose1d(x, w, stride=3, output_padding=2),
+          shapes=[(2, 4, 5), (4, 3, 3)], grad=True, atol=1e-4, rtol=1e-5)
+
+
+def test_conv_lowp_and_errors(kernels):
+    check(lambda t, x, w: F(t).conv2d(x, w, padding=1), shapes=[(1, 2, 5, 5), (3, 2, 3, 3)],
+          dtypes=("bfloat16",))
+    check_error(lambda t: F(t).conv2d(t.zeros(2, 3, 8, 8), t.zeros(8, 4, 3, 3)))
+    check_error(lambda t: F(t).conv2d(t.zeros(2, 4, 2, 2), t.zeros(8, 4, 3, 3)))
+
+
+def test_conv_double_backward(kernels):
+    def fn(t, x, w):
+        y = F(t).conv2d(x, w, padding=1)
+        gx, = t.autograd.grad(y.pow(2).sum(), x, create_graph=True)
+        return gx
+    check(fn, shapes=[(2, 2, 5, 5), (3, 2, 3, 3)], grad=True, atol=1e-3, rtol=1e-5)
+
+
+POOL = [
+    ((2, 3, 9, 10), dict(kernel_size=2)),
+    ((2, 3, 9, 10), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ((2, 3, 9, 10), dict(kernel_size=(3, 2), stride=1, padding=(1, 0), dilation=(2, 1))),
+    ((3, 9, 10), dict(kernel_size=3, stride=(2, 3))),          # unbatched
+]
+
+
+@pytest.mark.parametrize("xs,kw", POOL)
+def test_max_pool2d(kernels, xs, kw):
+    check(lambda t, x: F(t).max_pool2d(x, return_indices=True, **kw), shapes=[xs], grad=True)
+
+
+def test_max_pool1d_3d_and_strided(kernels):
+    check(lambda t, x: F(t).max_pool1d(x, 3, 2, return_indices=True), shapes=[(2, 3, 11)],
+          grad=True)
+    check(lambda t, x: F(t).max_pool3d(x, 2, (1, 2, 2), 1, return_indices=True),
+          shapes=[(1, 2, 5, 6, 7)], grad=True)
+    check(lambda t, x: F(t).max_pool2d(x.transpose(2, 3), 2), shapes=[(2, 3, 8, 6)], grad=True)
+
+
+def test_max_pool_nan_and_ties(kernels):
+    x = np.zeros((1, 2, 4, 4), np.float32)      # all ties: the first index of each window
+    x[0, 1, 1, 2] = np.nan                      # NaN wins its window
+    x[0, 1, 3, 3] = -np.inf
+    check(lambda t, a: F(t).max_pool2d(a, 2, return_indices=True), args=[x])
+    check(lambda t, a: F(t).max_pool2d(a, 2, 1, return_indices=True), args=[x.copy()],
+          dtypes=("float64",))
+    check_error(lambda t: F(t).max_pool2d(t.zeros(1, 1, 4, 4), 2, padding=2))
