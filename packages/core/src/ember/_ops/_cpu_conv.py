@@ -177,38 +177,45 @@ static void bwd_weight(const T* x, const T* gy, T* gw, T* gb, const int64_t* gv,
   }
 }
 
-// max pool over planes (M, S) -> vals, idx (M, Q): windows from -pd, PyTorch's NaN rule
+// max pool over planes (M, S) -> vals, idx (M, Q): windows from -pd, PyTorch's NaN rule; each
+// output row is swept once per window offset (offsets in PyTorch's order), the long loop inside
 template <typename T>
 static void maxpool(const T* x, T* v, int64_t* idx, int64_t M, const int64_t* gv, int nt) {
   const Geo g(gv);
+  const int64_t Q2 = g.Q[2], s2 = g.st[2];
   #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
   for (int64_t m = 0; m < M; ++m) {
     const T* xm = x + m * g.Sp;
-    T* vm = v + m * g.L;
-    int64_t* im = idx + m * g.L;
     for (int64_t o0 = 0; o0 < g.Q[0]; ++o0)
-    for (int64_t o1 = 0; o1 < g.Q[1]; ++o1)
-    for (int64_t o2 = 0; o2 < g.Q[2]; ++o2) {
-      const int64_t b0 = o0 * g.st[0] - g.pd[0], b1 = o1 * g.st[1] - g.pd[1];
-      const int64_t b2 = o2 * g.st[2] - g.pd[2];
-      T best = -INFINITY; int64_t arg = -1;
+    for (int64_t o1 = 0; o1 < g.Q[1]; ++o1) {
+      const int64_t q = m * g.L + (o0 * g.Q[1] + o1) * Q2;
+      T* vr = v + q;
+      int64_t* ir = idx + q;
+      for (int64_t o = 0; o < Q2; ++o) { vr[o] = -INFINITY; ir[o] = -1; }
       for (int64_t k0 = 0; k0 < g.K[0]; ++k0) {
-        const int64_t i0 = b0 + k0 * g.dl[0];
+        const int64_t i0 = o0 * g.st[0] - g.pd[0] + k0 * g.dl[0];
         if (i0 < 0 || i0 >= g.S[0]) continue;
         for (int64_t k1 = 0; k1 < g.K[1]; ++k1) {
-          const int64_t i1 = b1 + k1 * g.dl[1];
+          const int64_t i1 = o1 * g.st[1] - g.pd[1] + k1 * g.dl[1];
           if (i1 < 0 || i1 >= g.S[1]) continue;
           const int64_t r = (i0 * g.S[1] + i1) * g.S[2];
           for (int64_t k2 = 0; k2 < g.K[2]; ++k2) {
-            const int64_t i2 = b2 + k2 * g.dl[2];
-            if (i2 < 0 || i2 >= g.S[2]) continue;
-            const T val = xm[r + i2];
-            if (arg < 0 || val > best || std::isnan(val)) { best = val; arg = r + i2; }
+            const int64_t off = k2 * g.dl[2] - g.pd[2];
+            int64_t lo = off >= 0 ? 0 : (-off + s2 - 1) / s2;
+            int64_t hi = g.S[2] - off <= 0 ? 0 : (g.S[2] - off - 1) / s2 + 1;
+            if (hi > Q2) hi = Q2;
+            const T* src = xm + r + off;
+            for (int64_t o = lo; o < hi; ++o) {
+              const T val = src[o * s2], cur = vr[o];
+              const int64_t ci = ir[o];
+              // branch-free (the comparisons are coin flips on random data)
+              const bool take = (ci < 0) | (val > cur) | (val != val);
+              vr[o] = take ? val : cur;
+              ir[o] = take ? r + off + o * s2 : ci;
+            }
           }
         }
       }
-      const int64_t q = (o0 * g.Q[1] + o1) * g.Q[2] + o2;
-      vm[q] = best; im[q] = arg;
     }
   }
 }
