@@ -5,9 +5,10 @@ present) and again with them turned off (the numpy kernels), both against PyTorc
 """
 import numpy as np
 import pytest
-from harness import check, check_error
+from harness import check, check_error, torch
 
-from ember._ops import _cpu_conv, _cpujit
+import ember
+from ember._ops import _cpu_conv, _cpu_norm, _cpujit
 
 
 def F(t):
@@ -115,3 +116,65 @@ def test_max_pool_nan_and_ties(kernels):
     check(lambda t, a: F(t).max_pool2d(a, 2, 1, return_indices=True), args=[x.copy()],
           dtypes=("float64",))
     check_error(lambda t: F(t).max_pool2d(t.zeros(1, 1, 4, 4), 2, padding=2))
+
+
+# ---- rows: softmax / log_softmax / layer_norm / cross_entropy ----------------------------------
+@pytest.fixture(params=["cpp", "numpy"])
+def rows(request, monkeypatch):
+    if request.param == "numpy":
+        monkeypatch.setattr(_cpu_norm, "_lib", False)
+    else:
+        _cpu_norm._fn("emrow_softmax", np.float32)
+        if _cpujit.available():
+            assert _cpu_norm._lib, "a C++ compiler is here but the row kernels did not build"
+    return request.param
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape,dim", [((4, 7, 33), -1), ((3, 130), 1), ((2, 5, 6), 1),
+                                       ((9,), 0)])
+def test_softmax(rows, name, shape, dim):
+    check(lambda t, x: getattr(F(t), name)(x, dim), shapes=[shape], grad=True)
+    check(lambda t, x: getattr(F(t), name)(x.transpose(0, -1), -1), shapes=[shape], grad=True)
+
+
+def test_softmax_inf_nan_rows(rows):
+    x = np.array([[1, np.nan, 2], [-np.inf] * 3, [np.inf, 1, 2], [-np.inf, 0, 1]], np.float32)
+    for name in ("softmax", "log_softmax"):
+        check(lambda t, a, n=name: getattr(F(t), n)(a, -1), args=[x])
+        check(lambda t, a, n=name: getattr(F(t), n)(a, -1, dtype=t.float64), args=[x.copy()])
+
+
+@pytest.mark.parametrize("shape,ns", [((4, 7, 33), (33,)), ((3, 5, 4), (5, 4)), ((6, 200), (200,))])
+def test_layer_norm(rows, shape, ns):
+    check(lambda t, x, w, b: F(t).layer_norm(x, ns, w, b, 1e-5), shapes=[shape, ns, ns],
+          grad=True)
+    check(lambda t, x, w: F(t).layer_norm(x, ns, w, eps=1e-2), shapes=[shape, ns], grad=True)
+    check(lambda t, x: F(t).layer_norm(x.transpose(0, 1).contiguous().transpose(0, 1), ns),
+          shapes=[shape], grad=True)
+
+
+def test_layer_norm_lowp_and_errors(rows):
+    check(lambda t, x, w: F(t).layer_norm(x, (4,), w), shapes=[(3, 4), (4,)],
+          dtypes=("bfloat16",))
+    check_error(lambda t: F(t).layer_norm(t.zeros(2, 3), (4,)))
+    check_error(lambda t: F(t).layer_norm(t.zeros(2, 4), (4,), t.ones(3)))
+
+
+@pytest.mark.parametrize("kw", [{}, dict(reduction="sum"), dict(reduction="none"),
+                                dict(ignore_index=2), dict(label_smoothing=0.1),
+                                dict(label_smoothing=0.2, reduction="sum", ignore_index=0)])
+def test_cross_entropy(rows, kw):
+    tgt = np.array([0, 2, 1, 4, 2, 3], np.int64)
+
+    def fn(t, x):
+        y = t.tensor(tgt) if t is ember else torch.from_numpy(tgt)
+        return F(t).cross_entropy(x, y, **kw)
+    check(fn, shapes=[(6, 5)], grad=True)
+    w = np.linspace(0.5, 2, 5).astype(np.float32)
+
+    def weighted(t, x):
+        y = t.tensor(tgt) if t is ember else torch.from_numpy(tgt)
+        return F(t).cross_entropy(x, y, weight=t.tensor(w, dtype=x.dtype), **kw)
+    check(weighted, shapes=[(6, 5)], grad=True)
+    check_error(lambda t: F(t).cross_entropy(t.zeros(6, 5), t.zeros(5, dtype=t.int64)))
