@@ -178,3 +178,19 @@ def test_cross_entropy(rows, kw):
         return F(t).cross_entropy(x, y, weight=t.tensor(w, dtype=x.dtype), **kw)
     check(weighted, shapes=[(6, 5)], grad=True)
     check_error(lambda t: F(t).cross_entropy(t.zeros(6, 5), t.zeros(5, dtype=t.int64)))
+
+
+def test_malloc_tune_applies_and_opts_out():
+    import os
+    import subprocess
+    import sys
+    code = "import ember, ember._malloc as m; print(m.tuned)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")
+           and k != "GLIBC_TUNABLES"}
+    on = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    off = subprocess.run([sys.executable, "-c", code], env={**env, "EMBER_MALLOC_TUNE": "0"},
+                         capture_output=True, text=True)
+    import platform
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert on.stdout.strip() == str(glibc), on.stderr
+    assert off.stdout.strip() == "False", off.stderr
