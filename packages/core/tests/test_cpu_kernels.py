@@ -8,6 +8,7 @@ import pytest
 from harness import check, check_error, torch
 
 import ember
+from ember import _blas, _flags
 from ember._ops import _cpu_conv, _cpu_norm, _cpujit
 
 
@@ -15,12 +16,22 @@ def F(t):
     return t.nn.functional
 
 
-@pytest.fixture(params=["cpp", "numpy"])
+def _two_threads(monkeypatch):
+    """Every C++ kernel call splits over two threads (per-thread sums, concurrent BLAS calls)."""
+    monkeypatch.setattr(_cpu_conv, "_FLOPS_PER_THREAD", 1)
+    monkeypatch.setattr(_cpu_norm, "_ELEMS_PER_THREAD", 1)
+    monkeypatch.setattr(_flags, "_threads", 2)
+    monkeypatch.setattr(_blas, "free_cores", lambda: 2)
+
+
+@pytest.fixture(params=["cpp", "cpp-2-threads", "numpy"])
 def kernels(request, monkeypatch):
-    """Run a test with the C++ kernels, then with numpy's (the fallback)."""
+    """Run a test with the C++ kernels (one thread, two threads), then with numpy's."""
     if request.param == "numpy":
         monkeypatch.setattr(_cpu_conv, "_lib", False)
     else:
+        if request.param == "cpp-2-threads":
+            _two_threads(monkeypatch)
         _cpu_conv._fn("emconv_fwd", np.float32)   # load it
         if _cpujit.available():
             assert _cpu_conv._lib, "a C++ compiler is here but the conv kernels did not build"
@@ -119,11 +130,13 @@ def test_max_pool_nan_and_ties(kernels):
 
 
 # ---- rows: softmax / log_softmax / layer_norm / cross_entropy ----------------------------------
-@pytest.fixture(params=["cpp", "numpy"])
+@pytest.fixture(params=["cpp", "cpp-2-threads", "numpy"])
 def rows(request, monkeypatch):
     if request.param == "numpy":
         monkeypatch.setattr(_cpu_norm, "_lib", False)
     else:
+        if request.param == "cpp-2-threads":
+            _two_threads(monkeypatch)
         _cpu_norm._fn("emrow_softmax", np.float32)
         if _cpujit.available():
             assert _cpu_norm._lib, "a C++ compiler is here but the row kernels did not build"
