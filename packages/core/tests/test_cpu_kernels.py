@@ -83,6 +83,12 @@ def test_conv_transpose1d(kernels):
           shapes=[(2, 4, 5), (4, 3, 3)], grad=True, atol=1e-4, rtol=1e-5)
 
 
+def test_conv_transpose_output_padding_past_stride(kernels):
+    # output_padding < dilation but >= stride: the output has a position the input maps past
+    check(lambda t, x, w: F(t).conv_transpose2d(x, w, stride=1, dilation=2, output_padding=1),
+          shapes=[(2, 2, 5, 4), (2, 3, 3, 2)], grad=True, atol=1e-4, rtol=1e-5)
+
+
 def test_conv_lowp_and_errors(kernels):
     check(lambda t, x, w: F(t).conv2d(x, w, padding=1), shapes=[(1, 2, 5, 5), (3, 2, 3, 3)],
           dtypes=("bfloat16",))

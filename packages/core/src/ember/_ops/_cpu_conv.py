@@ -350,8 +350,10 @@ def _c(a):
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
-def conv_forward(x, w, b, stride, pad, dil, groups):
-    """(N, C, *S) conv (O, C/g, *K) [+ b] -> (N, O, *Q), or None (numpy's kernel runs)."""
+def conv_forward(x, w, b, stride, pad, dil, groups, out=None):
+    """(N, C, *S) conv (O, C/g, *K) [+ b] -> (N, O, *Q), or None (numpy's kernel runs).
+    `out`: the first Q output positions only (a transposed conv's input gradient when its
+    output_padding reaches past the stride)."""
     fn = _fn("emconv_fwd", x.dtype)
     if fn is None or len(stride) > 3 or x.dtype != w.dtype or (b is not None
                                                                and b.dtype != x.dtype):
@@ -360,7 +362,7 @@ def conv_forward(x, w, b, stride, pad, dil, groups):
     N, C = x.shape[:2]
     O, K = w.shape[0], w.shape[2:]
     Q = tuple(conv_out_size(s, k, st, p, d) for s, k, st, p, d in
-              zip(x.shape[2:], K, stride, pad, dil))
+              zip(x.shape[2:], K, stride, pad, dil)) if out is None else tuple(out)
     y = np.empty((N, O) + Q, x.dtype)
     if y.size == 0 or x.size == 0:
         return None

@@ -123,6 +123,10 @@ def _conv_weight_grad(x, g, ksize, stride, pad, dil, groups):
     """d(conv)/d(weight) = g @ cols^T per group -> (O, C/g, *K)."""
     O = g.shape[1]
     cols, out = im2col(x, ksize, stride, pad, dil)
+    if tuple(out) != tuple(g.shape[2:]):   # a transposed conv's output_padding past the stride
+        out = tuple(g.shape[2:])
+        cols = np.ascontiguousarray(cols[(slice(None),) * (2 + len(ksize))
+                                         + tuple(slice(0, q) for q in out)])
     cols = cols.reshape(groups, -1, g.shape[0] * math.prod(out))    # (g, Cg*K, N*L)
     gm = np.ascontiguousarray(g.swapaxes(0, 1)).reshape(groups, O // groups, -1)
     gemm_threads(2 * O * cols.shape[1] * cols.shape[2])
@@ -232,10 +236,11 @@ def _conv_bwd_kernel(g, x, w, bias_sizes, stride, pad, dil, transposed, opad, gr
     gc, xc, wc = _up(g, dt), _up(x, dt), _up(w, dt)
     gi = gw = gb = None
     if mask[0]:
-        if transposed:
-            gi = _cpu_conv.conv_forward(gc, wc, None, stride, pad, dil, groups)
+        if transposed:   # (an output_padding past the stride adds positions x lacks)
+            gi = _cpu_conv.conv_forward(gc, wc, None, stride, pad, dil, groups, x.shape[2:])
             if gi is None:
                 gi = _conv_fwd(gc, wc, stride, pad, dil, groups)
+                gi = gi[(slice(None),) * 2 + tuple(slice(0, s) for s in x.shape[2:])]
         else:
             gi = _cpu_conv.conv_input_grad(gc, wc, x.shape[2:], stride, pad, dil, groups)
             if gi is None:
