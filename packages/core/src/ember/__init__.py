@@ -15,6 +15,9 @@ __path__ = extend_path(__path__, __name__)
 # cost more than a whole eager add).
 _np.seterr(all="ignore")
 
+from . import _malloc  # noqa: E402
+
+_malloc.tune()  # big CPU buffers stay in the heap (no page faults per op)
 from . import _ops  # noqa: E402 - registers every op family
 from ._components import MissingComponentError  # noqa: E402,F401
 from ._creation_api import as_tensor, asarray, from_numpy, tensor  # noqa: E402,F401

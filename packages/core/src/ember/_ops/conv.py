@@ -14,6 +14,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .._blas import gemm_threads
 from .._dispatch import TensorMeta
+from . import _cpu_conv
 from ._registry import defop
 
 __all__ = ["im2col", "col2im", "conv_out_size", "ntuple"]
@@ -122,6 +123,10 @@ def _conv_weight_grad(x, g, ksize, stride, pad, dil, groups):
     """d(conv)/d(weight) = g @ cols^T per group -> (O, C/g, *K)."""
     O = g.shape[1]
     cols, out = im2col(x, ksize, stride, pad, dil)
+    if tuple(out) != tuple(g.shape[2:]):   # a transposed conv's output_padding past the stride
+        out = tuple(g.shape[2:])
+        cols = np.ascontiguousarray(cols[(slice(None),) * (2 + len(ksize))
+                                         + tuple(slice(0, q) for q in out)])
     cols = cols.reshape(groups, -1, g.shape[0] * math.prod(out))    # (g, Cg*K, N*L)
     gm = np.ascontiguousarray(g.swapaxes(0, 1)).reshape(groups, O // groups, -1)
     gemm_threads(2 * O * cols.shape[1] * cols.shape[2])
@@ -195,8 +200,14 @@ def _conv_kernel(x, w, b, stride, pad, dil, transposed, opad, groups):
     xc, wc = _up(x, dt), _up(w, dt)
     if transposed:
         out = _transposed_out(x.shape[2:], w.shape[2:], stride, pad, dil, opad)
-        y = _conv_input_grad(xc, wc, out, stride, pad, dil, groups)
-    else:
+        y = _cpu_conv.conv_input_grad(xc, wc, out, stride, pad, dil, groups)
+        if y is None:
+            y = _conv_input_grad(xc, wc, out, stride, pad, dil, groups)
+    else:   # the C++ kernel adds the bias itself
+        y = _cpu_conv.conv_forward(xc, wc, None if b is None else _up(b, dt), stride, pad, dil,
+                                   groups)
+        if y is not None:
+            return y.astype(x.dtype, copy=False)
         y = _conv_fwd(xc, wc, stride, pad, dil, groups)
     # y is a transposed view: the bias add writes the contiguous result in the same pass
     res = np.empty(y.shape, y.dtype)
@@ -225,18 +236,29 @@ def _conv_bwd_kernel(g, x, w, bias_sizes, stride, pad, dil, transposed, opad, gr
     gc, xc, wc = _up(g, dt), _up(x, dt), _up(w, dt)
     gi = gw = gb = None
     if mask[0]:
-        if transposed:
-            gi = _conv_fwd(gc, wc, stride, pad, dil, groups)
+        if transposed:   # (an output_padding past the stride adds positions x lacks)
+            gi = _cpu_conv.conv_forward(gc, wc, None, stride, pad, dil, groups, x.shape[2:])
+            if gi is None:
+                gi = _conv_fwd(gc, wc, stride, pad, dil, groups)
+                gi = gi[(slice(None),) * 2 + tuple(slice(0, s) for s in x.shape[2:])]
         else:
-            gi = _conv_input_grad(gc, wc, x.shape[2:], stride, pad, dil, groups)
+            gi = _cpu_conv.conv_input_grad(gc, wc, x.shape[2:], stride, pad, dil, groups)
+            if gi is None:
+                gi = _conv_input_grad(gc, wc, x.shape[2:], stride, pad, dil, groups)
         gi = np.ascontiguousarray(gi).astype(x.dtype, copy=False)
     if mask[1]:
-        if transposed:   # roles swap: the output's columns times the input
-            gw = _conv_weight_grad(gc, xc, w.shape[2:], stride, pad, dil, groups)
+        # roles swap for a transposed conv: the output's columns times the input
+        a, b = (gc, xc) if transposed else (xc, gc)
+        r = _cpu_conv.conv_weight_grad(a, b, w.shape[2:], stride, pad, dil, groups,
+                                       bias=mask[2] and not transposed)
+        if r is None:
+            gw = _conv_weight_grad(a, b, w.shape[2:], stride, pad, dil, groups)
         else:
-            gw = _conv_weight_grad(xc, gc, w.shape[2:], stride, pad, dil, groups)
+            gw, gb = r
+            if gb is not None:
+                gb = gb.astype(g.dtype, copy=False)
         gw = np.ascontiguousarray(gw).astype(w.dtype, copy=False)
-    if mask[2]:
+    if mask[2] and gb is None:
         gb = gc.sum(axis=(0,) + tuple(range(2, g.ndim))).astype(g.dtype, copy=False)
     return gi, gw, gb
 

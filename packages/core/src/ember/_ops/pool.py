@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .._dispatch import TensorMeta
+from . import _cpu_conv
 from ._registry import defop
 from .conv import ntuple, windows
 
@@ -78,6 +79,9 @@ def _max_pool_kernel(n):
         k, s, p, d = _norm_args(n, k, s, p, d)
         _check_ndim(x, n, f"max_pool{n}d")
         spatial, out = _geometry(x.shape, n, k, s, p, d, ceil_mode, f"max_pool{n}d")
+        r = _cpu_conv.max_pool(x, n, k, s, p, d, out)   # one C++ pass (float32/64)
+        if r is not None:
+            return r
         xp = _padded(x, n, k, s, p, d, out, _lowest(x.dtype))
         win = windows(xp, k, s, d, out)                            # (..., *out, *K)
         # a running max over the prod(K) window offsets, each a strided (..., *out) view: a few
@@ -144,6 +148,9 @@ def _pool_gather_kernel(x, idx, n):
 
 def _pool_scatter_kernel(g, x, idx, n):
     """Adjoint of the gather: gi[..., idx[..., j]] += g[..., j] (one bincount)."""
+    gi = _cpu_conv.pool_scatter(g, idx, tuple(x.shape), n)
+    if gi is not None:
+        return gi
     lead = x.shape[:x.ndim - n]
     m = math.prod(lead)
     per = math.prod(x.shape[x.ndim - n:])

@@ -14,6 +14,7 @@ import numpy as np
 from .. import _dtype as D
 from .._dispatch import TensorMeta, _return_type, torch_name
 from .._size import normalize_dim
+from . import _cpu_norm
 from ._registry import OPS, bind_overloads, complex_vjp, defop
 from .creation import to_dtype
 
@@ -565,6 +566,10 @@ def _softmax(name):
         od = _softmax_dtype(name, edtype(x), dtype)
         a = opmath_np(x.astype(od.np, copy=False))
         d = normalize_dim(dim, x.ndim) if x.ndim else None
+        if d == x.ndim - 1 and a.dtype == od.np:   # rows in one C++ pass (float32/64)
+            r = _cpu_norm.softmax(a, name == "log_softmax")
+            if r is not None:
+                return r
         with np.errstate(all="ignore"):
             if not a.size:
                 return a.astype(od.np)
