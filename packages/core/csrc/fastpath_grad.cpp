@@ -37,6 +37,7 @@ struct AgGlobals {
   PyObject* record = nullptr;       // ember.autograd._engine.record (the reference)
   PyObject* describe = nullptr;     // op -> None | (info, diff_idx, use_args, use_out)
   PyObject* edge_of = nullptr;      // _graph.edge_of (leaves without a node yet, views, ...)
+  PyObject* same_data = nullptr;    // _graph._same_data (a saved output's alias, no grad_fn)
   PyObject* attach = nullptr;       // _engine._attach (results other than one Tensor)
   PyTypeObject* tensor = nullptr;
   PyTypeObject* node_t = nullptr;   // OpNode
@@ -113,7 +114,17 @@ PyObject* make_saved(PyObject* t, bool is_output) {
   PyObject* st = member(t, A.t_st);
   PyObject* version = A.zero;
   if (st != nullptr && st != Py_None) version = member(st, A.storage_version);
-  init_member(s, A.s_t, t);
+  if (is_output) {  // as _Saved: the output's alias, so output -> node -> saved is no cycle
+    PyObject* a = PyObject_CallOneArg(A.same_data, t);
+    if (a == nullptr) {
+      Py_DECREF(s);
+      return nullptr;
+    }
+    init_member(s, A.s_t, a);
+    Py_DECREF(a);
+  } else {
+    init_member(s, A.s_t, t);
+  }
   init_member(s, A.s_version, version);
   init_member(s, A.s_is_output, is_output ? Py_True : Py_False);
   init_member(s, A.s_output_nr, A.zero);
@@ -407,6 +418,7 @@ void grad_init(py::dict g) {
   A.record = keep(g["record"]);
   A.describe = keep(g["describe"]);
   A.edge_of = keep(g["edge_of"]);
+  A.same_data = keep(g["same_data"]);
   A.attach = keep(g["attach"]);
   A.tensor = reinterpret_cast<PyTypeObject*>(keep(g["Tensor"]));
   A.node_t = reinterpret_cast<PyTypeObject*>(keep(g["OpNode"]));

@@ -394,7 +394,10 @@ class _Saved:
         if hooks:
             self._pack(t, *hooks[-1])
         else:
-            self.t = t
+            # an op's own output is kept as a new tensor over its data, without the grad_fn:
+            # holding the output itself would make output -> node -> saved -> output a cycle
+            # that only the garbage collector frees (the activation outlives the step)
+            self.t = _same_data(t) if is_output else t
             self.version = t._storage.version
 
     def _pack(self, t, pack, unpack):

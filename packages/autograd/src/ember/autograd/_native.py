@@ -30,6 +30,7 @@ def register() -> bool:
     from ember import _native
     return _native.register_autograd(dict(
         record=_engine.record, describe=describe, edge_of=_graph.edge_of,
+        same_data=_graph._same_data,
         attach=_engine._attach, OpNode=_graph.OpNode, Saved=_graph._Saved,
         MetaOnly=_graph.MetaOnly, seq=_graph._seq, ANOMALY=_graph.ANOMALY,
         SAVED_HOOKS=_graph.SAVED_HOOKS, TensorInfo=_graph.TensorInfo,
