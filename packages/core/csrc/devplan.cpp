@@ -46,10 +46,88 @@ void free_plan(DevPlan* p) {
     Py_XDECREF(k.device);
   }
   for (PyObject* o : {p->dflt, p->check, p->common, p->shape, p->stride, p->rdt, p->device,
-                      p->alloc, p->fake, p->malloc, p->allocator, p->nbytes, p->size,
-                      p->rkey})
+                      p->alloc, p->malloc, p->allocator, p->nbytes, p->size, p->rkey})
     Py_XDECREF(o);
+  for (auto& s : p->steps) Py_XDECREF(s.fake);
+  for (auto& b : p->bufs)
+    for (PyObject* o : {b.shape, b.stride, b.rdt, b.nbytes, b.size, b.rkey}) Py_XDECREF(o);
   delete p;
+}
+
+// One launch from the builder's (launch, params, fake); false: not replayable here.
+// launch: (function, gx, gy, gz, block_x, shared, ctx[, C call]); params: (src, ctype, value)
+bool parse_step(PyObject* ln, PyObject* params, PyObject* fake, DevPlan* p, Step* s) {
+  if (!PyTuple_Check(ln) || PyTuple_GET_SIZE(ln) < 7 || !PyTuple_Check(params) ||
+      PyTuple_GET_SIZE(params) > kMaxParams)
+    return false;
+  s->fake = keep(fake);
+  s->func = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ln, 0));
+  s->gx = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 1));
+  s->gy = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 2));
+  s->gz = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 3));
+  s->bx = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 4));
+  s->shared = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 5));
+  uint64_t ctx = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ln, 6));
+  if (ctx != 0) p->ctx = ctx;
+  // (an 8th item 1: `function` is a C function of the u64 parameters, as cublasLtMatmul)
+  s->ccall = PyTuple_GET_SIZE(ln) >= 8 && PyObject_IsTrue(PyTuple_GET_ITEM(ln, 7)) == 1;
+  if (s->ccall && PyTuple_GET_SIZE(params) > 16) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(params); ++i) {
+    PyObject* q = PyTuple_GET_ITEM(params, i);
+    Param pr;
+    pr.src = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(q, 0)));
+    pr.ctype = PyUnicode_AsUTF8(PyTuple_GET_ITEM(q, 1))[0];
+    PyObject* v = PyTuple_GET_ITEM(q, 2);
+    if (PyFloat_Check(v)) {
+      pr.fval = PyFloat_AS_DOUBLE(v);
+      pr.ival = static_cast<long long>(pr.fval);
+    } else if (v != Py_None) {
+      pr.ival = PyLong_AsLongLong(v);
+      pr.fval = static_cast<double>(pr.ival);
+    }
+    if (pr.src < -2 - static_cast<int>(p->bufs.size())) return false;  // (no such buffer)
+    s->params.push_back(pr);
+  }
+  return PyErr_Occurred() == nullptr && (s->func == 0 || s->ccall || open_cuda());
+}
+
+// The builder's extra buffers and launches: ((is output, shape, stride, rdt, nbytes, size),
+// ...), ((launch, params, fake), ...); false: not replayable here.
+bool parse_extra(PyObject* x, DevPlan* p) {
+  if (x == Py_None) return true;
+  if (!PyTuple_Check(x) || PyTuple_GET_SIZE(x) != 2) return false;
+  PyObject* bufs = PyTuple_GET_ITEM(x, 0);
+  PyObject* steps = PyTuple_GET_ITEM(x, 1);
+  if (!PyTuple_Check(bufs) || PyTuple_GET_SIZE(bufs) > kMaxBufs || !PyTuple_Check(steps) ||
+      PyTuple_GET_SIZE(steps) > kMaxSteps || D.nbuffer == nullptr || p->malloc == nullptr)
+    return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bufs); ++i) {
+    PyObject* b = PyTuple_GET_ITEM(bufs, i);
+    if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 6) return false;
+    Buf f;
+    f.out = PyObject_IsTrue(PyTuple_GET_ITEM(b, 0)) == 1;
+    f.shape = keep(PyTuple_GET_ITEM(b, 1));
+    f.stride = keep(PyTuple_GET_ITEM(b, 2));
+    f.rdt = keep(PyTuple_GET_ITEM(b, 3));
+    f.nbytes = keep(PyTuple_GET_ITEM(b, 4));
+    f.size = keep(PyTuple_GET_ITEM(b, 5));
+    PyObject* zero = PyLong_FromLong(0);
+    f.rkey = zero == nullptr || f.size == nullptr ? nullptr : PyTuple_Pack(2, zero, f.size);
+    Py_XDECREF(zero);
+    p->bufs.push_back(f);  // (owned refs freed with the plan)
+    if (f.rkey == nullptr || f.nbytes == nullptr || !PyLong_CheckExact(f.nbytes) ||
+        (f.out && (f.shape == nullptr || f.stride == nullptr || f.rdt == nullptr)))
+      return false;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(steps); ++i) {
+    PyObject* t = PyTuple_GET_ITEM(steps, i);
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) return false;
+    p->steps.emplace_back();
+    if (!parse_step(PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2), p,
+                    &p->steps.back()))
+      return false;
+  }
+  return true;
 }
 
 // The plan described by the builder's answer d (see ember/_native.py `register_device`) for
@@ -76,12 +154,7 @@ DevPlan* build_plan(PyObject* d, PyObject* args, int reg) {
   p->common = keep(PyTuple_GET_ITEM(d, 3));
   // out: (shape, stride, rdt, device, alloc)
   PyObject* out = PyTuple_GET_ITEM(d, 4);
-  // launch: (function, gx, gy, gz, block_x, shared, ctx[, C call])
-  PyObject* ln = PyTuple_GET_ITEM(d, 5);
-  PyObject* params = PyTuple_GET_ITEM(d, 6);
-  if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 5 || !PyTuple_Check(ln) ||
-      PyTuple_GET_SIZE(ln) < 7 || !PyTuple_Check(params) ||
-      PyTuple_GET_SIZE(params) > kMaxParams) {
+  if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 5) {
     free_plan(p);
     return nullptr;
   }
@@ -103,40 +176,22 @@ DevPlan* build_plan(PyObject* d, PyObject* args, int reg) {
   } else if (!PyTuple_Check(al)) {
     p->alloc = keep(al);
   }
-  p->func = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ln, 0));
-  p->gx = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 1));
-  p->gy = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 2));
-  p->gz = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 3));
-  p->bx = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 4));
-  p->shared = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(ln, 5));
-  p->ctx = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ln, 6));
-  // (an 8th item 1: `function` is a C function of the u64 parameters, as cublasLtMatmul)
-  p->ccall = PyTuple_GET_SIZE(ln) >= 8 && PyObject_IsTrue(PyTuple_GET_ITEM(ln, 7)) == 1;
-  if (p->ccall && PyTuple_GET_SIZE(params) > 16) {
+  // (the buffers first: the steps' parameters name them)
+  bool parsed = parse_extra(PyTuple_GET_ITEM(d, 8), p);
+  if (parsed) {
+    p->steps.insert(p->steps.begin(), Step());
+    parsed = parse_step(PyTuple_GET_ITEM(d, 5), PyTuple_GET_ITEM(d, 6), PyTuple_GET_ITEM(d, 7),
+                        p, &p->steps.front());
+  }
+  if (!parsed) {
+    PyErr_Clear();
     free_plan(p);
     return nullptr;
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(params); ++i) {
-    PyObject* q = PyTuple_GET_ITEM(params, i);  // (src, ctype str, value)
-    Param pr;
-    pr.src = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(q, 0)));
-    pr.ctype = PyUnicode_AsUTF8(PyTuple_GET_ITEM(q, 1))[0];
-    PyObject* v = PyTuple_GET_ITEM(q, 2);
-    if (PyFloat_Check(v)) {
-      pr.fval = PyFloat_AS_DOUBLE(v);
-      pr.ival = static_cast<long long>(pr.fval);
-    } else if (v != Py_None) {
-      pr.ival = PyLong_AsLongLong(v);
-      pr.fval = static_cast<double>(pr.ival);
-    }
-    p->params.push_back(pr);
-  }
-  p->fake = keep(PyTuple_GET_ITEM(d, 7));
   bool bad = PyErr_Occurred() != nullptr || p->shape == nullptr || p->stride == nullptr ||
              p->rdt == nullptr || p->device == nullptr ||
              (p->alloc == nullptr && (p->malloc == nullptr || p->allocator == nullptr ||
                                       p->nbytes == nullptr || !PyLong_CheckExact(p->nbytes)));
-  if (!bad && p->func != 0 && !p->ccall && !open_cuda()) bad = true;
   if (bad) {
     PyErr_Clear();
     free_plan(p);
@@ -260,7 +315,8 @@ PyObject* devplan_call(PyObject* op, PyObject* args, PyObject* first, PyObject* 
     return replay(p, args, addrs);
   }
   PyObject* r = PyObject_Call(kernel, args, nullptr);
-  if (r != nullptr && !blocked && Py_TYPE(r) == D.tensor) ask(e, op, args, first);
+  if (r != nullptr && !blocked && (Py_TYPE(r) == D.tensor || PyTuple_CheckExact(r)))
+    ask(e, op, args, first);
   return r;
 }
 

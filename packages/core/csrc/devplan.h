@@ -36,6 +36,28 @@ struct Param {
   double fval = 0;
 };
 
+// One launch of a plan: a kernel, or a C call of u64 arguments (cuBLASLt, a copy).
+struct Step {
+  uint64_t func = 0;              // CUfunction; 0: no launch (fake hook, or nothing)
+  bool ccall = false;             // func is a C function of len(params) u64 arguments returning
+                                  // a status (cuBLASLt's cublasLtMatmul), not a CUfunction
+  unsigned gx = 1, gy = 1, gz = 1, bx = 32, shared = 0;
+  std::vector<Param> params;
+  PyObject* fake = nullptr;       // (packed bytes) -> None, or nullptr
+};
+
+// A buffer a plan allocates besides its first output: another output, or a temporary freed
+// after the launches (stream-ordered reuse: the allocator's next block on the same stream).
+struct Buf {
+  bool out = false;
+  PyObject* shape = nullptr;      // outputs: their layout and dtype
+  PyObject* stride = nullptr;
+  PyObject* rdt = nullptr;
+  PyObject* nbytes = nullptr;
+  PyObject* size = nullptr;
+  PyObject* rkey = nullptr;
+};
+
 struct DevPlan {
   std::vector<ArgKey> keys;
   PyObject* dflt = nullptr;       // the default dtype it was built under
@@ -51,13 +73,9 @@ struct DevPlan {
   PyObject* nbytes = nullptr;
   PyObject* size = nullptr;       // nbytes rounded as the allocator does, and (0, size): its
   PyObject* rkey = nullptr;       // exact-reuse key (nullptr: always call malloc)
-  PyObject* fake = nullptr;       // (packed bytes, grid x, stream) -> None, or nullptr
-  uint64_t func = 0;              // CUfunction; 0: no launch (fake hook, or nothing)
-  bool ccall = false;             // func is a C function of len(params) u64 arguments returning
-                                  // a status (cuBLASLt's cublasLtMatmul), not a CUfunction
-  unsigned gx = 1, gy = 1, gz = 1, bx = 32, shared = 0;
-  uint64_t ctx = 0;               // the context the function was loaded in (0: do not check)
-  std::vector<Param> params;
+  uint64_t ctx = 0;               // the context the functions were loaded in (0: do not check)
+  std::vector<Step> steps;        // in order (parameter source -1: the output, -2: a constant,
+  std::vector<Buf> bufs;          // -3 - j: bufs[j]); outputs after the first make a tuple
   int reg = 0;                    // index of the device registration
 };
 
@@ -80,6 +98,8 @@ constexpr int kMaxPlans = 64;  // per op
 constexpr int kMaxFailed = 4096;
 constexpr int kMaxAsks = 2;
 constexpr int kMaxParams = 64;
+constexpr int kMaxBufs = 8;      // buffers besides the first output
+constexpr int kMaxSteps = 16;
 
 struct DG {
   bool ready = false;

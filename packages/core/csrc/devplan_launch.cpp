@@ -74,30 +74,30 @@ void put_const(const Param& pr, Cell* cell) {
   }
 }
 
-// A new Tensor over storage st laid out as the plan's output.
-PyObject* wrap(const DevPlan* p, PyObject* st) {
+// A new Tensor over storage st laid out as (shape, stride, rdt) on the plan's device.
+PyObject* wrap(const DevPlan* p, PyObject* st, PyObject* shape, PyObject* stride, PyObject* rdt) {
   PyObject* t = D.tensor->tp_alloc(D.tensor, 0);
   if (t == nullptr) return nullptr;
   set_tslot(t, ST, st);
-  set_tslot(t, SHAPE, p->shape);
-  set_tslot(t, STRIDE, p->stride);
+  set_tslot(t, SHAPE, shape);
+  set_tslot(t, STRIDE, stride);
   set_tslot(t, OFFSET, D.zero);
-  set_tslot(t, DTYPE, p->rdt);
+  set_tslot(t, DTYPE, rdt);
   set_tslot(t, DEVICE, p->device);
   set_tslot(t, NPC, Py_None);
   return t;
 }
 
-// The output's Storage: Storage(Buffer(allocator, block), device, nbytes) as the device's
+// A buffer's Storage: Storage(Buffer(allocator, block), device, nbytes) as the device's
 // Python code makes it, the block from malloc(nbytes, 0) (the default stream).
-PyObject* new_storage(const DevPlan* p) {
+PyObject* new_storage(const DevPlan* p, PyObject* nbytes, PyObject* size, PyObject* rkey) {
   PyObject* block = nullptr;
-  if (p->rkey != nullptr) {  // the exact-reuse case natively, else the allocator's malloc
-    block = devalloc_malloc(p->allocator, p->nbytes, p->rkey, p->size);
+  if (rkey != nullptr) {  // the exact-reuse case natively, else the allocator's malloc
+    block = devalloc_malloc(p->allocator, nbytes, rkey, size);
     if (block == nullptr && PyErr_Occurred()) return nullptr;
   }
   if (block == nullptr) {
-    PyObject* mv[2] = {p->nbytes, D.zero};
+    PyObject* mv[2] = {nbytes, D.zero};
     block = PyObject_Vectorcall(p->malloc, mv, 2, nullptr);
     if (block == nullptr) return nullptr;
   }
@@ -107,7 +107,7 @@ PyObject* new_storage(const DevPlan* p) {
     return nullptr;
   }
   // (native plans' buffers free natively: their class's __del__ is devalloc.cpp's)
-  PyTypeObject* bt = p->rkey != nullptr ? D.nbuffer : D.buffer;
+  PyTypeObject* bt = rkey != nullptr ? D.nbuffer : D.buffer;
   PyObject* buf = bt->tp_alloc(bt, 0);
   PyObject* st = buf == nullptr ? nullptr : D.storage->tp_alloc(D.storage, 0);
   if (st == nullptr) {
@@ -121,7 +121,7 @@ PyObject* new_storage(const DevPlan* p) {
   set_member(buf, D.off_alloc, p->allocator);
   set_member(st, D.off_data, buf);
   set_member(st, D.off_sdev, p->device);
-  set_member(st, D.off_nbytes, p->nbytes);
+  set_member(st, D.off_nbytes, nbytes);
   set_member(st, D.off_version, D.zero);
   set_member(st, D.off_views, Py_None);
   Py_DECREF(ptr);
@@ -129,6 +129,73 @@ PyObject* new_storage(const DevPlan* p) {
   Py_DECREF(buf);
   return st;
 }
+
+// The device address of a Storage made for a plan (0 with an error: not a device Storage).
+uint64_t storage_addr(PyObject* st) {
+  PyObject* buf = Py_TYPE(st) == D.storage ? member(st, D.off_data) : nullptr;
+  bool known = buf != nullptr && (Py_TYPE(buf) == D.buffer || Py_TYPE(buf) == D.nbuffer);
+  PyObject* ptr = known ? member(buf, D.off_ptr) : nullptr;
+  if (ptr == nullptr || !PyLong_CheckExact(ptr)) {
+    PyErr_SetString(PyExc_RuntimeError, "device plan: alloc() did not return a device Storage");
+    return 0;
+  }
+  return PyLong_AsUnsignedLongLong(ptr);
+}
+
+// Pack one step's parameters and launch it; false with an error set.
+bool run_step(const Step& s, PyObject* args, const uint64_t* addrs, const uint64_t* bufs) {
+  Cell cells[kMaxParams];
+  void* pp[kMaxParams];
+  size_t k = 0;
+  for (const Param& pr : s.params) {
+    Cell* c = &cells[k];
+    if (pr.src == -1) {
+      c->u = bufs[0];
+    } else if (pr.src == -2) {
+      put_const(pr, c);
+    } else if (pr.src < -2) {
+      c->u = bufs[-2 - pr.src];  // (-3 - j: bufs[j], after the first output's address)
+    } else if (pr.ctype == 'p') {
+      c->u = addrs[pr.src];
+    } else if (!put_scalar(PyTuple_GET_ITEM(args, pr.src), pr.ctype, c)) {
+      return false;
+    }
+    pp[k] = c;
+    ++k;
+  }
+  if (s.func != 0 && s.ccall) {  // a library call: every parameter is one u64 cell
+    int err = ccall(s.func, cells, k);
+    if (err != 0) {
+      PyErr_Format(PyExc_RuntimeError, "device plan: library call failed with status %d", err);
+      return false;
+    }
+  } else if (s.func != 0) {
+    int err = D.launch(s.func, s.gx, s.gy, s.gz, s.bx, 1, 1, s.shared, 0, pp, nullptr);
+    if (err != 0) {
+      const char* msg = "unknown error";
+      if (D.err_str != nullptr) D.err_str(err, &msg);
+      PyErr_Format(PyExc_RuntimeError, "CUDA error: %s (cuLaunchKernel %d)", msg, err);
+      return false;
+    }
+  } else if (s.fake != nullptr) {  // the fake device: the packed parameters, to be decoded
+    PyObject* raw = PyBytes_FromStringAndSize(reinterpret_cast<char*>(cells), k * sizeof(Cell));
+    if (raw == nullptr) return false;
+    PyObject* r = PyObject_CallOneArg(s.fake, raw);
+    Py_DECREF(raw);
+    if (r == nullptr) return false;
+    Py_DECREF(r);
+  }
+  return true;
+}
+
+// The outputs of a replay: the plan's Storages, released together on an error.
+struct Stores {
+  PyObject* st[kMaxBufs + 1] = {nullptr};
+  size_t n = 0;
+  ~Stores() {
+    for (size_t i = 0; i < n; ++i) Py_XDECREF(st[i]);
+  }
+};
 
 }  // namespace
 
@@ -143,69 +210,45 @@ PyObject* replay(const DevPlan* p, PyObject* args, const uint64_t* addrs) {
     if (r == nullptr) return nullptr;  // PyTorch's argument error, as the Python path raises
     Py_DECREF(r);
   }
-  PyObject* st = p->alloc != nullptr ? PyObject_CallNoArgs(p->alloc) : new_storage(p);
-  if (st == nullptr) return nullptr;  // (out of memory: the allocator's error)
-  uint64_t out = 0;
-  PyObject* buf = Py_TYPE(st) == D.storage ? member(st, D.off_data) : nullptr;
-  bool known = buf != nullptr && (Py_TYPE(buf) == D.buffer || Py_TYPE(buf) == D.nbuffer);
-  PyObject* ptr = known ? member(buf, D.off_ptr) : nullptr;
-  if (ptr == nullptr || !PyLong_CheckExact(ptr)) {
-    Py_DECREF(st);
-    PyErr_SetString(PyExc_RuntimeError, "device plan: alloc() did not return a device Storage");
+  Stores s;
+  uint64_t bufs[kMaxBufs + 1];
+  s.st[0] = p->alloc != nullptr ? PyObject_CallNoArgs(p->alloc)
+                                : new_storage(p, p->nbytes, p->size, p->rkey);
+  if (s.st[0] == nullptr) return nullptr;  // (out of memory: the allocator's error)
+  s.n = 1;
+  for (const Buf& b : p->bufs) {
+    s.st[s.n] = new_storage(p, b.nbytes, b.size, b.rkey);
+    if (s.st[s.n] == nullptr) return nullptr;
+    ++s.n;
+  }
+  for (size_t i = 0; i < s.n; ++i) {
+    bufs[i] = storage_addr(s.st[i]);
+    if (bufs[i] == 0) return nullptr;
+  }
+  for (const Step& st : p->steps)
+    if (!run_step(st, args, addrs, bufs)) return nullptr;
+  PyObject* t = wrap(p, s.st[0], p->shape, p->stride, p->rdt);
+  Py_ssize_t nout = 1;
+  for (const Buf& b : p->bufs) nout += b.out;
+  if (t == nullptr || nout == 1) return t;
+  PyObject* tup = PyTuple_New(nout);
+  if (tup == nullptr) {
+    Py_DECREF(t);
     return nullptr;
   }
-  out = PyLong_AsUnsignedLongLong(ptr);
-  Cell cells[kMaxParams];
-  void* pp[kMaxParams];
-  size_t k = 0;
-  for (const Param& pr : p->params) {
-    Cell* c = &cells[k];
-    if (pr.src == -1) {
-      c->u = out;
-    } else if (pr.src == -2) {
-      put_const(pr, c);
-    } else if (pr.ctype == 'p') {
-      c->u = addrs[pr.src];
-    } else if (!put_scalar(PyTuple_GET_ITEM(args, pr.src), pr.ctype, c)) {
-      Py_DECREF(st);
+  PyTuple_SET_ITEM(tup, 0, t);
+  Py_ssize_t k = 1;
+  for (size_t j = 0; j < p->bufs.size(); ++j) {
+    const Buf& b = p->bufs[j];
+    if (!b.out) continue;  // (a temporary: freed with its Storage below, after the launches)
+    PyObject* o = wrap(p, s.st[j + 1], b.shape, b.stride, b.rdt);
+    if (o == nullptr) {
+      Py_DECREF(tup);
       return nullptr;
     }
-    pp[k] = c;
-    ++k;
+    PyTuple_SET_ITEM(tup, k++, o);
   }
-  if (p->func != 0 && p->ccall) {  // a library call: every parameter is one u64 cell
-    int err = ccall(p->func, cells, k);
-    if (err != 0) {
-      Py_DECREF(st);
-      PyErr_Format(PyExc_RuntimeError, "device plan: library call failed with status %d", err);
-      return nullptr;
-    }
-  } else if (p->func != 0) {
-    int err = D.launch(p->func, p->gx, p->gy, p->gz, p->bx, 1, 1, p->shared, 0, pp, nullptr);
-    if (err != 0) {
-      const char* msg = "unknown error";
-      if (D.err_str != nullptr) D.err_str(err, &msg);
-      Py_DECREF(st);
-      PyErr_Format(PyExc_RuntimeError, "CUDA error: %s (cuLaunchKernel %d)", msg, err);
-      return nullptr;
-    }
-  } else if (p->fake != nullptr) {  // the fake device: the packed parameters, to be decoded
-    PyObject* raw = PyBytes_FromStringAndSize(reinterpret_cast<char*>(cells), k * sizeof(Cell));
-    if (raw == nullptr) {
-      Py_DECREF(st);
-      return nullptr;
-    }
-    PyObject* r = PyObject_CallOneArg(p->fake, raw);
-    Py_DECREF(raw);
-    if (r == nullptr) {
-      Py_DECREF(st);
-      return nullptr;
-    }
-    Py_DECREF(r);
-  }
-  PyObject* t = wrap(p, st);
-  Py_DECREF(st);
-  return t;
+  return tup;
 }
 
 bool open_cuda() {

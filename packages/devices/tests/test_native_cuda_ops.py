@@ -49,7 +49,7 @@ def cu(*shape, dt="float32"):
 x, w, v, xt = cu(8, 16), cu(12, 16), cu(16), cu(8, 12)
 b3, c3 = cu(3, 8, 16), cu(3, 16, 5)
 lab = ember.tensor(rng.integers(0, 16, (8,))).cuda()
-emb = cu(20, 16)
+emb, img, ker = cu(20, 16), cu(2, 3, 6, 6), cu(4, 3, 3, 3)
 idx = ember.tensor(rng.integers(0, 20, (4, 6))).cuda()
 records = {
     "mm": lambda: x @ w.t(), "mm_tn": lambda: xt.t() @ x, "same_storage": lambda: x.t() @ x,
@@ -62,11 +62,15 @@ records = {
     "layer_norm": lambda: F.layer_norm(x, (16,)), "embedding": lambda: F.embedding(idx, emb),
     "half_mm": lambda: x.half() @ w.t().half(), "clone": lambda: x.clone(),
     "clone_strided": lambda: x.t().clone(),
+    "conv2d": lambda: F.conv2d(img, ker), "max_pool2d": lambda: F.max_pool2d(img, 2),
+    "nll_loss": lambda: nllf(lsm, lab, None, 1, -100),
 }
+from ember._ops.registry import lookup
+nllf, lsm = lookup("nll_loss_forward"), F.log_softmax(x, 1)
 hits = {name: both(f) for name, f in records.items()}
 print("native hits per record", hits)
 for name in ("mm", "mm_tn", "bmm", "linear", "sum_dim", "sum_list", "softmax", "log_softmax",
-             "clone"):
+             "clone", "layer_norm", "nll_loss"):
     assert hits[name] > 0, f"no native plan for {name}: {hits}"
 
 # a float32 precision change drops the plans (f32 GEMMs depend on it), then they are rebuilt

@@ -1,15 +1,16 @@
 """Native launch plans of calls that are not pointwise (matmul, reductions, softmax, norms, ...).
 
 `build(backend, op, args)` runs the op's cuda slot once more with its device work recorded
-(Triton launches through FastLauncher, cuBLASLt matmuls, cuBLAS / the fake device's GEMM) and
-every other way a slot can touch memory watched (nested op calls, copies, memsets, pointwise
-runs). A call that did exactly one launch or one cuBLASLt matmul, whose pointers are all its
-tensor arguments' data or its one fresh output, becomes a plan C++ replays (csrc/devplan.cpp):
-the same launch with the same constants, the output allocated as the slot allocated it. Any
-other shape of call (a temporary buffer, a copy, two launches, a random op, a tuple result)
-stays on the Python path. Under the same key (dtypes, sizes, strides, alignment, scalar values)
-the slot's decisions are the same, so its constants are too; EMBER_CUDA_FAKE runs the same
-recording (no launch under nolaunch; the interpreter or numpy under EMBER_CUDA_FAKE_PLANS=1).
+(Triton launches through FastLauncher, cuBLASLt matmuls, cuBLAS / the fake device's GEMM,
+device-to-device copies, the allocator's mallocs) and every other way a slot can touch memory
+watched (nested op calls, memsets, host copies, pointwise runs). A call whose launches only
+touch its tensor arguments' data, its fresh outputs and its own temporaries becomes a plan C++
+replays (csrc/devplan*.cpp): the same launches with the same constants, outputs and temporaries
+allocated as the slot allocated them (temporaries freed after the launches, stream-ordered).
+Anything else (a nested op, a memset, a view into a temporary, a random op) stays on the Python
+path. Under the same key (dtypes, sizes, strides, alignment, scalar values) the slot's
+decisions are the same, so its constants are too. EMBER_CUDA_FAKE runs the same recording (no
+launch under nolaunch; the interpreter or numpy under EMBER_CUDA_FAKE_PLANS=1).
 """
 from __future__ import annotations
 
@@ -21,12 +22,12 @@ from ember import _dtype as D
 from ember._tensor import Tensor
 
 from . import driver as rt
-from .allocator import round_size
+from .allocator import CachingAllocator, round_size
 from .launcher import SIGNATURES, FakeRun, FastLauncher, _nop
 
 __all__ = ["build", "cublaslt_matmul_address"]
 
-_MEMORY_FNS = ("memset8", "memcpy_htod", "memcpy_dtoh", "memcpy_peer")
+_MEMORY_FNS = ("memcpy_htod", "memcpy_dtoh", "memcpy_peer")
 _LT_ADDR: list = []
 _CU_ADDR: dict = {}
 
@@ -36,14 +37,21 @@ class _Foreign(Exception):
 
 
 class _Watch(_dispatch.DispatchMode):
-    """Marks the recording foreign when the slot dispatches an op that is not a view."""
+    """Sees the ops a slot calls: their device work is recorded like the slot's own, but a random
+    op (its seed) or an in-place op on the call's arguments (its version bump, a host-side
+    effect a replay would not repeat) makes the recording foreign."""
 
-    def __init__(self, rec):
+    def __init__(self, rec, args):
         self.rec = rec
+        self.outer = [a._storage for a in args if isinstance(a, Tensor)]
 
     def __ember_dispatch__(self, op, args, out):
-        if op.view is None:
+        if "random" in op.tags or out is not None:
             self.rec.foreign = True
+        elif op.inplace_of is not None or op.mutated_idx:
+            for a in args:
+                if isinstance(a, Tensor) and any(a._storage is s for s in self.outer):
+                    self.rec.foreign = True
         return _dispatch.call_below_modes(op, args, out)
 
 
@@ -65,8 +73,9 @@ class _Recorder:
     """Patches the launch points for one slot call (single-threaded use: the builder runs under
     the GIL on a miss; patched class attributes are restored before it returns)."""
 
-    def __init__(self, backend):
-        self.backend, self.events, self.foreign = backend, [], False
+    def __init__(self, backend, args):
+        self.backend, self.args, self.events, self.foreign = backend, args, [], False
+        self.mallocs = {}  # block address -> requested bytes (the slot's own allocations)
 
     def __enter__(self):
         from .. import blas, blaslt
@@ -79,9 +88,9 @@ class _Recorder:
             rec.events.append(("triton", fn, tuple(grid), list(args), launcher.last))
             return r
 
-        def fast(launcher, *a):
-            rec.foreign = True  # raw arguments: pointers and scalars cannot be told apart
-            return fast0(launcher, *a)
+        def fast(launcher, plan, args):
+            rec.events.append(("fast", plan, list(args)))
+            return fast0(launcher, plan, args)
         saved += [(FastLauncher, "__call__", call0), (FastLauncher, "fast", fast0)]
         FastLauncher.__call__, FastLauncher.fast = call, fast
         gemm0 = blas.gemm
@@ -90,6 +99,14 @@ class _Recorder:
             rec.events.append(("gemm", a, b, out, alpha, beta))
             return gemm0(a, b, out, alpha, beta, batch)
         saved.append((blas, "gemm", gemm0))
+        malloc0 = CachingAllocator.malloc
+
+        def malloc(allocator, nbytes, stream):
+            b = malloc0(allocator, nbytes, stream)
+            rec.mallocs[b.ptr] = nbytes
+            return b
+        saved.append((CachingAllocator, "malloc", malloc0))
+        CachingAllocator.malloc = malloc
         blas.gemm = gemm
         if blaslt._mod:
             saved.append((blaslt, "_mod", list(blaslt._mod)))
@@ -105,11 +122,22 @@ class _Recorder:
             f0 = getattr(rt, name)
             saved.append((rt, name, f0))
             setattr(rt, name, self._foreign(f0))
-        pw = getattr(self.backend, "pw", None)
-        if pw is not None:
-            saved.append((pw, "run", None))
-            pw.run = self._foreign(pw.run)
-        self._mode = _Watch(self).__enter__()
+        lp0 = self.backend._launch_plan
+
+        def launch_plan(plan, args, into=None):
+            r = lp0(plan, args, into)
+            rec.events.append(("pw", plan, args, into, r))
+            return r
+        saved.append((self.backend, "_launch_plan", None))
+        self.backend._launch_plan = launch_plan
+        set0 = rt.memset8
+
+        def memset(dst, value, n, stream):
+            rec.events.append(("memset", dst, value, n, stream))
+            return set0(dst, value, n, stream)
+        saved.append((rt, "memset8", set0))
+        rt.memset8 = memset
+        self._mode = _Watch(self, self.args).__enter__()
         return self
 
     def _foreign(self, f):
@@ -147,15 +175,16 @@ def _kind(a):
 def build(backend, op, args):
     """The native description of a non-pointwise call (see runtime/native.py `build` for its
     layout), or None when its slot's device work is not one replayable launch."""
-    if "random" in op.tags or op.pointwise is not None:
-        return None
     slot = op.kernels.get("cuda")
+    if ("random" in op.tags or op.pointwise is not None
+            or getattr(slot, "__module__", "").endswith(".random")):
+        return None  # (a seed drawn per call must never be baked into a plan)
     kinds = [_kind(a) for a in args]
     if slot is None or None in kinds:
         return None
     st = _dispatch.state
     grad = st.grad_enabled
-    rec = _Recorder(backend)
+    rec = _Recorder(backend, args)
     st.grad_enabled = False
     try:
         with rec:
@@ -164,57 +193,83 @@ def build(backend, op, args):
         return None
     finally:
         st.grad_enabled = grad
-    if rec.foreign or r.__class__ is not Tensor or r._offset != 0:
+    outs = (r,) if r.__class__ is Tensor else r
+    if (rec.foreign or outs.__class__ is not tuple or not outs
+            or any(o.__class__ is not Tensor or o._offset != 0 for o in outs)):
         return None
     try:
-        return _describe(op, args, kinds, r, rec.events)
+        return _describe(args, kinds, outs, rec)
     except _Foreign:
         return None
 
 
-def _addresses(args, r):
-    """address -> source (argument position, -1 the output); None when two coincide."""
+def _addresses(args, outs, mallocs):
+    """(address -> source, extra buffers): arguments by position, the first output -1, the
+    other outputs and the slot's temporaries -3 - j (buffer j); None when two coincide or an
+    output is not a fresh allocation of the slot."""
     src = {}
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
-            if a._storage is r._storage:
+            if any(a._storage is o._storage for o in outs):
                 return None
             p = a.data_ptr()
             if p in src and src[p] != i:
                 return None
             src[p] = i
-    p = r.data_ptr()
-    if p in src:
-        return None
-    src[p] = -1
-    return src
+    bufs = []
+    for k, o in enumerate(outs):
+        p = o.data_ptr()
+        if p in src or p not in mallocs:
+            return None
+        src[p] = -1 if k == 0 else -3 - len(bufs)
+        if k:
+            n = o._storage.nbytes
+            bufs.append((True, o._shape, o._stride, o.dtype, n, round_size(n)))
+    for p, n in mallocs.items():
+        if p not in src:  # a temporary (freed after the launches)
+            src[p] = -3 - len(bufs)
+            bufs.append((False, None, None, None, n, round_size(n)))
+    return src, bufs
 
 
-def _describe(op, args, kinds, r, events):
-    src = _addresses(args, r)
-    if src is None or len(events) not in (1, 2):
+def _describe(args, kinds, outs, rec):
+    got = _addresses(args, outs, rec.mallocs)
+    if got is None or not rec.events or len(got[1]) > 8:
         return None
-    dev = r.device
-    lt = [e for e in events if e[0] == "lt"]
-    gem = [e for e in events if e[0] == "gemm"]
-    tri = [e for e in events if e[0] == "triton"]
-    if tri and len(events) == 1:
-        desc = _triton(tri[0], src, args, dev)
-    elif events[0][0] == "copy" and len(events) == 1:
-        desc = _copy(events[0], src, dev)
-    elif gem and len(gem) == 1 and len(lt) == len(events) - 1:
-        desc = _gemm(gem[0], lt[0] if lt else None, src, dev)
-        kinds = [4 if k == 0 else k for k in kinds]  # (cuBLASLt's algorithm: alignment up to 256)
-    else:
+    src, bufs = got
+    dev = outs[0].device
+    steps, evs = [], list(rec.events)
+    while evs:
+        ev = evs.pop(0)
+        if ev[0] == "triton":
+            step = _triton(ev, src, args, dev)
+        elif ev[0] == "copy":
+            step = _copy(ev, src, dev)
+        elif ev[0] == "memset":
+            step = _memset(ev, src, dev)
+        elif ev[0] == "pw":
+            step = _pointwise(ev, src, dev)
+        elif ev[0] == "fast":
+            step = _fast(ev, src, dev)
+        elif ev[0] == "gemm":
+            lt = evs.pop(0) if evs and evs[0][0] == "lt" else None
+            step = _gemm(ev, lt, src, dev)
+            kinds = [4 if k == 0 else k for k in kinds]  # (cuBLASLt's algorithm: alignment)
+        else:
+            return None
+        if step is None:
+            return None
+        steps.append(step)
+    if len(steps) > 16:
         return None
-    if desc is None:
-        return None
-    launch, params, fake = desc
+    r = outs[0]
     nbytes = r._storage.nbytes
     alloc = backend_allocator(dev)
+    launch, params, fake = steps[0]
+    extra = (tuple(bufs), tuple(steps[1:])) if bufs or len(steps) > 1 else None
     return (tuple(kinds), D.get_default_dtype(), None, None,
             (r._shape, r._stride, r.dtype, dev, (alloc.malloc, alloc, nbytes, round_size(nbytes))),
-            launch, params, fake, None)
+            launch, params, fake, extra)
 
 
 def backend_allocator(dev):
@@ -269,6 +324,53 @@ def _triton(ev, src, args, dev):
     return launch, params, fake
 
 
+def _fast(ev, src, dev):
+    """A memoized launch (FastLauncher.fast: raw addresses and scalars, the pointwise runner's):
+    which arguments are pointers comes from the kernel's signature (the fake device: its
+    FakeRun's pointer kinds; under nolaunch, nothing runs: an address of the call is one)."""
+    from . import native
+    _, (run, prefix, cvals, grid, tail), args = ev
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    fake = None
+    if run is _nop or isinstance(run, FakeRun):
+        if isinstance(run, FakeRun):
+            ptr = [d is not None for d in run.pointers][:len(args)]
+        else:
+            ptr = [a.__class__ is int and a in src for a in args]
+        if len(ptr) != len(args):
+            return None
+        sources = [(_pointer(a, src), None) if p else (-2, a) for a, p in zip(args, ptr)]
+        sources += [(-2, v) for v in tail] + [(-2, v) for v in cvals]
+        types = (["*" if p else native._value_type(a) for a, p in zip(args, ptr)]
+                 + [native._value_type(v) for v in tail] + ["constexpr"] * len(cvals))
+        params = native.describe_params(sources, types)
+        launch = (0, g[0], g[1], g[2], 32, 0, 0)
+        if params is not None and isinstance(run, FakeRun):
+            fake = _fake_triton(run, params, g, cvals, dev)
+    else:
+        info = SIGNATURES.get(prefix[0]) if len(prefix) == 9 else None
+        if info is None:
+            return None
+        types, meta, attrs = info
+        num_warps, num_ctas, shared = meta[:3]
+        n = len(args) + len(tail) + len(cvals)
+        if attrs or num_ctas != 1 or len(types) != n:
+            return None
+        sources = [(_pointer(a, src), None) if t.startswith("*") else (-2, a)
+                   for a, t in zip(args, types)]
+        sources += [(-2, v) for v in tail] + [(-2, v) for v in cvals]
+        params = native.describe_params(sources, types)
+        if params is not None:
+            params += ((-2, "p", 0), (-2, "p", 0))
+        ctx = rt._ctx.get(dev.index or 0)
+        if ctx is None:
+            return None
+        launch = (int(prefix[0]), g[0], g[1], g[2], 32 * num_warps, shared, int(ctx))
+    if params is None:
+        return None
+    return launch, params, fake
+
+
 def _fake_triton(run, params, grid, cvals, dev):
     """Decode the cells C++ packed and run the kernel in the interpreter (the fake device)."""
     from .native import _STRUCT
@@ -299,9 +401,10 @@ def _copy(ev, src, dev):
     """A device-to-device copy into the fresh output (clone of a contiguous tensor) as a C call
     of cuMemcpyDtoDAsync_v2(dst, src, nbytes, stream 0); on the fake device a memmove."""
     _, dst, s, n, stream = ev
-    if src.get(dst) != -1 or stream != 0 or n <= 0:
+    d = src.get(dst)
+    if d is None or d >= 0 or stream != 0 or n <= 0:  # (into an output or a temporary only)
         return None
-    cells = ((-1, "p", None), (_pointer(s, src), "p", None), (-2, "Q", int(n)), (-2, "Q", 0))
+    cells = ((d, "p", None), (_pointer(s, src), "p", None), (-2, "Q", int(n)), (-2, "Q", 0))
     if rt.FAKE:
         fake = None if rt.NOLAUNCH else (lambda raw: ctypes.memmove(
             *struct.unpack("<QQQ", raw[:24])))
@@ -311,6 +414,67 @@ def _copy(ev, src, dev):
     if not fn or ctx is None:
         return None
     return (fn, 1, 1, 1, 32, 0, int(ctx), 1), cells, None
+
+
+def _memset(ev, src, dev):
+    """A byte fill of an output or temporary: cuMemsetD8Async(dst, value, nbytes, stream 0)."""
+    _, dst, value, n, stream = ev
+    d = src.get(dst)
+    if d is None or d >= 0 or stream != 0 or n <= 0:
+        return None
+    cells = ((d, "p", None), (-2, "Q", int(value) & 255), (-2, "Q", int(n)), (-2, "Q", 0))
+    if rt.FAKE:
+        fake = None if rt.NOLAUNCH else (lambda raw: ctypes.memset(
+            *struct.unpack("<QQQ", raw[:24])))
+        return (0, 1, 1, 1, 32, 0, 0), cells, fake
+    fn = libcuda_address("cuMemsetD8Async")
+    ctx = rt._ctx.get(dev.index or 0)
+    if not fn or ctx is None:
+        return None
+    return (fn, 1, 1, 1, 32, 0, int(ctx), 1), cells, None
+
+
+def _pointwise(ev, src, dev):
+    """A pointwise launch of a nested op (the backend's cached plan, runtime/native.py's
+    layout): its output and tensors by address, its runtime scalars baked (fixed under the
+    outer call's key)."""
+    from . import native
+    _, plan, args, into, out = ev
+    (_, _, _, _, _, tens, scal, run, prefix, cvals, grid, tail, _, _) = plan
+    o = into if into is not None else out
+    if o is None or o.__class__ is not Tensor:
+        return None
+    sources = [(_pointer(o.data_ptr(), src), None)]
+    sources += [(_pointer(args[i].data_ptr(), src), None) for i in tens]
+    sources += [(-2, args[i]) for i in scal] + [(-2, v) for v in tail]
+    sources += [(-2, v) for v in cvals]
+    if run is _nop or isinstance(run, FakeRun):
+        types = (["*"] * (1 + len(tens)) + [native._value_type(args[i]) for i in scal]
+                 + [native._value_type(v) for v in tail] + ["constexpr"] * len(cvals))
+        params = native.describe_params(sources, types)
+        fake = None
+        if params is not None and isinstance(run, FakeRun):
+            fake = _fake_triton(run, params, (grid[0], 1, 1), cvals, dev)
+        launch = (0, grid[0], 1, 1, 32, 0, 0)
+    else:
+        info = SIGNATURES.get(prefix[0]) if len(prefix) == 9 else None
+        if info is None:
+            return None
+        types, meta, attrs = info
+        num_warps, num_ctas, shared = meta[:3]
+        if attrs or num_ctas != 1 or len(types) != len(sources):
+            return None
+        params = native.describe_params(sources, types)
+        if params is not None:
+            params += ((-2, "p", 0), (-2, "p", 0))
+        ctx = rt._ctx.get(dev.index or 0)
+        if ctx is None:
+            return None
+        fake = None
+        launch = (int(prefix[0]), grid[0], 1, 1, 32 * num_warps, shared, int(ctx))
+    if params is None:
+        return None
+    return launch, params, fake
 
 
 def cublaslt_matmul_address() -> int:
@@ -340,14 +504,14 @@ def _gemm(ev, lt, src, dev):
         return None
     pa, pb, pc = _pointer(a.data_ptr(), src), _pointer(b.data_ptr(), src), _pointer(
         out.data_ptr(), src)
-    if pc != -1:
+    if pc >= 0:  # (into an output or a temporary only)
         return None
     if lt is None:  # the fake device (or plain cuBLAS: no plan)
         if not rt.FAKE:
             return None
         cells = [(-2, "Q", 0)] * 16
         cells[3], cells[5], cells[8], cells[10] = (pb, "p", None), (pa, "p", None), (
-            -1, "p", None), (-1, "p", None)
+            pc, "p", None), (pc, "p", None)
         fake = None if rt.NOLAUNCH else _fake_gemm(a, b, out)
         return (0, 1, 1, 1, 32, 0, 0), tuple(cells), fake
     (h, desc, al, pb_, la, pa_, lb, be, pc_, lc, pd_, ld, algo, ws, wsz, stream) = lt[1]
@@ -361,7 +525,7 @@ def _gemm(ev, lt, src, dev):
         return None
     q = lambda v: (-2, "Q", int(v))  # noqa: E731
     cells = (q(h), q(desc), q(al), (pb, "p", None), q(la), (pa, "p", None), q(lb), q(be),
-             (-1, "p", None), q(lc), (-1, "p", None), q(ld), q(algo), q(ws), q(wsz), q(0))
+             (pc, "p", None), q(lc), (pc, "p", None), q(ld), q(algo), q(ws), q(wsz), q(0))
     return (fn, 1, 1, 1, 32, 0, int(ctx), 1), cells, None
 
 
