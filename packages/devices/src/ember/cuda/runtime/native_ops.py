@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import threading
 
 from ember import _dispatch
 from ember import _dtype as D
@@ -65,7 +66,7 @@ class _LtProxy:
         return getattr(self._lt, name)
 
     def matmul(self, *a):
-        self._rec.events.append(("lt", a))
+        self._rec.add(("lt", a))
         return self._lt.matmul(*a)
 
 
@@ -76,6 +77,15 @@ class _Recorder:
     def __init__(self, backend, args):
         self.backend, self.args, self.events, self.foreign = backend, args, [], False
         self.mallocs = {}  # block address -> requested bytes (the slot's own allocations)
+        self.tid = threading.get_ident()
+
+    def add(self, ev):
+        """Record ev; work of another thread meanwhile (the GIL is released between bytecodes)
+        makes the recording foreign: it is not this call's."""
+        if threading.get_ident() != self.tid:
+            self.foreign = True
+        else:
+            self.events.append(ev)
 
     def __enter__(self):
         from .. import blas, blaslt
@@ -85,25 +95,28 @@ class _Recorder:
 
         def call(launcher, fn, grid, args, key, constexprs):
             r = call0(launcher, fn, grid, args, key, constexprs)
-            rec.events.append(("triton", fn, tuple(grid), list(args), launcher.last))
+            rec.add(("triton", fn, tuple(grid), list(args), launcher.last))
             return r
 
         def fast(launcher, plan, args):
-            rec.events.append(("fast", plan, list(args)))
+            rec.add(("fast", plan, list(args)))
             return fast0(launcher, plan, args)
         saved += [(FastLauncher, "__call__", call0), (FastLauncher, "fast", fast0)]
         FastLauncher.__call__, FastLauncher.fast = call, fast
         gemm0 = blas.gemm
 
         def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
-            rec.events.append(("gemm", a, b, out, alpha, beta))
+            rec.add(("gemm", a, b, out, alpha, beta))
             return gemm0(a, b, out, alpha, beta, batch)
         saved.append((blas, "gemm", gemm0))
         malloc0 = CachingAllocator.malloc
 
         def malloc(allocator, nbytes, stream):
             b = malloc0(allocator, nbytes, stream)
-            rec.mallocs[b.ptr] = nbytes
+            if threading.get_ident() == rec.tid:
+                rec.mallocs[b.ptr] = nbytes
+            else:
+                rec.foreign = True
             return b
         saved.append((CachingAllocator, "malloc", malloc0))
         CachingAllocator.malloc = malloc
@@ -114,7 +127,7 @@ class _Recorder:
         copy0 = rt.memcpy_dtod
 
         def copy(dst, src, n, stream):
-            rec.events.append(("copy", dst, src, n, stream))
+            rec.add(("copy", dst, src, n, stream))
             return copy0(dst, src, n, stream)
         saved.append((rt, "memcpy_dtod", copy0))
         rt.memcpy_dtod = copy
@@ -126,14 +139,14 @@ class _Recorder:
 
         def launch_plan(plan, args, into=None):
             r = lp0(plan, args, into)
-            rec.events.append(("pw", plan, args, into, r))
+            rec.add(("pw", plan, args, into, r))
             return r
         saved.append((self.backend, "_launch_plan", None))
         self.backend._launch_plan = launch_plan
         set0 = rt.memset8
 
         def memset(dst, value, n, stream):
-            rec.events.append(("memset", dst, value, n, stream))
+            rec.add(("memset", dst, value, n, stream))
             return set0(dst, value, n, stream)
         saved.append((rt, "memset8", set0))
         rt.memset8 = memset
