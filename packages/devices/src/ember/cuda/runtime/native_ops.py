@@ -1,6 +1,6 @@
 """Native launch plans of calls that are not pointwise (matmul, reductions, softmax, norms, ...).
 
-`build(backend, op, args)` runs the op's cuda slot once more with its device work recorded
+`build(backend, op, args)` arms an op; its next slot call runs with its device work recorded
 (Triton launches through FastLauncher, cuBLASLt matmuls, cuBLAS / the fake device's GEMM,
 device-to-device copies, the allocator's mallocs) and every other way a slot can touch memory
 watched (nested op calls, memsets, host copies, pointwise runs). A call whose launches only
@@ -70,6 +70,30 @@ class _LtProxy:
         return self._lt.matmul(*a)
 
 
+class _Library:
+    """A vendor binding module (cuBLAS, cuSOLVER, the CUDA driver) whose calls the recorder does
+    not replay: calling one (device work a plan would miss) makes the recording foreign.
+    `watched(name)` says which names count (the driver's context and event calls do not)."""
+
+    def __init__(self, mod, rec, watched):
+        self._mod, self._rec, self._watched = mod, rec, watched
+
+    def __getattr__(self, name):
+        v = getattr(self._mod, name)
+        if not callable(v) or isinstance(v, type) or not self._watched(name):
+            return v
+        rec = self._rec
+
+        def call(*a, **k):
+            if not rec.inside:
+                rec.foreign = True
+            return v(*a, **k)
+        return call
+
+
+_DRIVER_WORK = ("cuMemcpy", "cuMemset", "cuLaunch", "cuGraphLaunch")
+
+
 class _Recorder:
     """Patches the launch points for one slot call (single-threaded use: the builder runs under
     the GIL on a miss; patched class attributes are restored before it returns)."""
@@ -78,6 +102,7 @@ class _Recorder:
         self.backend, self.args, self.events, self.foreign = backend, args, [], False
         self.mallocs = {}  # block address -> requested bytes (the slot's own allocations)
         self.tid = threading.get_ident()
+        self.inside = 0  # > 0 while a recorded call runs (its own library calls are its work)
 
     def add(self, ev):
         """Record ev; work of another thread meanwhile (the GIL is released between bytecodes)
@@ -94,20 +119,20 @@ class _Recorder:
         call0, fast0 = FastLauncher.__call__, FastLauncher.fast
 
         def call(launcher, fn, grid, args, key, constexprs):
-            r = call0(launcher, fn, grid, args, key, constexprs)
+            r = rec.run(call0, launcher, fn, grid, args, key, constexprs)
             rec.add(("triton", fn, tuple(grid), list(args), launcher.last))
             return r
 
         def fast(launcher, plan, args):
             rec.add(("fast", plan, list(args)))
-            return fast0(launcher, plan, args)
+            return rec.run(fast0, launcher, plan, args)
         saved += [(FastLauncher, "__call__", call0), (FastLauncher, "fast", fast0)]
         FastLauncher.__call__, FastLauncher.fast = call, fast
         gemm0 = blas.gemm
 
         def gemm(a, b, out, alpha=1.0, beta=0.0, batch=None):
             rec.add(("gemm", a, b, out, alpha, beta))
-            return gemm0(a, b, out, alpha, beta, batch)
+            return rec.run(gemm0, a, b, out, alpha, beta, batch)
         saved.append((blas, "gemm", gemm0))
         malloc0 = CachingAllocator.malloc
 
@@ -128,7 +153,7 @@ class _Recorder:
 
         def copy(dst, src, n, stream):
             rec.add(("copy", dst, src, n, stream))
-            return copy0(dst, src, n, stream)
+            return rec.run(copy0, dst, src, n, stream)
         saved.append((rt, "memcpy_dtod", copy0))
         rt.memcpy_dtod = copy
         for name in _MEMORY_FNS:
@@ -138,7 +163,7 @@ class _Recorder:
         lp0 = self.backend._launch_plan
 
         def launch_plan(plan, args, into=None):
-            r = lp0(plan, args, into)
+            r = rec.run(lp0, plan, args, into)
             rec.add(("pw", plan, args, into, r))
             return r
         saved.append((self.backend, "_launch_plan", None))
@@ -147,17 +172,40 @@ class _Recorder:
 
         def memset(dst, value, n, stream):
             rec.add(("memset", dst, value, n, stream))
-            return set0(dst, value, n, stream)
+            return rec.run(set0, dst, value, n, stream)
         saved.append((rt, "memset8", set0))
         rt.memset8 = memset
+        import sys
+        pkg = sys.modules.get("nvmath.bindings")
+        for name in ("cublas", "cusolverDn", "cufft", "cusparse"):
+            mod = getattr(pkg, name, None) if pkg is not None else None
+            if mod is not None:  # (ember's callers import these inside functions)
+                saved.append((pkg, name, mod))
+                setattr(pkg, name, _Library(mod, self, lambda n: True))
+        if rt._cu is not None:
+            saved.append((rt, "_cu", rt._cu))
+            rt._cu = _Library(rt._cu, self, lambda n: n.startswith(_DRIVER_WORK))
+        fv0 = getattr(rt, "fake_view", None)
+        if fv0 is not None:  # the fake device's library stand-ins (numpy on its memory)
+            saved.append((rt, "fake_view", fv0))
+            rt.fake_view = self._foreign(fv0)
         self._mode = _Watch(self, self.args).__enter__()
         return self
 
     def _foreign(self, f):
         def watched(*a, **k):
-            self.foreign = True
+            if not self.inside:
+                self.foreign = True
             return f(*a, **k)
         return watched
+
+    def run(self, f, *a):
+        """f(*a), a call being recorded: the library calls it makes are its own work."""
+        self.inside += 1
+        try:
+            return f(*a)
+        finally:
+            self.inside -= 1
 
     def __exit__(self, *exc):
         from .. import blaslt
@@ -185,9 +233,37 @@ def _kind(a):
     return 3
 
 
+# ops whose slot calls are recorded (armed by a builder's first ask; each op records at most
+# _RECORDINGS calls, so an op whose plans never build stops paying for it), and the latest
+# recording: (thread, args, recorder, result); one only, so no call's tensors stay alive long
+ARMED: set = set()
+_TAKEN: dict = {}
+_LEFT: dict = {}
+_RECORDINGS = 64
+
+
+def record_slot(f, backend, op, args):
+    """Run a slot kernel f(backend, op, *args) with its device work recorded (kernels/base.py
+    calls this for an armed op): the call itself is recorded, never a second run of it."""
+    if _dispatch.special[0]:  # a mode or autocast is on: no plan would replay now anyway
+        return f(backend, op, *args)
+    left = _LEFT.get(op, _RECORDINGS) - 1
+    _LEFT[op] = left
+    if left <= 0:
+        ARMED.discard(op)
+    rec = _Recorder(backend, args)
+    with rec:
+        r = f(backend, op, *args)
+    _TAKEN.clear()
+    _TAKEN[op] = (threading.get_ident(), args, rec, r)
+    return r
+
+
 def build(backend, op, args):
     """The native description of a non-pointwise call (see runtime/native.py `build` for its
-    layout), or None when its slot's device work is not one replayable launch."""
+    layout), or None when its slot's device work is not replayable. The first ask about an op
+    arms it: its slot calls are recorded (record_slot) and an ask right after one builds the
+    plan from that recording (C++ asks twice per call pattern at most)."""
     slot = op.kernels.get("cuda")
     if ("random" in op.tags or op.pointwise is not None
             or getattr(slot, "__module__", "").endswith(".random")):
@@ -195,17 +271,13 @@ def build(backend, op, args):
     kinds = [_kind(a) for a in args]
     if slot is None or None in kinds:
         return None
-    st = _dispatch.state
-    grad = st.grad_enabled
-    rec = _Recorder(backend, args)
-    st.grad_enabled = False
-    try:
-        with rec:
-            r = slot(*args)
-    except Exception:  # noqa: BLE001 - the Python path ran this call already: no plan
+    got = _TAKEN.pop(op, None)
+    if (got is None or got[0] != threading.get_ident() or len(got[1]) != len(args)
+            or any(a is not b for a, b in zip(got[1], args))):
+        if _LEFT.get(op, _RECORDINGS) > 0:
+            ARMED.add(op)
         return None
-    finally:
-        st.grad_enabled = grad
+    _, _, rec, r = got
     outs = (r,) if r.__class__ is Tensor else r
     if (rec.foreign or outs.__class__ is not tuple or not outs
             or any(o.__class__ is not Tensor or o._offset != 0 for o in outs)):
