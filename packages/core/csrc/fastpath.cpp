@@ -434,7 +434,9 @@ PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
     PyObject* v = PyTuple_GET_ITEM(args, i);
     PyTypeObject* t = Py_TYPE(v);
     if (t == G.tensor || (t->tp_dictoffset != 0 && plain_subclass(t))) {
-      if (!e->is_tensor[i] || slot(v, DEVICE) != G.cpu) return Py_None;
+      if (!e->is_tensor[i]) return Py_None;
+      if (slot(v, DEVICE) != G.cpu)  // another device's slot (device_call), else Python
+        return !any && e->kernels != nullptr ? kDevice : Py_None;
       PyObject* vdt = slot(v, DTYPE);
       if (vdt == G.f8a || vdt == G.f8b) return Py_None;  // (which ops float8 runs: Python)
       if (!asked && requires_grad(v)) {
@@ -626,36 +628,77 @@ PyObject* try_fast(PyObject* op, PyObject* args, bool grad_ok) {
   return t;  // a Tensor or nullptr (error)
 }
 
-// As dispatch's `call` for a pointwise call whose first tensor is on another device (cuda):
-// that device's kernel slot runs it when nothing records (grad off, or no input requires grad).
-// Py_None: take the Python path.
+// As dispatch's `call` for a call whose first tensor is on another device (cuda): that
+// device's kernel slot runs it, through its launch plan when one was built (devplan.cpp); when
+// an input requires grad the node is built here too (grad off while the slot runs, as autograd's
+// `record` runs the op below it). Py_None: take the Python path.
 PyObject* device_call(PyObject* op, PyObject* args, bool grad_on) {
   OpEntry* e = g_ops.find(op)->second;  // (try_fast made the entry)
   PyObject* first = nullptr;
+  bool needs_grad = false, scalar_for_tensor = false;
   for (Py_ssize_t i = 0; i < e->nargs; ++i) {
     if (!e->is_tensor[i]) continue;
     PyObject* v = PyTuple_GET_ITEM(args, i);
     PyTypeObject* t = Py_TYPE(v);
-    if (t == G.tensor) {
-      if (first == nullptr) first = v;
-      if (grad_on && requires_grad(v)) return Py_None;
-    } else if (!(t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type || v == Py_None)) {
+    if (t == G.tensor || (t->tp_dictoffset != 0 && plain_subclass(t))) {
+      if (first == nullptr) {
+        first = v;
+      } else if (e->kernel && slot(v, DEVICE) != slot(first, DEVICE) &&
+                 PyObject_RichCompareBool(slot(v, DEVICE), slot(first, DEVICE), Py_EQ) != 1) {
+        PyErr_Clear();
+        return Py_None;  // devices mixed: dispatch's find_device decides
+      }
+      if (grad_on && !needs_grad && requires_grad(v)) needs_grad = true;
+    } else if (t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type || v == Py_None) {
+      scalar_for_tensor = true;
+    } else {
       return Py_None;
     }
+  }
+  GradOp* grad = nullptr;
+  if (needs_grad) {
+    PyObject* how = recording(op, &grad);
+    if (how != Py_None) return how == kRecord ? Py_None : how;  // Python records, or an error
+    if (grad != nullptr && scalar_for_tensor) return Py_None;   // (as try_fast: record's)
+  }
+  if (e->kernel && e->check != nullptr) {  // (kernel ops: the dtype-category check)
+    PyObject* r = PyObject_CallOneArg(e->check, args);
+    if (r == nullptr) return nullptr;
+    Py_DECREF(r);
   }
   PyObject* type = PyObject_GetAttr(slot(first, DEVICE), G.str_type);
   if (type == nullptr) return nullptr;
   PyObject* k = PyDict_GetItemWithError(e->kernels, type);  // borrowed
   Py_DECREF(type);
   if (k == nullptr) return PyErr_Occurred() ? nullptr : Py_None;
-  return devplan_call(op, args, first, k);  // a device plan's hit, else the slot k
+  if (grad != nullptr && PyObject_SetAttr(G.state, G.str_grad, Py_False) != 0) return nullptr;
+  PyObject* r = devplan_call(op, args, first, k);  // a device plan's hit, else the slot k
+  if (grad != nullptr) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    int bad = PyObject_SetAttr(G.state, G.str_grad, Py_True);
+    PyErr_Restore(et, ev, tb);
+    if (bad != 0) {
+      Py_XDECREF(r);
+      return nullptr;
+    }
+  }
+  if (r == Py_NotImplemented && (e->kernel || grad != nullptr)) {
+    Py_DECREF(r);  // the slot declines: dispatch's rule (decomposition, host) in Python
+    return Py_None;
+  }
+  if (r != nullptr && r != Py_None && grad != nullptr &&
+      ember_native::grad_record(grad, op, args, r) != 0)
+    Py_CLEAR(r);
+  return r;
 }
 
 // The first tensor argument of a call try_fast answered kDevice for.
 PyObject* first_tensor(PyObject* args) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) {
     PyObject* v = PyTuple_GET_ITEM(args, i);
-    if (Py_TYPE(v) == G.tensor) return v;
+    if (Py_TYPE(v) == G.tensor || (Py_TYPE(v)->tp_dictoffset != 0 && plain_subclass(Py_TYPE(v))))
+      return v;
   }
   return nullptr;
 }

@@ -8,6 +8,7 @@ __all__ = ["set_float32_matmul_precision", "get_float32_matmul_precision",
 float32_matmul_precision = "highest"
 deterministic = False
 _threads = None
+on_precision_change: list = []  # callbacks: cached matmul plans that depend on the precision
 
 
 def set_float32_matmul_precision(precision: str) -> None:
@@ -15,7 +16,10 @@ def set_float32_matmul_precision(precision: str) -> None:
     global float32_matmul_precision
     if precision not in ("highest", "high", "medium"):
         raise RuntimeError(f"Invalid precision: {precision}; expected highest, high or medium")
+    changed = precision != float32_matmul_precision
     float32_matmul_precision = precision
+    for f in on_precision_change if changed else ():
+        f()
 
 
 def get_float32_matmul_precision() -> str:

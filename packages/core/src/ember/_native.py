@@ -17,7 +17,8 @@ import numpy as np
 
 __all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats",
            "register_autograd", "set_native_grad", "grad_stats", "register_device",
-           "device_stats", "view_stats", "mut_stats", "view_kind", "set_native_views"]
+           "device_stats", "clear_device_plans", "view_stats", "mut_stats", "view_kind",
+           "set_native_views"]
 
 _C = None
 
@@ -284,6 +285,12 @@ def register_device(type: str, builder, special: list, capturing: dict, storage_
     except TypeError:  # a build of ember._C older than this file: the Python path
         return False
     return True
+
+
+def clear_device_plans() -> None:
+    """Drop every native device plan (a setting their launches depend on changed)."""
+    if _C is not None and hasattr(_C, "devplan_clear"):
+        _C.devplan_clear()
 
 
 def device_stats():

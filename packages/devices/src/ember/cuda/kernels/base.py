@@ -15,6 +15,7 @@ from ember._ops.registry import dtypes as D
 
 from ..runtime import driver as rt
 from ..runtime.launcher import FastLauncher
+from ..runtime.native_ops import ARMED, record_slot
 from .pointwise import Operand, Unsupported
 
 _BE = get_backend("cuda")
@@ -39,6 +40,8 @@ def _slot(backend, op, f):
         if not _ACC:
             _ACC.update(_acc())
         try:
+            if ARMED and op in ARMED:  # (a native plan is being made: runtime/native_ops.py)
+                return record_slot(f, backend, op, args)
             return f(backend, op, *args)
         except Unsupported:  # a dtype the Triton kernels lack (complex, fp8): the host rule
             return NotImplemented

@@ -45,6 +45,9 @@ def install(backend) -> bool:
         """The buffers C++ makes: freed into the allocator natively (its __del__ is set by
         register_device), the same bookkeeping as CudaBuffer's."""
         __slots__ = ()
+    from ember import _flags
+    if _native.clear_device_plans not in _flags.on_precision_change:  # (f32 GEMM plans)
+        _flags.on_precision_change.append(_native.clear_device_plans)
     return _native.register_device("cuda", lambda op, args: build(backend, op, args),
                                    streams.PUSHED, capture.capturing, CudaBuffer, NativeBuffer)
 
@@ -74,7 +77,11 @@ def describe_params(sources, types):
 
 
 def build(backend, op, args):
-    """The native description of a call whose Python launch plan is cached, else None."""
+    """The native description of a call whose Python launch plan is cached, else None
+    (calls of ops that are not pointwise: runtime/native_ops.py)."""
+    if op.pointwise is None:
+        from . import native_ops
+        return native_ops.build(backend, op, args)
     sig = backend._signature(op, args)
     plan = backend._plan(sig) if sig is not None else None
     if plan is None:
