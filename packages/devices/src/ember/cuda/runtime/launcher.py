@@ -21,7 +21,9 @@ _LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
 SIGNATURES: dict = {}
 # EMBER_CUDA_FAKE_PLANS=1 (the fake device with TRITON_INTERPRET=1): interpreter launches are
 # cached as plans too (`FakeRun`), so the plan and native launch paths run in CI
-FAKE_PLANS = os.environ.get("EMBER_CUDA_FAKE_PLANS") == "1"
+def fake_plans() -> bool:
+    """Read at each fake launch, not at import: tests turn it on after ember.cuda is loaded."""
+    return os.environ.get("EMBER_CUDA_FAKE_PLANS") == "1"
 
 
 def install_driver():
@@ -124,7 +126,7 @@ class FastLauncher:
             from .capture import fake_exec  # recorded instead while the stream captures
             fake_exec(lambda: fn[grid](*call, **constexprs), current_stream_handle(None))
             self.last = None
-            if FAKE_PLANS:
+            if fake_plans():
                 kinds = tuple(a.dtype if isinstance(a, Operand) else None for a in args)
                 self.last = (FakeRun(fn, kinds, tuple(constexprs), dev), (),
                              tuple(constexprs.values()))
