@@ -92,7 +92,8 @@ def build(g, sym=None, plan=None, compile_kernels=True):
                 if cuda:
                     src, args, syms, mem = _triton_generate(s, stored, g.sv)
                 else:
-                    src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv)
+                    src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv,
+                                                  static=sym is None)
                     syms = None
                 if mem <= stored:
                     break
