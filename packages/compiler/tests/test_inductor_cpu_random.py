@@ -81,7 +81,7 @@ def test_rand_shapes_and_dtypes():
     np.testing.assert_array_equal(a, ember.rand(4, generator=gen).numpy())
 
 
-@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+@pytest.mark.parametrize("p", [0.3])
 def test_dropout_train_step(p):
     rec = Recorder()
     w = ember.nn.Parameter(ember.ones(64, 64))

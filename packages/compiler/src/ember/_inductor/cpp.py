@@ -159,7 +159,11 @@ class CppKernel:
         if buf.name in self.kernel.where:
             self.mem_reads.add(buf.name)
         kd = kdtype(buf.dtype)
-        code = _load(f"{self.ptr(buf)}[{self.cx(index)}]", buf.dtype, kd, False)
+        if buf.dtype is D.bool:   # widened and compared: a mask GCC vectorizes selects on
+            code = (f"(static_cast<uint32_t>(reinterpret_cast<const uint8_t*>({self.ptr(buf)})"
+                    f"[{self.cx(index)}]) != 0u)")
+        else:
+            code = _load(f"{self.ptr(buf)}[{self.cx(index)}]", buf.dtype, kd, False)
         if mask is not None:  # only the selected branch reads memory: out-of-range stays out
             code = f"({mask.code} ? {code} : static_cast<{CT[kd]}>(0))"
         v = self.h.emit(code, kd)
