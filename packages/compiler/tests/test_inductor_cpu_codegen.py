@@ -129,3 +129,20 @@ def test_softmax_exp_computed_once():
                                rtol=1e-6, atol=1e-7)
     src = c.kernel_src
     assert src.count("[64];") == 1 and "row0[r0] = " in src and "= row0[r0];" in src, src
+
+
+def test_malloc_tuned_once_a_cpu_graph_loads():
+    """Loading a CPU graph raises glibc's mmap threshold (cpu_malloc.py): a freed 4 MB buffer's
+    memory is reused from the heap instead of being unmapped and faulted in again."""
+    import sys
+
+    from ember._inductor import cpu_malloc
+    out, _ = _run(lambda t: t * 2, ember.ones(4))
+    assert out.numpy().tolist() == [2.0] * 4
+    if sys.platform.startswith("linux"):
+        assert cpu_malloc._done[0] and cpu_malloc.tune()
+        a = np.empty(1 << 20, np.float32)
+        p = a.__array_interface__["data"][0]
+        del a
+        b = np.empty(1 << 20, np.float32)
+        assert b.__array_interface__["data"][0] == p      # the same heap block again
