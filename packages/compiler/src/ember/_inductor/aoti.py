@@ -140,6 +140,8 @@ def aoti_compile_and_package(exported_program, package_path=None, inductor_confi
         raise NotImplementedError(f"aoti: the program cannot be compiled: {e}") from e
     if g.device != "cpu":
         raise NotImplementedError("aoti: only CPU programs are packaged (no CUDA AOTI yet)")
+    if getattr(g, "rng_buf", None) is not None:
+        raise NotImplementedError("aoti: random ops (rand, dropout, ...) are not packaged")
     for buf, target in g.constants:  # tensors the graph itself holds (get_attr nodes)
         t = ep.graph_module
         for part in target.split("."):

@@ -94,7 +94,8 @@ def build(g, sym=None, plan=None, compile_kernels=True):
                     src, args, syms, mem = _triton_generate(s, stored, g.sv,
                                                             sym is None and static_sizes())
                 else:
-                    src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv)
+                    src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv,
+                                                  static=sym is None)
                     syms = None
                 if mem <= stored:
                     break
@@ -158,6 +159,9 @@ class Artifact:
 def load(art: Artifact, gm) -> CompiledGraph | None:
     """The callable of an artifact (its kernels compiled or loaded from the disk cache)."""
     import ember
+    if art.device == "cpu":
+        from .cpu_malloc import tune
+        tune()   # freed buffers stay in the heap: no page faults per step (cpu_malloc.py)
     fns = load_kernels(art.sources) if art.device == "cpu" else _triton_kernels(art.sources)
     if fns is None:
         return None  # deferred: the kernels are compiled later, with other graphs'

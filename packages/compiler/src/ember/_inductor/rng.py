@@ -10,6 +10,10 @@ advances, as eager's draws would). Under `mode="reduce-overhead"` the wrapper ru
 the CUDA graph records: the tensor is then a slot that `cudagraphs` refills before every replay,
 so each replay draws new numbers (PyTorch's graph-safe Philox offsets do the same). The values
 are not eager's stream; the distributions are (uniform: 24 random bits, as eager float32).
+
+CPU graphs do the same in their C++ kernels (cpp.py's Philox4x32-10): the wrapper draws a fresh
+key from the default CPU generator at each call (counter 0), so `ember.manual_seed` repeats a
+compiled function's numbers and every call draws new ones; they are not eager's numbers.
 """
 from __future__ import annotations
 
@@ -40,7 +44,9 @@ def rng_state(g) -> TBox:
 
 
 def _cuda(g, meta) -> bool:
-    return (isinstance(meta, Tensor) and meta.dtype in _FLOATS and g.device == "cuda"
+    """Whether the graph draws this op's numbers itself: a floating result in a CUDA graph
+    (Triton's Philox) or a CPU graph (cpp.py's Philox)."""
+    return (isinstance(meta, Tensor) and meta.dtype in _FLOATS and g.device in ("cuda", "cpu")
             and getattr(g, "_device_set", False))
 
 
@@ -124,6 +130,8 @@ def state(n: int, device: str = "cuda"):
     """A compiled graph's (seed, first counter) tensor for n draws, from the default generator
     (a refillable slot while a CUDA graph records)."""
     import ember
+    if str(device) == "cpu":
+        return cpu_state()
     from ember.cuda._random import default_generator
     t = ember.empty(2, dtype=ember.int64, device=device)
     gen = default_generator(t.device.index)
@@ -132,6 +140,16 @@ def state(n: int, device: str = "cuda"):
         return t
     refill(t, gen, n)
     return t
+
+
+def cpu_state():
+    """A CPU graph's (key, first counter): a fresh 63-bit Philox key drawn from the default
+    CPU generator (each call advances it, `ember.manual_seed` repeats the sequence)."""
+    import numpy as np
+
+    from ember import _random
+    key = int(_random.default_generator.np.integers(0, 1 << 63))
+    return np.array([key, 0], np.int64)
 
 
 def refill(t, gen, n: int) -> None:

@@ -3,8 +3,9 @@ value, 0 and 1 kept literal), integer division and modulo that print as C / Trit
 index simplification that turns a flat offset back into coordinates without divisions where
 the strides allow it.
 
-Kernels read every size symbol from an argument array (`ks`), never a baked constant, so one
-kernel text serves every value of a symbol (dynamic dims later need only fresh bindings).
+Triton kernels and the C++ kernels of dynamic graphs read every size symbol from an argument
+array (`ks`), so one kernel text serves every value of a symbol. The C++ kernels of a static
+graph bake the values in (cpp.py's `Specializer`: constant trip counts, divisions folded).
 """
 from __future__ import annotations
 

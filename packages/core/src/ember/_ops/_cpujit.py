@@ -44,7 +44,10 @@ THRESHOLD = 1 << 16   # output elements from which the C++ kernel runs (numpy's 
 MAX_NDIM = 8
 _GRAIN_LIGHT = 1 << 18  # elements per thread, at least: arithmetic only
 _GRAIN_HEAVY = 1 << 15  # with transcendental calls (exp, erf, ...)
-FLAGS = ("-O3", "-std=c++17", "-fno-math-errno", "-fwrapv", "-fopenmp", "-fPIC", "-shared", "-w")
+# -fno-trapping-math: FP exceptions are never inspected, so an FP op used on one side of a
+# select may be computed for every lane (GCC if-converts and vectorizes masked loops)
+FLAGS = ("-O3", "-std=c++17", "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-fopenmp",
+         "-fPIC", "-shared", "-w")
 _STORE = dict(CT)
 _STORE[D.bfloat16] = "uint16_t"
 _STORE[D.float16] = "_Float16"
