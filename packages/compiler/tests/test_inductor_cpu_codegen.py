@@ -131,16 +131,16 @@ def test_softmax_exp_computed_once():
     assert src.count("[64];") == 1 and "row0[r0] = " in src and "= row0[r0];" in src, src
 
 
-def test_malloc_tuned_once_a_cpu_graph_loads():
-    """Loading a CPU graph raises glibc's mmap threshold (cpu_malloc.py): a freed 4 MB buffer's
-    memory is reused from the heap instead of being unmapped and faulted in again."""
+def test_freed_buffers_stay_in_the_heap_for_compiled_steps():
+    """Core's glibc setting (ember._malloc, applied at import) covers compiled CPU graphs too: a
+    freed 4 MB buffer's memory is reused from the heap instead of unmapped and faulted in again
+    at every step."""
     import sys
 
-    from ember._inductor import cpu_malloc
+    import ember._malloc
     out, _ = _run(lambda t: t * 2, ember.ones(4))
     assert out.numpy().tolist() == [2.0] * 4
-    if sys.platform.startswith("linux"):
-        assert cpu_malloc._done[0] and cpu_malloc.tune()
+    if sys.platform.startswith("linux") and ember._malloc.tuned:
         a = np.empty(1 << 20, np.float32)
         p = a.__array_interface__["data"][0]
         del a

@@ -159,9 +159,6 @@ class Artifact:
 def load(art: Artifact, gm) -> CompiledGraph | None:
     """The callable of an artifact (its kernels compiled or loaded from the disk cache)."""
     import ember
-    if art.device == "cpu":
-        from .cpu_malloc import tune
-        tune()   # freed buffers stay in the heap: no page faults per step (cpu_malloc.py)
     fns = load_kernels(art.sources) if art.device == "cpu" else _triton_kernels(art.sources)
     if fns is None:
         return None  # deferred: the kernels are compiled later, with other graphs'
