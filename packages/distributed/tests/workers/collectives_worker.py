@@ -321,7 +321,9 @@ def subgroups():
 def timeouts_raise():
     """recv with no sender and a barrier that rank 0 enters alone raise DistBackendError; the
     same Works complete once the peer catches up."""
-    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    # 5 s: rank 0 waits that long alone; then the peers' whole all_reduce must fit in it too,
+    # with 4 ranks on a loaded 2-core machine (1 s timed out there)
+    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=5))
     late = []
     if R == 0:
         got = ember.zeros(1)
@@ -376,7 +378,9 @@ def large_messages_on_the_comm_thread():
     b = T(big[R])
     dist.broadcast(b, src=N - 1)
     close(b, big[N - 1])
-    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    # 5 s: rank 0 waits that long alone; then the peers' whole all_reduce must fit in it too,
+    # with 4 ranks on a loaded 2-core machine (1 s timed out there)
+    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=5))
     lower(g.engine("cpu", "test"))
     t = T(big[R])
     if R == 0:
@@ -384,7 +388,7 @@ def large_messages_on_the_comm_thread():
         try:
             w.wait()
         except dist.DistBackendError as e:
-            assert "all_reduce: timed out after 1.0 s on rank 0" in str(e), e
+            assert "all_reduce: timed out after 5.0 s on rank 0" in str(e), e
         else:
             raise AssertionError("no timeout")
     dist.barrier()
