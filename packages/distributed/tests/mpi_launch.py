@@ -24,8 +24,16 @@ def child_env(extra=None) -> dict:
 def mpirun(worker: str, n: int = 2, args=(), timeout: float = 120, env=None):
     from ember.distributed._mpi import mpiexec_cmd
     cmd = mpiexec_cmd(n) + [sys.executable, "-u", os.path.join(HERE, "workers", worker), *args]
-    return subprocess.run(cmd, env=child_env(env), capture_output=True, text=True,
+    proc = subprocess.run(cmd, env=child_env(env), capture_output=True, text=True,
                           timeout=timeout)
+    if proc.returncode and _PMIX_START in proc.stderr and not proc.stdout:
+        # mpiexec itself failed to start (no worker ran): once more, as a job scheduler would
+        proc = subprocess.run(cmd, env=child_env(env), capture_output=True, text=True,
+                              timeout=timeout)
+    return proc
+
+
+_PMIX_START = "PMIx server's listener thread failed to start"
 
 
 def checks(proc) -> dict:
