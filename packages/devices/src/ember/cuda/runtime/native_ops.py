@@ -490,11 +490,16 @@ def _copy(ev, src, dev):
     if d is None or d >= 0 or stream != 0 or n <= 0:  # (into an output or a temporary only)
         return None
     cells = ((d, "p", None), (_pointer(s, src), "p", None), (-2, "Q", int(n)), (-2, "Q", 0))
+    return _driver_call("cuMemcpyDtoDAsync_v2", cells, ctypes.memmove, dev)
+
+
+def _driver_call(name, cells, host_fn, dev):
+    """A plan step calling libcuda's `name` with three pointer-sized cells and stream 0; on
+    the fake device host_fn (memmove / memset) on the same three values."""
     if rt.FAKE:
-        fake = None if rt.NOLAUNCH else (lambda raw: ctypes.memmove(
-            *struct.unpack("<QQQ", raw[:24])))
+        fake = None if rt.NOLAUNCH else (lambda raw: host_fn(*struct.unpack("<QQQ", raw[:24])))
         return (0, 1, 1, 1, 32, 0, 0), cells, fake
-    fn = libcuda_address("cuMemcpyDtoDAsync_v2")
+    fn = libcuda_address(name)
     ctx = rt._ctx.get(dev.index or 0)
     if not fn or ctx is None:
         return None
@@ -508,15 +513,7 @@ def _memset(ev, src, dev):
     if d is None or d >= 0 or stream != 0 or n <= 0:
         return None
     cells = ((d, "p", None), (-2, "Q", int(value) & 255), (-2, "Q", int(n)), (-2, "Q", 0))
-    if rt.FAKE:
-        fake = None if rt.NOLAUNCH else (lambda raw: ctypes.memset(
-            *struct.unpack("<QQQ", raw[:24])))
-        return (0, 1, 1, 1, 32, 0, 0), cells, fake
-    fn = libcuda_address("cuMemsetD8Async")
-    ctx = rt._ctx.get(dev.index or 0)
-    if not fn or ctx is None:
-        return None
-    return (fn, 1, 1, 1, 32, 0, int(ctx), 1), cells, None
+    return _driver_call("cuMemsetD8Async", cells, ctypes.memset, dev)
 
 
 def _pointwise(ev, src, dev):
