@@ -165,6 +165,10 @@ class ProxyTorchDispatchMode(DispatchMode):
             if r is not _DATA_DEPENDENT:
                 return r
         r = call(op, args, out)
+        if op.device_idx is not None and args[op.device_idx] is None and isinstance(r, Tensor):
+            # a factory's default device (a `with device` block, set_default_device) is read
+            # when it runs: the graph names the device it ran on
+            args = (*args[:op.device_idx], r.device, *args[op.device_idx + 1:])
         a, kw = split_op_args(op, args)
         self._bind_unbacked(r)
         node = self.graph.call_function(op, self._arg(a), self._arg(kw))
