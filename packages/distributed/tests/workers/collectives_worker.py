@@ -1,5 +1,6 @@
 """Worker (run under mpiexec): every collective of ember.distributed on CPU tensors against a
-single-process numpy reference built from all ranks' inputs (each rank can rebuild them all)."""
+single-process numpy reference built from all ranks' inputs (each rank can rebuild them all).
+A failed check ends the job (MPI_Abort) and every wait gives up within 60 s: a run never hangs."""
 import datetime
 import sys
 import traceback
@@ -8,21 +9,33 @@ import numpy as np
 
 import ember
 import ember.distributed as dist
+from ember.distributed._mpi import abort_job
 
-dist.init_process_group("gloo")
+# Every wait of the run gives up within a minute (the harness allows 180 s): a rank that skips or
+# reorders a collective makes its peers raise DistBackendError here, not hang for the default
+# 10 minutes.
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
 R, N = dist.get_rank(), dist.get_world_size()
 FAILED = []
+# The timeout of the groups whose collectives rank 0 enters alone (timeouts_raise,
+# large_messages_on_the_comm_thread): after it, the peers' whole collective must complete
+# within it too, with 4 ranks on a loaded 2-core machine (1 s timed out there under CI load).
+ALONE = 5.0
 
 
 def check(fn):
     try:
         fn()
         print(f"CHECK {R} {fn.__name__} OK", flush=True)
-    except Exception as e:  # report, keep going: the test names each failure
+    except Exception as e:
         FAILED.append(fn.__name__)
         msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
         print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
         traceback.print_exc()
+        # a check that failed midway skipped some of its collectives: the ranks' sequences no
+        # longer match (the next one would pair with a different call of a peer, or wait for
+        # one that never comes), so end the whole job now; the test names this failure
+        abort_job(1)
     return fn
 
 
@@ -321,9 +334,7 @@ def subgroups():
 def timeouts_raise():
     """recv with no sender and a barrier that rank 0 enters alone raise DistBackendError; the
     same Works complete once the peer catches up."""
-    # 5 s: rank 0 waits that long alone; then the peers' whole all_reduce must fit in it too,
-    # with 4 ranks on a loaded 2-core machine (1 s timed out there)
-    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=ALONE))
     late = []
     if R == 0:
         got = ember.zeros(1)
@@ -331,7 +342,7 @@ def timeouts_raise():
             try:
                 w.wait()
             except dist.DistBackendError as e:
-                assert "timed out after 1.0 s on rank 0" in str(e), e
+                assert f"timed out after {ALONE:.1f} s on rank 0" in str(e), e
             else:
                 raise AssertionError("no timeout")
             late.append(w)
@@ -378,12 +389,10 @@ def large_messages_on_the_comm_thread():
     b = T(big[R])
     dist.broadcast(b, src=N - 1)
     close(b, big[N - 1])
-    # 5 s: rank 0 waits that long alone; then the peers' whole all_reduce must fit in it too,
-    # with 4 ranks on a loaded 2-core machine (1 s timed out there)
-    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=ALONE))
     ge = g.engine("cpu", "test")
     # 300 kB pieces whatever EMBER_MPI_PIECE_BYTES says (4 kB in the comm-thread run): the peers'
-    # whole all_reduce must fit in the 1 s timeout on a loaded CI machine
+    # whole all_reduce must fit in the timeout on a loaded CI machine
     ge.blocking_bytes, ge.piece_bytes = min(ge.blocking_bytes, 1 << 20), 300_000
     t = T(big[R])
     if R == 0:
@@ -391,7 +400,7 @@ def large_messages_on_the_comm_thread():
         try:
             w.wait()
         except dist.DistBackendError as e:
-            assert "all_reduce: timed out after 1.0 s on rank 0" in str(e), e
+            assert f"all_reduce: timed out after {ALONE:.1f} s on rank 0" in str(e), e
         else:
             raise AssertionError("no timeout")
     dist.barrier()
