@@ -22,7 +22,7 @@ import numpy as np
 
 from ._comm_thread import CommThread, ThreadWork
 from ._mpi import MPI
-from ._types import RedOpType, Work
+from ._types import SPIN_S, RedOpType, Work
 
 __all__ = ["MPIEngine"]
 
@@ -50,10 +50,10 @@ def _bytes(a: np.ndarray) -> np.ndarray:
 def _progress(req) -> None:
     """Wait for req on the communication thread: test and yield the core (the peer rank may
     share it: faster than MPI_Wait's spin on an oversubscribed host), then back off with
-    sleeps after 50 ms (a peer that is late, or never comes: the caller's wait times out)."""
+    sleeps after SPIN_S (a peer that is late, or never comes: the caller's wait times out)."""
     start, delay = time.monotonic(), 0.0
     while not req.Test():
-        if time.monotonic() - start < 0.05:
+        if time.monotonic() - start < SPIN_S:
             os.sched_yield()
         else:
             delay = min(delay + 2e-5, 1e-3)
