@@ -411,6 +411,50 @@ def large_messages_on_the_comm_thread():
     engines[0].blocking_bytes, engines[0].piece_bytes = saved
 
 
+@check
+def large_collectives_in_pieces():
+    """all_gather (uneven), reduce_scatter (uneven parts; bfloat16 AVG, reduced in float32) and
+    broadcast at and above the communication-thread threshold go as nonblocking pieces of about
+    piece_bytes one after another (counted here), and equal the single-process reference."""
+    import ember.distributed._engine_mpi as engine_mpi
+    e = dist.GroupMember.WORLD.engine("cpu", "test")
+    saved = (e.blocking_bytes, e.piece_bytes)
+    e.blocking_bytes, e.piece_bytes = 1 << 20, 300_000  # (whatever the run says: few pieces)
+    real, count = engine_mpi._progress, [0]
+
+    def counting(req):
+        count[0] += 1
+        real(req)
+    engine_mpi._progress = counting
+    try:
+        rows = [100_000 * (r + 1) for r in range(N)]  # float32: 0.4 MB per row unit
+        ins = [data(r, (rows[r],), salt=50) for r in range(N)]
+        outs = [ember.zeros(n) for n in rows]
+        dist.all_gather(outs, T(ins[R]))
+        for o, ref in zip(outs, ins):
+            close(o, ref)
+        pieces = -(-rows[-1] * 4 // (e.piece_bytes // N))
+        assert count[0] == pieces, (count[0], pieces)
+        parts = [[data(r, (rows[i],), salt=60 + i) for i in range(N)] for r in range(N)]
+        out = ember.zeros(rows[R])
+        dist.reduce_scatter(out, [T(a) for a in parts[R]])
+        close(out, np.sum([parts[r][R] for r in range(N)], 0), 1e-4)
+        assert count[0] > 2 * pieces - 1, count[0]
+        flat = [data(r, (N << 17,), "bfloat16", salt=70) for r in range(N)]
+        out = ember.zeros(1 << 17, dtype=ember.bfloat16)
+        dist.reduce_scatter_tensor(out, T(flat[R], "bfloat16"), op=dist.ReduceOp.AVG)
+        ref = np.mean([bf16(f)[R << 17:(R + 1) << 17] for f in flat], 0)
+        close(out, ref, 1e-2)
+        before = count[0]
+        b = T(data(R, (299_999,), salt=80))  # 1.2 MB: 4 pieces, the last one shorter
+        dist.broadcast(b, src=N - 1)
+        close(b, data(N - 1, (299_999,), salt=80))
+        assert count[0] - before == 4, count[0] - before
+    finally:
+        engine_mpi._progress = real
+        e.blocking_bytes, e.piece_bytes = saved
+
+
 dist.barrier()
 dist.destroy_process_group()
 assert not dist.is_initialized()
