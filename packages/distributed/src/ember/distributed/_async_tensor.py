@@ -27,7 +27,18 @@ def register_work(t, work) -> None:
         return
     st = t._storage
     with _lock:
+        _prune()
         _works[id(st)] = (st, work)
+
+
+def _prune() -> None:
+    """Forget the works that are done (results dropped unused: finished here, once)."""
+    for key, (_, w) in list(_works.items()):
+        try:
+            if w.is_completed():
+                del _works[key]
+        except Exception:  # (a failed one: left for its wait to raise)
+            pass
 
 
 def wait_storage(t) -> None:
@@ -40,8 +51,9 @@ def wait_storage(t) -> None:
 
 
 def pending() -> int:
-    """How many functional collectives were started and not yet waited for."""
+    """How many functional collectives were started and are neither waited for nor done."""
     with _lock:
+        _prune()
         return len(_works)
 
 
