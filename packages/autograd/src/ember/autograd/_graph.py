@@ -646,16 +646,18 @@ def _prod(shape) -> int:
 # references to g while AccumulateGrad.apply runs: the engine's buffer dict and grads list,
 # apply's and _stealable's locals, getrefcount's argument; its storage: g's slot and the argument
 _ENGINE_REFS = 5
+# the same from the native loop (csrc/engine.cpp), which holds g only in the grads list
+NATIVE_ENGINE_REFS = 4
 
 
-def _stealable(g, var) -> bool:
+def _stealable(g, var, refs=_ENGINE_REFS) -> bool:
     """g may become var.grad as is: a plain contiguous tensor owning its storage, with the
     variable's metadata, that nothing outside the engine references."""
     return (g.__class__ is Tensor and g._grad_fn is None and not g._requires_grad
             and g._base is None and g._ag is None and g._offset == 0
             and g._shape == var._shape and g.dtype is var.dtype and g.device is var.device
             and g._stride == _c_strides(g._shape)
-            and sys.getrefcount(g) <= _ENGINE_REFS and sys.getrefcount(g._storage) <= 2)
+            and sys.getrefcount(g) <= refs and sys.getrefcount(g._storage) <= 2)
 
 
 class AccumulateGrad(Node):
@@ -670,7 +672,8 @@ class AccumulateGrad(Node):
     def name(self) -> str:
         return "ember::autograd::AccumulateGrad"
 
-    def apply(self, grads: list) -> list:
+    def apply(self, grads: list, refs: int = _ENGINE_REFS) -> list:
+        # refs: how many references to the gradient its caller holds (see _stealable)
         g = grads[0]
         if g is None:
             return []
@@ -682,7 +685,7 @@ class AccumulateGrad(Node):
             elif old is None:
                 # a clone, unless nothing else can see g (PyTorch steals such grads too): the
                 # same gradient object may reach several leaves (`x + y`), or a hook kept it
-                var.grad = g if _stealable(g, var) else g.detach().clone()
+                var.grad = g if _stealable(g, var, refs) else g.detach().clone()
             elif old._requires_grad:
                 var.grad = old.detach() + g
             else:
