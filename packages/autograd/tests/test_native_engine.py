@@ -180,13 +180,16 @@ def test_leaf_grad_stolen_only_when_unshared(engine, monkeypatch):
     assert not np.allclose(w.grad.tolist(), kept[0].tolist())
 
 
-def test_grad_and_create_graph_keep_working(engine):
-    """autograd.grad (inputs=) and create_graph take the Python loop; their results hold."""
+def test_create_graph_and_autograd_grad(engine):
+    """backward(create_graph=True) (either loop) and autograd.grad (the Python loop: inputs=)."""
     def f(t):
-        x, = leaves(t, A)
-        y = (x ** 3).sum()
-        g, = t.autograd.grad(y, x, create_graph=True)
-        g.sum().backward()
-        return g, x.grad
+        x, y = leaves(t, A, B)
+        ((x ** 3) * y.sin()).sum().backward(create_graph=True)
+        gx = x.grad
+        gx.sum().backward()  # second order, accumulated into the first-order grads
+        z = (x * y).exp().sum()
+        gy, = t.autograd.grad(z, y, create_graph=True)
+        hy, = t.autograd.grad(gy.sum(), x)
+        return gx, x.grad, y.grad, gy, hy
     for e, r in zip(f(ember), f(torch)):
         close(e, r)

@@ -7,8 +7,9 @@
 // runs here too; the vjp itself stays Python.
 //
 // ember-autograd hands over its node classes and its per-node step once (`engine_init`, from
-// ember/autograd/_native.py) and calls `engine_run` only for a plain `backward()` (no `inputs=`,
-// no create_graph, no anomaly mode): the Python engine stays the reference for the rest. A node
+// ember/autograd/_native.py) and calls `engine_run` only for a `backward()` without `inputs=` and
+// without anomaly mode (grad mode is set by the caller: on for create_graph); the Python engine
+// stays the reference for the rest (autograd.grad, inputs=, anomaly mode). A node
 // with hooks, or of a class other than OpNode / AccumulateGrad, runs through autograd's
 // `_node_step` (hooks, retain_grad, apply, release: the Python engine's own code).
 
@@ -617,8 +618,8 @@ void init_engine(py::module_& m) {
   m.def("engine_init", &engine_init, py::arg("globals"),
         "Hand ember-autograd's node classes to the native backward loop (autograd/_native.py)");
   m.def("engine_run", &engine_run, py::arg("roots"), py::arg("grads"), py::arg("keep_graph"),
-        "Run a backward pass from roots [(node, nr)] with their grads (no inputs=, no "
-        "create_graph, no anomaly mode: the caller checks)");
+        "Run a backward pass from roots [(node, nr)] with their grads (no inputs=, no anomaly "
+        "mode: the caller checks; grad mode on for create_graph: the caller sets it)");
   m.def("engine_stats", []() { return py::make_tuple(E.runs, E.native_applies); },
         "(backward passes, OpNode backward calls) the native loop ran so far");
 }

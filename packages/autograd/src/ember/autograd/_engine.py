@@ -386,11 +386,10 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
                  accumulate: bool = True):
     """Backpropagate grads from roots [(node, nr)]. With inputs (tensors), return their
     gradients (autograd.grad) or, when accumulate, accumulate only into them."""
-    if NATIVE_RUN[0] is not None and inputs is None and not create_graph \
-            and not state.__dict__.get("anomaly"):
+    if NATIVE_RUN[0] is not None and inputs is None and not state.__dict__.get("anomaly"):
         st = state  # a plain backward(): ember._C's loop (csrc/engine.cpp), the same steps
         prev = st.grad_enabled
-        st.grad_enabled = False
+        st.grad_enabled = create_graph
         try:
             NATIVE_RUN[0](roots, grads, keep_graph)
         finally:

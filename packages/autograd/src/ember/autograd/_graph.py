@@ -686,10 +686,8 @@ class AccumulateGrad(Node):
                 # a clone, unless nothing else can see g (PyTorch steals such grads too): the
                 # same gradient object may reach several leaves (`x + y`), or a hook kept it
                 var.grad = g if _stealable(g, var, refs) else g.detach().clone()
-            elif old._requires_grad:
-                var.grad = old.detach() + g
-            else:
-                old.add_(g)
+            else:  # in place, even into a grad that has a graph (create_graph before), as
+                old.add_(g)  # PyTorch's AccumulateGrad does outside grad mode
         ag = var._ag
         if ag is not None and ag.post_hooks:
             for h in list(ag.post_hooks.values()):
