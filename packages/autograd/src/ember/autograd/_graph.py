@@ -214,6 +214,28 @@ def used_params(fn) -> tuple | None:
     return tuple(use[p] for p in params)
 
 
+def read_grads(fn) -> frozenset | None:
+    """Which output gradients a multi-output op's vjp reads (`grads[0]` only: {0}), by bytecode;
+    None: cannot tell (all). The others need no zeros made for them when they got no gradient."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_argcount < 1 or code.co_flags & 0x0C:
+        return None
+    name = code.co_varnames[0]
+    if name in code.co_cellvars:
+        return None
+    ins = list(dis.get_instructions(code))
+    idx = set()
+    for k, i in enumerate(ins):
+        if "FAST" not in i.opname or i.argval != name:
+            continue
+        nxt = ins[k + 1:k + 3]
+        if (not i.opname.startswith("LOAD") or len(nxt) < 2 or nxt[0].opname != "LOAD_CONST"
+                or nxt[1].opname != "BINARY_SUBSCR" or type(nxt[0].argval) is not int):
+            return None
+        idx.add(nxt[0].argval)
+    return frozenset(idx)
+
+
 class MetaOnly:
     """A saved tensor's shape/dtype/device without its data (for vjps that need only those)."""
 
@@ -283,7 +305,7 @@ class _OpInfo:
 
     __slots__ = ("name", "vjp", "diff_idx", "list_diff", "use_out", "use_args", "composite",
                  "inplace", "view", "detach", "cwrap", "no_list", "track",
-                 "nargs", "out_idx")
+                 "nargs", "out_idx", "grad_idx")
 
     def __init__(self, op):
         fop = op.inplace_of or op
@@ -304,6 +326,8 @@ class _OpInfo:
         self.cwrap = self.vjp is not None and not getattr(self.vjp, "complex_ready", False)
         # which outputs of a multi-output op the vjp reads (None: all of them)
         self.out_idx = getattr(self.vjp, "saved_outputs", None)
+        # which output gradients it reads (None: all): zeros only for those (multi-output ops)
+        self.grad_idx = read_grads(self.vjp) if self.vjp is not None else None
         used = used_params(self.vjp) if self.vjp is not None else None
         n = len(op.arg_names)
         if used is None:
@@ -552,8 +576,9 @@ class OpNode(Node):
         else:  # multi-output: zeros for the outputs that got no gradient
             # (the engine's list stops at the last output that got one: pad it)
             grads = list(grads) + [None] * (len(self.out_meta) - len(grads))
-            g = tuple(x if x is not None or m is None else _zeros(m)
-                      for x, m in zip(grads, self.out_meta))
+            read = inf.grad_idx
+            g = tuple(x if x is not None or m is None or (read is not None and i not in read)
+                      else _zeros(m) for i, (x, m) in enumerate(zip(grads, self.out_meta)))
         if inf.cwrap and _complex_involved(g, self.in_meta):
             # PyTorch's convention: grad = g * conj(f'(x)) = conj(conj(g) * f'(x))
             res = inf.vjp(_conj_all(g), out, *args)
