@@ -181,7 +181,7 @@ def test_leaf_grad_stolen_only_when_unshared(engine, monkeypatch):
 
 
 def test_create_graph_and_autograd_grad(engine):
-    """backward(create_graph=True) (either loop) and autograd.grad (the Python loop: inputs=)."""
+    """backward(create_graph=True) and autograd.grad with create_graph, on either loop."""
     def f(t):
         x, y = leaves(t, A, B)
         ((x ** 3) * y.sin()).sum().backward(create_graph=True)
@@ -219,3 +219,19 @@ def test_layer_norm_backward(engine):
         return x, w
     for e, r in zip(f(ember), f(torch)):
         close(e.grad, r.grad)
+
+
+def test_inputs_grad_allow_unused_and_backward_inputs(engine):
+    def f(t):
+        x, y, u = leaves(t, A, B, B)
+        h = x * y  # a non-leaf input: its gradient is captured, its node still runs below
+        z = (h.exp() + y).sum()
+        gh, gy, gu = t.autograd.grad(z, (h, y, u), retain_graph=True, allow_unused=True)
+        assert gu is None and x.grad is None and y.grad is None
+        with pytest.raises(RuntimeError, match="appears to not have been used"):
+            t.autograd.grad(z, (x, u), retain_graph=True)
+        z.backward(inputs=[y])  # accumulates into y only
+        assert x.grad is None
+        return gh, gy, y.grad
+    for e, r in zip(f(ember), f(torch)):
+        close(e, r)

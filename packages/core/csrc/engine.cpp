@@ -7,9 +7,9 @@
 // runs here too; the vjp itself stays Python.
 //
 // ember-autograd hands over its node classes and its per-node step once (`engine_init`, from
-// ember/autograd/_native.py) and calls `engine_run` only for a `backward()` without `inputs=` and
-// without anomaly mode (grad mode is set by the caller: on for create_graph); the Python engine
-// stays the reference for the rest (autograd.grad, inputs=, anomaly mode). A node
+// ember/autograd/_native.py) and calls `engine_run` for every pass outside anomaly mode (grad mode
+// is set by the caller: on for create_graph); the Python engine stays the reference. With
+// inputs= (autograd.grad), an input's node runs through `_node_step` too (its gradient captured). A node
 // with hooks, or of a class other than OpNode / AccumulateGrad, runs through autograd's
 // `_node_step` (hooks, retain_grad, apply, release: the Python engine's own code).
 
@@ -126,7 +126,7 @@ bool edge_parts(PyObject* e, PyObject** node, Py_ssize_t* nr) {
 }
 
 // Count the edges reaching each node from the roots (the Python engine's step 1).
-bool count_deps(Run& r, const std::vector<int>& roots) {
+bool count_deps(Run& r, const std::vector<int>& roots, std::vector<std::vector<int>>* kids) {
   std::vector<int> stack(roots);
   std::vector<char> seen(r.slots.size(), 1);
   while (!stack.empty()) {
@@ -150,8 +150,10 @@ bool count_deps(Run& r, const std::vector<int>& roots) {
         return false;
       }
       r.slots[j].deps += 1;
-      if (r.slots.size() > before) {
-        seen.push_back(0);
+      if (r.slots.size() > before) seen.push_back(0);
+      if (kids != nullptr) {
+        if (kids->size() < r.slots.size()) kids->resize(r.slots.size());
+        (*kids)[k].push_back(j);
       }
       if (!seen[j]) {
         seen[j] = 1;
@@ -164,7 +166,7 @@ bool count_deps(Run& r, const std::vector<int>& roots) {
 }
 
 // buf[nr] += g (g: a new reference, stolen); false with an error set.
-bool accumulate(std::vector<PyObject*>& buf, Py_ssize_t nr, PyObject* g) {
+bool add_grad(std::vector<PyObject*>& buf, Py_ssize_t nr, PyObject* g) {
   if (static_cast<size_t>(nr) >= buf.size()) buf.resize(nr + 1, nullptr);
   PyObject* old = buf[nr];
   if (old == nullptr) {
@@ -399,10 +401,13 @@ bool op_release(PyObject* node) {
 
 // Run one node on its gradients (gin is emptied: its references move on). Returns the node's
 // gradients for its next_functions (a new reference: list/tuple, or None), nullptr on error.
-PyObject* run_node(PyObject* node, std::vector<PyObject*>& gin, bool keep_graph) {
+// With inputs= (autograd.grad): cap is the node's [(output_nr, slot)] into captured (a node an
+// input's gradient flows into), and run whether it must run at all.
+PyObject* run_node(PyObject* node, std::vector<PyObject*>& gin, bool keep_graph, PyObject* cap,
+                   PyObject* captured, bool run) {
   size_t n_out = gin.size();
   while (n_out > 0 && gin[n_out - 1] == nullptr) --n_out;
-  if (!plain(node)) {  // hooks or another class: autograd's own per-node step, gin as a dict
+  if (cap != nullptr || !plain(node)) {  // autograd's own per-node step, gin as a dict
     PyObject* d = PyDict_New();
     if (d == nullptr) return nullptr;
     for (size_t i = 0; i < n_out; ++i) {
@@ -416,12 +421,16 @@ PyObject* run_node(PyObject* node, std::vector<PyObject*>& gin, bool keep_graph)
       }
     }
     for (PyObject*& g : gin) Py_CLEAR(g);
-    PyObject* args[3] = {node, d, keep_graph ? Py_True : Py_False};
-    PyObject* out = PyObject_Vectorcall(E.step, args, 3, nullptr);
+    PyObject* args[6] = {node, d, keep_graph ? Py_True : Py_False, run ? Py_True : Py_False,
+                         cap != nullptr ? cap : Py_None, captured != nullptr ? captured : Py_None};
+    PyObject* out = PyObject_Vectorcall(E.step, args, 6, nullptr);
     Py_DECREF(d);
     return out;
   }
-  if (n_out == 0) Py_RETURN_NONE;  // no gradient arrived: the node does not run
+  if (n_out == 0 || !run) {  // no gradient arrived, or no wanted input below: it does not run
+    for (PyObject*& g : gin) Py_CLEAR(g);
+    Py_RETURN_NONE;
+  }
   PyObject* glist = PyList_New(static_cast<Py_ssize_t>(n_out));
   if (glist == nullptr) return nullptr;
   for (size_t i = 0; i < n_out; ++i) {  // the references move into the list
@@ -467,7 +476,7 @@ PyObject* run_node(PyObject* node, std::vector<PyObject*>& gin, bool keep_graph)
 using Ready = std::priority_queue<std::pair<long long, int>>;  // (seq, slot): latest first
 
 // Hand a node's output gradients to its next_functions and queue those now complete.
-bool propagate(Run& r, int k, PyObject* out, Ready& ready) {
+bool propagate(Run& r, int k, PyObject* out, Ready& ready, const std::vector<char>* needed) {
   PyObject* nf = next_of(r.slots[k].node);
   if (nf == nullptr) return false;
   PyObject* outs = nullptr;
@@ -493,12 +502,13 @@ bool propagate(Run& r, int k, PyObject* out, Ready& ready) {
       ok = false;
       break;
     }
+    if (needed != nullptr && !(*needed)[it->second]) continue;  // no wanted input below it
     Slot& s = r.slots[it->second];
     if (i < n_out) {
       PyObject* g = PySequence_Fast_GET_ITEM(outs, i);
       if (g != Py_None) {
         Py_INCREF(g);
-        if (!(ok = accumulate(s.gin, nr, g))) break;
+        if (!(ok = add_grad(s.gin, nr, g))) break;
       }
     }
     if (--s.deps == 0) {
@@ -511,8 +521,68 @@ bool propagate(Run& r, int k, PyObject* out, Ready& ready) {
   return ok;
 }
 
-// engine_run(roots, grads, keep_graph): backward from roots [(node, nr)] with grads.
-void engine_run(py::sequence roots, py::sequence grads, bool keep_graph) {
+// With inputs= (autograd.grad, backward(inputs=)): the nodes to run, as the Python engine's
+// `_needed`: needed = an input's node or above one; run = above one (needed children).
+struct Want {
+  std::vector<char> needed, run;
+  std::unordered_map<int, py::list> cap;  // slot -> [(output_nr, input index)]
+  py::list captured;
+};
+
+void plan_inputs(Run& r, const std::vector<int>& roots, const std::vector<std::vector<int>>& kids,
+                 py::sequence inputs, Want& w) {
+  size_t n = r.slots.size();
+  std::vector<char> target(n, 0);
+  Py_ssize_t m = PySequence_Size(inputs.ptr());
+  if (m < 0) throw py::error_already_set();
+  w.captured = py::list();
+  for (Py_ssize_t i = 0; i < m; ++i) w.captured.append(py::none());
+  for (Py_ssize_t i = 0; i < m; ++i) {
+    py::object e = inputs[i];
+    if (e.is_none()) continue;
+    PyObject* node;
+    Py_ssize_t nr;
+    if (!edge_parts(e.ptr(), &node, &nr)) throw py::error_already_set();
+    auto it = r.index.find(node);
+    if (it == r.index.end()) continue;  // not reached from the roots: no gradient
+    target[it->second] = 1;
+    w.cap[it->second].append(py::make_tuple(nr, i));
+  }
+  w.needed.assign(n, 0);
+  w.run.assign(n, 0);
+  std::vector<char> state(n, 0);  // 0 new, 1 on the stack, 2 done (post-order)
+  std::vector<std::pair<int, size_t>> stack;
+  for (int root : roots) {
+    if (state[root]) continue;
+    state[root] = 1;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [k, i] = stack.back();
+      const std::vector<int>* ks = static_cast<size_t>(k) < kids.size() ? &kids[k] : nullptr;
+      if (ks != nullptr && i < ks->size()) {
+        int c = (*ks)[i++];
+        if (!state[c]) {
+          state[c] = 1;
+          stack.emplace_back(c, 0);
+        }
+        continue;
+      }
+      bool below = false;
+      if (ks != nullptr)
+        for (int c : *ks) below = below || w.needed[c];
+      w.run[k] = below;
+      w.needed[k] = below || target[k];
+      state[k] = 2;
+      stack.pop_back();
+    }
+  }
+}
+
+// engine_run(roots, grads, keep_graph, inputs, accumulate): backward from roots [(node, nr)] with
+// grads. inputs: None, or each wanted input's edge (None: it needs no gradient): returns their
+// gradients, the leaves among them accumulated only when accumulate.
+py::object engine_run(py::sequence roots, py::sequence grads, bool keep_graph, py::object inputs,
+                      bool accumulate) {
   if (!E.ready) throw py::value_error("engine_run: engine_init was not called");
   Run r;
   std::vector<int> root_slots;
@@ -528,7 +598,11 @@ void engine_run(py::sequence roots, py::sequence grads, bool keep_graph) {
     if (k < 0) throw py::error_already_set();
     if (r.slots.size() > before) root_slots.push_back(k);
   }
-  if (!count_deps(r, root_slots)) throw py::error_already_set();
+  bool want = !inputs.is_none();
+  std::vector<std::vector<int>> kids;
+  if (!count_deps(r, root_slots, want ? &kids : nullptr)) throw py::error_already_set();
+  Want w;
+  if (want) plan_inputs(r, root_slots, kids, inputs, w);
   for (Py_ssize_t i = 0; i < n; ++i) {  // the roots' gradients, summed per (node, nr)
     py::object e = roots[i];
     py::object g = grads[i];
@@ -536,7 +610,7 @@ void engine_run(py::sequence roots, py::sequence grads, bool keep_graph) {
     Py_ssize_t nr;
     if (!edge_parts(e.ptr(), &node, &nr)) throw py::error_already_set();
     if (g.is_none()) continue;
-    if (!accumulate(r.slots[r.index[node]].gin, nr, g.release().ptr()))
+    if (!add_grad(r.slots[r.index[node]].gin, nr, g.release().ptr()))
       throw py::error_already_set();
   }
   Ready ready;
@@ -554,13 +628,22 @@ void engine_run(py::sequence roots, py::sequence grads, bool keep_graph) {
     PyObject* node = r.slots[k].node;
     std::vector<PyObject*> gin = std::move(r.slots[k].gin);
     r.slots[k].gin.clear();
-    PyObject* out = run_node(node, gin, keep_graph);
+    PyObject* cap = nullptr;
+    bool run = true;
+    if (want) {
+      auto c = w.cap.find(k);
+      if (c != w.cap.end()) cap = c->second.ptr();
+      run = PyObject_TypeCheck(node, E.acc_t) ? (accumulate && cap != nullptr) : w.run[k] != 0;
+    }
+    PyObject* out = run_node(node, gin, keep_graph, cap, want ? w.captured.ptr() : nullptr, run);
     for (PyObject* g : gin) Py_XDECREF(g);
     if (out == nullptr) throw py::error_already_set();
-    bool ok = propagate(r, k, out, ready);
+    bool ok = propagate(r, k, out, ready, want ? &w.needed : nullptr);
     Py_DECREF(out);
     if (!ok) throw py::error_already_set();
   }
+  if (!want) return py::none();
+  return w.captured;
 }
 
 PyObject* keep_obj(py::handle h) {
@@ -618,8 +701,10 @@ void init_engine(py::module_& m) {
   m.def("engine_init", &engine_init, py::arg("globals"),
         "Hand ember-autograd's node classes to the native backward loop (autograd/_native.py)");
   m.def("engine_run", &engine_run, py::arg("roots"), py::arg("grads"), py::arg("keep_graph"),
-        "Run a backward pass from roots [(node, nr)] with their grads (no inputs=, no anomaly "
-        "mode: the caller checks; grad mode on for create_graph: the caller sets it)");
+        py::arg("inputs") = py::none(), py::arg("accumulate") = true,
+        "Run a backward pass from roots [(node, nr)] with their grads, returning the gradients "
+        "of inputs (their edges) when given (no anomaly mode: the caller checks; grad mode on "
+        "for create_graph: the caller sets it)");
   m.def("engine_stats", []() { return py::make_tuple(E.runs, E.native_applies); },
         "(backward passes, OpNode backward calls) the native loop ran so far");
 }

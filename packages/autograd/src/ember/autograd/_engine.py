@@ -386,15 +386,16 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
                  accumulate: bool = True):
     """Backpropagate grads from roots [(node, nr)]. With inputs (tensors), return their
     gradients (autograd.grad) or, when accumulate, accumulate only into them."""
-    if NATIVE_RUN[0] is not None and inputs is None and not state.__dict__.get("anomaly"):
-        st = state  # a plain backward(): ember._C's loop (csrc/engine.cpp), the same steps
+    if NATIVE_RUN[0] is not None and not state.__dict__.get("anomaly"):
+        st = state  # ember._C's loop (csrc/engine.cpp): the same steps
+        edges = None if inputs is None else [_input_edge(t) for t in inputs]
         prev = st.grad_enabled
         st.grad_enabled = create_graph
         try:
-            NATIVE_RUN[0](roots, grads, keep_graph)
+            captured = NATIVE_RUN[0](roots, grads, keep_graph, edges, accumulate)
         finally:
             st.grad_enabled = prev
-        return []
+        return [] if captured is None else captured
     # 1. dependencies: how many edges reach each node from the roots
     deps: dict = {}
     order: list = []
@@ -448,10 +449,7 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
             gin = buffers.pop(k)[1]
             _tensor_hooks(node, gin)
             if capture is not None and k in capture:
-                for nr, slot in capture[k]:
-                    g = gin.get(nr)
-                    if g is not None:
-                        captured[slot] = g if captured[slot] is None else captured[slot] + g
+                _capture(gin, capture[k], captured)
             run = needed is None or k in run_set
             if inputs is not None and isinstance(node, AccumulateGrad):
                 run = accumulate and k in capture
@@ -522,11 +520,21 @@ def _apply(node, gin: dict, keep_graph: bool, anomaly) -> list:
     return out
 
 
-def _node_step(node, gin: dict, keep_graph: bool):
-    """One node of a plain backward pass, for the native loop (csrc/engine.cpp): the nodes with
-    hooks and those of classes other than OpNode / AccumulateGrad run here."""
+def _capture(gin: dict, cap, captured: list) -> None:
+    """inputs=: the gradients reaching an input's node, [(output_nr, input index)], summed."""
+    for nr, slot in cap:
+        g = gin.get(nr)
+        if g is not None:
+            captured[slot] = g if captured[slot] is None else captured[slot] + g
+
+
+def _node_step(node, gin: dict, keep_graph: bool, run: bool = True, cap=None, captured=None):
+    """One node of a backward pass, for the native loop (csrc/engine.cpp): the nodes with hooks,
+    those of classes other than OpNode / AccumulateGrad, and inputs' nodes (cap) run here."""
     _tensor_hooks(node, gin)
-    return _apply(node, gin, keep_graph, None) if gin else None
+    if cap is not None:
+        _capture(gin, cap, captured)
+    return _apply(node, gin, keep_graph, None) if run and gin else None
 
 
 def _acc(buf: dict, nr: int, g):
