@@ -4,7 +4,7 @@ A hit whose input requires grad gets its `OpNode` built in C++, the same node `r
 (`_engine._tracker`): this module hands over the node classes once and describes each op once.
 A view (csrc/viewpath.cpp makes it) gets its node here too, then its TensorInfo. An op
 `describe` declines (composite, in-place, list arguments) is recorded by `record`.
-A plain backward pass runs in ember._C's loop (csrc/engine.cpp), given the node classes here
+A backward pass runs in ember._C's loop (csrc/engine.cpp), given the node classes here
 (`EMBER_NATIVE_ENGINE=0`: the Python loop runs every pass, as without ember._C).
 """
 from __future__ import annotations
