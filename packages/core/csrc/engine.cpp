@@ -189,8 +189,11 @@ bool plain(PyObject* node) {
   if (dp == nullptr || *dp == nullptr) return true;
   for (PyObject* name : E.hook_names) {
     PyObject* h = PyDict_GetItemWithError(*dp, name);
+    if (h == nullptr && PyErr_Occurred()) {
+      PyErr_Clear();  // (the Python step reads the hooks itself)
+      return false;
+    }
     if (h != nullptr && h != Py_None) return false;
-    if (h == nullptr && PyErr_Occurred()) return false;
   }
   return true;
 }
