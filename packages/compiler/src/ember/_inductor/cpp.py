@@ -15,7 +15,7 @@ from ember._ops._cppops import CT, CppOps, Var
 from ember._ops._cpujit import _STORE, _load, _store
 
 from .ir import kdtype
-from .sizevars import FloorDiv, ModIndex, cexpr, floordiv, mod
+from .sizevars import FloorDiv, ModIndex, _hi, _split, cexpr, floordiv, mod
 
 __all__ = ["CppKernel", "generate"]
 
@@ -113,6 +113,9 @@ class KernelOps(CppOps):
     def index_expr(self, e):
         return self.emit(self.k.cx(e), D.int64)
 
+    def piece_index(self, e, length):
+        return self.k.piece_index(e, length)
+
 
 class CppKernel:
     """Generates one kernel's source. `stored` names the buffers it must write to memory.
@@ -124,6 +127,8 @@ class CppKernel:
         self.spec = Specializer(sv, kernel.var_ranges()) if sv is not None else None
         self.uses_rng = False
         self.uses_exp = False
+        self.pieces: dict = {}     # (index, length) -> symbol of a cat piece's index
+        self.piece_of: dict = {}   # that symbol -> the index it stands for
         # values computed again by a later loop phase of a row (softmax's exp): the first
         # phase keeps them in a per-row array, the later ones read it (see `plan_reuse`)
         self.phase = None          # the loop phase being generated (None: outer level)
@@ -183,7 +188,25 @@ class CppKernel:
 
     def cx(self, e) -> str:
         """C++ of an index or size expression (constants folded in a static kernel)."""
-        return cexpr(self.spec(e) if self.spec is not None else e)
+        if self.spec is None:
+            return cexpr(e)
+        e = self.spec(e)
+        return cexpr(e.xreplace(self.piece_of) if self.piece_of else e)
+
+    def piece_index(self, e, length):
+        """A symbol for the index e of a cat piece along its dim (lowering_extra's masked
+        loads), in [0, length) where the load reads: a static kernel simplifies the piece's
+        view indexing with that range (divisions of x - 256 by 128 fold as those of x do),
+        then puts e back (the q/k/v split backward's copy: 3.4 -> 2.1 ms on (16, 128, 384))."""
+        if self.spec is None or not isinstance(length, int):
+            return e
+        y = self.pieces.get((e, length))
+        if y is None:
+            y = sympy.Symbol(f"cp{len(self.pieces)}", integer=True, nonnegative=True)
+            self.pieces[(e, length)], self.piece_of[y] = y, e
+            self.spec.add_range(y, length)
+            self.h.var_ranges[y] = sympy.Integer(length)   # views decompose with it too
+        return y
 
     def rng(self, ranges) -> tuple:
         return tuple(self.spec(r) for r in ranges) if self.spec is not None else tuple(ranges)
@@ -414,6 +437,11 @@ class Specializer:
         self.memo = sv.__dict__.setdefault("_specialized", {})
         self.rkey = tuple(self.ranges.items())
 
+    def add_range(self, v, n):
+        """v ranges over [0, n) (a cat piece's index)."""
+        self.ranges[v] = sympy.Integer(n)
+        self.rkey = tuple(self.ranges.items())
+
     def _sub(self, e):
         e = sympy.sympify(e)
         return e.xreplace(self.values) if e.free_symbols else e
@@ -430,9 +458,18 @@ class Specializer:
             return self.values.get(e, e)
         if isinstance(e, (FloorDiv, ModIndex)):
             a, d = self._simplify(e.args[0]), self._simplify(e.args[1])
-            if isinstance(e, FloorDiv):
-                return floordiv(a, d, self.ranges, self.sv)
-            return mod(a, d, self.ranges, self.sv)
+            div = isinstance(e, FloorDiv)
+            r = (floordiv if div else mod)(a, d, self.ranges, self.sv)
+            if not isinstance(r, (FloorDiv, ModIndex)):
+                return r
+            # (q*d + rest) // d == q + rest // d and % d == rest % d, for rest >= 0 (C's / and %
+            # then agree with floor's): a cat piece's rest is its index, q the other coordinates
+            q, rest = _split(sympy.expand(a), d)
+            if q == 0 or rest == 0 or _hi(rest, self.ranges, self.sv) is None:
+                return r
+            if div:
+                return sympy.expand(q + floordiv(rest, d, self.ranges, self.sv))
+            return mod(rest, d, self.ranges, self.sv)
         if e.args:
             return sympy.expand(e.func(*[self._simplify(a) for a in e.args]))
         return e
