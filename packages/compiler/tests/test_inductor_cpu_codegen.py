@@ -58,6 +58,7 @@ def test_column_sum(post):
     np.testing.assert_allclose(out.numpy(), fns[post](torch.tensor(x)).numpy(), rtol=1e-5,
                                atol=1e-5)
     assert c.n_kernels == 1 and "acc_buf0[" in c.kernel_src, c.kernel_src
+    assert "float part_buf0[" in c.kernel_src, c.kernel_src   # float partials per column
 
 
 def test_row_sum_float_partials_and_long_rows():

@@ -272,20 +272,36 @@ class CppKernel:
         st = _strides(R)
         flat = cexpr(sum((x * s for x, s in zip(k.xs, st)), sympy.Integer(0)))
         reds = k.phases[0][1]
+        # float32 sums: float partials per column over the innermost reduced loop, added into
+        # the double accumulators after it (full vector width, as the row sums' `narrow`)
+        narrow = [b.name for b in reds if _narrowable(b, K)]
         lines, inner = [], []
         for b in reds:
             t = CT[b.acc_dtype]
             lines.append(f"{t} acc_{b.name}[{n}];")
             lines.append(f"for (int64_t i = 0; i < {n}; ++i) acc_{b.name}[i] = "
                          f"{_init(b.rtype, b.acc_dtype)};")
+            if b.name in narrow:
+                lines.append(f"float part_{b.name}[{n}];")
         self.scopes.append({})
         self.emit_into(inner)
         for b in reds:
+            self.h.f32_acc = b.name in narrow
             v = self.h.v(b.fn(self.h, k.xs, k.rs))
-            a = f"acc_{b.name}[{flat}]"
-            inner.append(f"{a} = {combine(b.rtype, a, v.code, b.acc_dtype)};")
+            self.h.f32_acc = False
+            a = f"part_{b.name}[{flat}]" if b.name in narrow else f"acc_{b.name}[{flat}]"
+            d = D.float32 if b.name in narrow else b.acc_dtype
+            inner.append(f"{a} = {combine(b.rtype, a, v.code, d)};")
         self.scopes.pop()
-        lines += _nest(k.rs, K, _nest(k.xs, R, inner, simd=True))
+        if not narrow:
+            lines += _nest(k.rs, K, _nest(k.xs, R, inner, simd=True))
+        else:
+            blk = [f"for (int64_t i = 0; i < {n}; ++i) part_{m}[i] = 0.0f;" for m in narrow]
+            blk += _nest(k.rs[-1:], K[-1:], _nest(k.xs, R, inner, simd=True))
+            for m in narrow:
+                blk += ["#pragma omp simd", f"for (int64_t i = 0; i < {n}; ++i) "
+                        f"acc_{m}[i] += static_cast<double>(part_{m}[i]);"]
+            lines += _nest(k.rs[:-1], K[:-1], blk)
         post = []
         self.scopes.append({})
         self.emit_into(post)
