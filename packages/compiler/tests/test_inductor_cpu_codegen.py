@@ -58,6 +58,7 @@ def test_column_sum(post):
     np.testing.assert_allclose(out.numpy(), fns[post](torch.tensor(x)).numpy(), rtol=1e-5,
                                atol=1e-5)
     assert c.n_kernels == 1 and "acc_buf0[" in c.kernel_src, c.kernel_src
+    assert "float part_buf0[" in c.kernel_src, c.kernel_src   # float partials per column
 
 
 def test_row_sum_float_partials_and_long_rows():
@@ -79,6 +80,46 @@ def test_exp_special_values():
         ref = torch.tensor(v, dtype=tdt).exp().numpy()
         np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6)
         dynamo.reset()
+
+
+def test_exp_float32_polynomial_accuracy():
+    """float32 exp of a value that can be -inf (masked_fill) is em_expf (a vectorized
+    polynomial with no scalar fallback): within 2 ulp of float64's exp below 88.37 (5 ulp up
+    to 88.72), 0 below -87; other exps stay libmvec's."""
+    v = np.concatenate([np.linspace(-87.0, 88.3, 200001, dtype=np.float32),
+                        np.linspace(88.3, 88.72, 1001, dtype=np.float32)])
+    masked = lambda t: t.masked_fill(t > 100, float("-inf")).exp()  # noqa: E731
+    out, c = _run(masked, ember.tensor(v))
+    assert "em_expf(" in c.kernel_src and "std::exp(" not in c.kernel_src, c.kernel_src
+    ref = np.exp(v.astype(np.float64))
+    rel = np.abs(out.numpy() - ref) / ref
+    assert rel[:200001].max() < 2.5e-7 and rel.max() < 6e-7, rel.max()
+    dynamo.reset()
+    out, _ = _run(masked, ember.tensor([-87.01, -1e30, 88.73, 101.0], dtype=ember.float32))
+    assert out.numpy().tolist() == [0.0, 0.0, float("inf"), 0.0]
+    dynamo.reset()
+    _, c = _run(lambda t: t.exp(), ember.tensor(v))
+    assert "em_expf(" not in c.kernel_src and "std::exp(" in c.kernel_src
+
+
+def test_cat_pieces_index_without_division():
+    """The q/k/v split's backward: three head-merged matmul grads scattered into (B, T, 3C).
+    Each piece's masked load indexes with its own range ([0, 128)), so the merge's flat-index
+    decomposition folds: no division of an offset that carries the batch's stride."""
+    xs = np.random.default_rng(6).standard_normal((2, 8, 384)).astype(np.float32) * 0.3
+
+    def fn(x):
+        q, k, v = x.split(128, dim=-1)
+        q, k, v = [t.view(2, 8, 4, 32).transpose(1, 2) for t in (q, k, v)]   # (B, H, T, D)
+        return ((q @ k.transpose(-2, -1)) @ v).square().sum()
+    rec = Recorder()
+    x = ember.tensor(xs, requires_grad=True)
+    ember.compile(fn, backend=rec)(x).backward()
+    tx = torch.tensor(xs, requires_grad=True)
+    fn(tx).backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    src = rec.graphs[1].last.kernel_src
+    assert "slice_scatter" in src and "1024*x0)) /" not in src and "1024*x0)) %" not in src, src
 
 
 def test_masked_softmax_and_grad():

@@ -47,6 +47,9 @@ def _piece_load(g, h, tb, idx, dim, start, length):
     around it; the index stays linear, so views of tb keep their division-free indexing)."""
     j = list(idx)
     j[dim] = idx[dim] - start
+    piece = getattr(h, "piece_index", None)   # C++: a symbol known to lie in [0, length)
+    if piece is not None:
+        j[dim] = piece(j[dim], length)
     inside = _in_range(h, idx[dim], start if start > 0 else None, start + length)
     prev = getattr(h, "mask", None)
     h.mask = inside if prev is None else h.logical_and(prev, inside)
