@@ -22,6 +22,18 @@ _SRC = r"""
 #include <vector>
 #include <omp.h>
 
+// exp of d = x - max <= 0 on libmvec's fast path: one lane below the normal range (a causal
+// mask's -inf) sends the whole vector to the scalar fallback (masked softmax ran 3-4x slower),
+// so d is clamped where exp is taken; the row's sum is unchanged by it (each clamped lane adds
+// under 1.7e-38 to a sum >= 1) and the division loop writes 0 where d was below the clamp
+// (results under 1.7e-38 / 3e-308 flush to zero). Clamp and mask sit in different loops so the
+// compiler cannot fold the clamp away.
+// (the clamp is read through a volatile: with a constant one GCC rewrites exp(d >= lo ? d : lo)
+// as d >= lo ? exp(d) : exp(lo), and the clamp is gone)
+static volatile float em_lo_f = -87.0f;
+static volatile double em_lo_d = -708.0;
+template <typename T> static inline T em_lo() { return sizeof(T) == 4 ? (T)em_lo_f : (T)em_lo_d; }
+
 template <typename T, bool LOG>
 static void softmax_rows(const T* x, T* y, int64_t M, int64_t D, int nt) {
   #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
@@ -29,21 +41,41 @@ static void softmax_rows(const T* x, T* y, int64_t M, int64_t D, int nt) {
     const T* xr = x + m * D;
     T* yr = y + m * D;
     T mx = -INFINITY;
-    bool nan = false;
+    int nan = 0;
+    #pragma omp simd reduction(max:mx) reduction(|:nan)
     for (int64_t i = 0; i < D; ++i) { mx = xr[i] > mx ? xr[i] : mx; nan |= xr[i] != xr[i]; }
-    if (nan) mx = NAN;   // numpy's max: a NaN row is NaN throughout
+    if (nan) {   // numpy's max: a NaN row is NaN throughout
+      for (int64_t i = 0; i < D; ++i) yr[i] = NAN;
+      continue;
+    }
+    if (std::isinf(mx)) {   // +inf, or all -inf: inf - inf is NaN, the textbook formula's result
+      T s = 0;
+      for (int64_t i = 0; i < D; ++i) s += std::exp(xr[i] - mx);
+      for (int64_t i = 0; i < D; ++i)
+        yr[i] = LOG ? (xr[i] - mx) - std::log(s) : std::exp(xr[i] - mx) / s;
+      continue;
+    }
+    const T lo = em_lo<T>();
     T s = 0;
     if (LOG) {
       #pragma omp simd reduction(+:s)
-      for (int64_t i = 0; i < D; ++i) s += std::exp(xr[i] - mx);
+      for (int64_t i = 0; i < D; ++i) {
+        const T d = xr[i] - mx;
+        yr[i] = std::exp(d >= lo ? d : lo);
+        s += yr[i];
+      }
       const T ls = std::log(s);
       #pragma omp simd
       for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mx) - ls;
     } else {
       #pragma omp simd reduction(+:s)
-      for (int64_t i = 0; i < D; ++i) { const T e = std::exp(xr[i] - mx); yr[i] = e; s += e; }
+      for (int64_t i = 0; i < D; ++i) {
+        const T d = xr[i] - mx;
+        yr[i] = std::exp(d >= lo ? d : lo);
+        s += yr[i];
+      }
       #pragma omp simd
-      for (int64_t i = 0; i < D; ++i) yr[i] = yr[i] / s;
+      for (int64_t i = 0; i < D; ++i) yr[i] = xr[i] - mx >= lo ? yr[i] / s : (T)0;
     }
   }
 }
