@@ -211,8 +211,16 @@ defop("atan2(Tensor self, Tensor other) -> Tensor", promote="int_to_float",
       pointwise=lambda o, x, y: o.atan2(x, y), vjp=_atan2_vjp, aliases=("arctan2",))
 
 # ---- activations ---------------------------------------------------------------------------------
+# relu's (and threshold's) backward as one pass, PyTorch's threshold_backward: 0 where
+# self <= threshold (a NaN passes the gradient through), else grad_output
+threshold_backward = defop(
+    "threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
+    function=False, method=False, inplace=False, out=False, differentiable=("grad_output",),
+    pointwise=lambda o, g, x, th: o.where(o.le(x, th), 0, g),
+    vjp=lambda gg, out, g, x, th: (threshold_backward(gg, x, th),))
 defop("relu(Tensor self) -> Tensor", supports="if", functional="relu", functional_inplace=True,
-      pointwise=lambda o, x: o.maximum(x, 0), vjp=lambda g, out, x: (_where(out > 0, g, 0.0),))
+      pointwise=lambda o, x: o.maximum(x, 0),
+      vjp=lambda g, out, x: (threshold_backward(g, out, 0),))
 
 
 def _gelu(o, x, approximate):

@@ -583,9 +583,7 @@ def _softmax(name):
         return r.astype(od.np, copy=False)
 
     def vjp(g, out, x, dim, dtype):
-        if name == "softmax":
-            return (out * (g - (g * out).sum(dim, True)),)
-        return (g - out.exp() * g.sum(dim, True),)
+        return (OPS[f"_{name}_backward_data"](g, out, dim, x.dtype),)
 
     def meta(x, dim, dtype):
         if x.ndim:
@@ -597,6 +595,56 @@ def _softmax(name):
 
 _softmax("softmax")
 _softmax("log_softmax")
+
+
+# ---- their backward ops (PyTorch's _softmax_backward_data / _log_softmax_backward_data) ----------
+# The CPU kernel is one C++ pass per row over the last dim (the formula as ops was four
+# full-size passes); the decomposition is what the compiler traces and create_graph=True
+# differentiates. The result has grad_output's dtype (the engine casts it to the input's).
+def _softmax_bwd(name):
+    log = name == "log_softmax"
+
+    def formula(g, out, dim):
+        if log:
+            return g - out.exp() * g.sum(dim, True)
+        return out * (g - (g * out).sum(dim, True))
+
+    def check(g, out, dim, gd, od):
+        if tuple(g.shape) != tuple(out.shape):
+            raise RuntimeError(
+                f"Expected tensor for argument #1 'grad' to have same size as tensor for argument "
+                f"#2 'output'; but [{', '.join(map(str, g.shape))}] does not equal "
+                f"[{', '.join(map(str, out.shape))}] (while checking arguments for "
+                f"{name}_backward)")
+        if gd is not od:
+            raise RuntimeError(f"expected scalar type {torch_name(gd)} but found {torch_name(od)}")
+        return normalize_dim(dim, out.ndim) if out.ndim else None
+
+    def kernel(g, out, dim, input_dtype):
+        d = check(g, out, dim, edtype(g), edtype(out))
+        if d == out.ndim - 1:
+            r = _cpu_norm.softmax_backward(g, out, log)
+            if r is not None:
+                return r
+        gc, oc = opmath_np(g), opmath_np(out)
+        with np.errstate(all="ignore"):
+            if log:
+                r = gc - np.exp(oc) * np.sum(gc, axis=d, keepdims=True)
+            else:
+                r = oc * (gc - np.sum(gc * oc, axis=d, keepdims=True))
+        return r.astype(g.dtype, copy=False)
+
+    def meta(g, out, dim, input_dtype):
+        check(g, out, dim, g.dtype, out.dtype)
+        return TensorMeta(g.shape, g.dtype)
+    defop(f"_{name}_backward_data(Tensor grad_output, Tensor output, int dim, "
+          "ScalarType input_dtype) -> Tensor", function=False, method=False, supports="fc",
+          kernels={"cpu": kernel}, meta=meta,
+          decomp=lambda g, out, dim, input_dtype: formula(g, out, dim))
+
+
+_softmax_bwd("softmax")
+_softmax_bwd("log_softmax")
 
 
 # ---- scans: cumsum / cumprod / cummax / cummin / logcumsumexp ------------------------------------
