@@ -272,6 +272,8 @@ RECORDS = [
     R("tril", lambda s: (s.randn(3, 4), 1)), R("triu", lambda s: (s.randn(3, 4), -1)),
     R("select_scatter", lambda s: (s.randn(3, 4), s.randn(4), 0, 1)),
     R("slice_scatter", lambda s: (s.randn(5, 4), s.randn(2, 4), 0, 1, 5, 2)),
+    R("slice_backward", lambda s: (s.randn(2, 4), [5, 4], 0, 1, 5, 2)),
+    R("slice_backward", lambda s: (s.randn(3, 2), [3, 7], -1, -3, -1, 1), id="slice_backward_neg"),
     R("diagonal_scatter", lambda s: (s.randn(3, 4), s.randn(3),)),
     # torch 2.13's grad for self is wrong (its own gradcheck fails): finite differences only
     R("as_strided_scatter", lambda s: (s.randn(3, 4), s.randn(2, 2), [2, 2], [1, 2], 1),
