@@ -68,8 +68,15 @@ defop("sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", pointwise=_
       check=_check_sub,
       vjp=lambda g, out, x, y, alpha: (g, -g if alpha == 1 else g * -alpha),
       aliases=("subtract",))
+def _is_tensor(v) -> bool:
+    from .._tensor import Tensor
+    return isinstance(v, Tensor)
+
+
+# a Python scalar operand gets no gradient: `att * scale` computes only g * scale
 defop("mul(Tensor self, Tensor other) -> Tensor", pointwise=lambda o, x, y: o.mul(x, y),
-      vjp=lambda g, out, x, y: (g * y, g * x), aliases=("multiply",))
+      vjp=lambda g, out, x, y: (g * y if _is_tensor(x) else None,
+                                g * x if _is_tensor(y) else None), aliases=("multiply",))
 defop("rsub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", inplace=False,
       pointwise=lambda o, x, y, alpha: _sub(o, y, x, alpha), check=_check_sub,
       vjp=lambda g, out, x, y, alpha: (-g if alpha == 1 else g * -alpha, g))
@@ -99,7 +106,7 @@ def _check_div(common, x, y, rounding_mode):
 def _div_vjp(g, out, x, y, rounding_mode):
     if rounding_mode is not None:  # floor / trunc division is piecewise constant
         return _zeros_like(g), _zeros_like(g)
-    return g / y, -g * x / (y * y)
+    return g / y, (-g * x / (y * y) if _is_tensor(y) else None)
 
 
 def _pow_vjp(g, out, x, y):
