@@ -464,6 +464,8 @@ _scatter_op("as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[]
 # ---- slice_backward: a slice's gradient, zeros around it ---------------------------------------
 # One zero-filled buffer with g written in (the vjp of slice / narrow, so of split and chunk);
 # as zeros(...).slice_scatter(...) it made two full-size buffers and copied one into the other.
+# No vjp of its own: the compiler traces, and create_graph=True differentiates, that
+# decomposition (the graphs stay as they were).
 def _slice_backward_shape(g, sizes, dim, start, end, step):
     sizes = tuple(sizes)
     d = normalize_dim(dim, len(sizes))
@@ -498,6 +500,4 @@ slice_backward = defop(
     kernels={"cpu": _slice_backward_kernel}, meta=_slice_backward_meta,
     decomp=lambda g, sizes, dim, start, end, step: g.new_zeros(tuple(sizes)).slice_scatter(
         g, dim, start, end, step),
-    differentiable=("grad_output",),
-    vjp=lambda gg, out, g, sizes, dim, start, end, step: (
-        OPS["slice.Tensor"](gg, dim, start, end, step),))
+    differentiable=("grad_output",))
