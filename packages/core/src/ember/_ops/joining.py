@@ -484,8 +484,14 @@ def _slice_backward_shape(g, sizes, dim, start, end, step):
 
 def _slice_backward_kernel(g, sizes, dim, start, end, step):
     d, start, end = _slice_backward_shape(g, sizes, dim, start, end, step)
-    out = np.zeros(tuple(sizes), g.dtype)
-    out[(slice(None),) * d + (slice(start, end, step),)] = g
+    lead = (slice(None),) * d
+    if step != 1:
+        out = np.zeros(tuple(sizes), g.dtype)
+    else:  # only the rest is zeroed: the slice is written once
+        out = np.empty(tuple(sizes), g.dtype)
+        out[lead + (slice(0, start),)] = 0
+        out[lead + (slice(end, None),)] = 0
+    out[lead + (slice(start, end, step),)] = g
     return out
 
 
