@@ -73,10 +73,14 @@ def _is_tensor(v) -> bool:
     return isinstance(v, Tensor)
 
 
-# a Python scalar operand gets no gradient: `att * scale` computes only g * scale
+def _wants_grad(v) -> bool:
+    return _is_tensor(v) and v.requires_grad
+
+
+# only operands that require grad get one: `att * scale` computes g * scale, not g * att
 defop("mul(Tensor self, Tensor other) -> Tensor", pointwise=lambda o, x, y: o.mul(x, y),
-      vjp=lambda g, out, x, y: (g * y if _is_tensor(x) else None,
-                                g * x if _is_tensor(y) else None), aliases=("multiply",))
+      vjp=lambda g, out, x, y: (g * y if _wants_grad(x) else None,
+                                g * x if _wants_grad(y) else None), aliases=("multiply",))
 defop("rsub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", inplace=False,
       pointwise=lambda o, x, y, alpha: _sub(o, y, x, alpha), check=_check_sub,
       vjp=lambda g, out, x, y, alpha: (-g if alpha == 1 else g * -alpha, g))
