@@ -105,7 +105,13 @@ def binary(*names, sample=None, **kw):
 
 X = lambda s: (s.randn(3, 4),)  # noqa: E731
 F64 = DType("float64")
+F32 = DType("float32")
 NCHW = lambda s: (s.randn(2, 3, 5, 5),)  # noqa: E731
+
+
+def _softmax(x, dim):
+    e = np.exp(x - x.max(dim, keepdims=True))
+    return e / e.sum(dim, keepdims=True)
 
 
 def _F(name):
@@ -154,6 +160,13 @@ RECORDS = [
     R("gelu_backward", lambda s: (s.randn(3, 4), s.randn(3, 4))),
     R("round", X, kw={"decimals": 2}, id="round_decimals"),
     R("threshold", lambda s: (s.randn(3, 4), 0.1, 2.0)),
+    R("threshold_backward", lambda s: (s.randn(3, 4), s.randn(3, 4), 0.1)),
+    # a softmax / log_softmax output (the backward ops read the forward's result)
+    R("_softmax_backward_data", lambda s: (s.randn(3, 5), _softmax(s.randn(3, 5), 1), 1, F32)),
+    R("_softmax_backward_data", lambda s: (s.randn(4, 3), _softmax(s.randn(4, 3), 0), 0, F32),
+      id="_softmax_backward_data_dim0"),
+    R("_log_softmax_backward_data", lambda s: (
+        s.randn(3, 5), np.log(_softmax(s.randn(3, 5), 1)), -1, F32)),
     *unary("reciprocal", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "lgamma", "digamma",
            sample=lambda s: (s.pos(3, 4),)),
     *unary("asin", "acos", "atanh", "erfinv", sample=lambda s: (s.unit(3, 4),)),
@@ -259,6 +272,8 @@ RECORDS = [
     R("tril", lambda s: (s.randn(3, 4), 1)), R("triu", lambda s: (s.randn(3, 4), -1)),
     R("select_scatter", lambda s: (s.randn(3, 4), s.randn(4), 0, 1)),
     R("slice_scatter", lambda s: (s.randn(5, 4), s.randn(2, 4), 0, 1, 5, 2)),
+    R("slice_backward", lambda s: (s.randn(2, 4), [5, 4], 0, 1, 5, 2)),
+    R("slice_backward", lambda s: (s.randn(3, 2), [3, 7], -1, -3, -1, 1), id="slice_backward_neg"),
     R("diagonal_scatter", lambda s: (s.randn(3, 4), s.randn(3),)),
     # torch 2.13's grad for self is wrong (its own gradcheck fails): finite differences only
     R("as_strided_scatter", lambda s: (s.randn(3, 4), s.randn(2, 2), [2, 2], [1, 2], 1),

@@ -164,6 +164,17 @@ def test_softmax_inf_nan_rows(rows):
         check(lambda t, a, n=name: getattr(F(t), n)(a, -1, dtype=t.float64), args=[x.copy()])
 
 
+def test_softmax_causal_mask(rows):
+    """A causal mask's -inf (and finite values far below the row's max: the C++ kernel clamps
+    exp's argument there) in rows long enough for the vector loops, forward and backward."""
+    mask = np.triu(np.ones((40, 40), bool), 1)
+    x = np.random.default_rng(0).standard_normal((2, 3, 40, 40)).astype(np.float32)
+    x[..., 1:, 0] = -100.0   # below exp's normal range (not masked: x - max < -87)
+    for name in ("softmax", "log_softmax"):
+        check(lambda t, a, n=name: getattr(F(t), n)(
+            a.masked_fill(t.tensor(mask), float("-inf")), -1), args=[x.copy()], grad=True)
+
+
 @pytest.mark.parametrize("shape,ns", [((4, 7, 33), (33,)), ((3, 5, 4), (5, 4)), ((6, 200), (200,))])
 def test_layer_norm(rows, shape, ns):
     check(lambda t, x, w, b: F(t).layer_norm(x, ns, w, b, 1e-5), shapes=[shape, ns, ns],

@@ -1,5 +1,5 @@
-"""Row kernels in C++ (core's C++ kernel cache): softmax / log_softmax over the last dim and
-layer_norm forward and backward, one pass over each row while it is in cache.
+"""Row kernels in C++ (core's C++ kernel cache): softmax / log_softmax over the last dim (forward
+and backward) and layer_norm forward and backward, one pass over each row while it is in cache.
 
 The numpy kernels make a full-size temporary per step (x - max, exp, the sum, the division; for
 layer_norm's backward about eight); here each row is read and written once or twice, with
@@ -15,12 +15,24 @@ import os
 
 import numpy as np
 
-__all__ = ["softmax", "layer_norm", "layer_norm_backward"]
+__all__ = ["softmax", "softmax_backward", "layer_norm", "layer_norm_backward"]
 
 _SRC = r"""
 #include <cmath>
 #include <vector>
 #include <omp.h>
+
+// exp of d = x - max <= 0 on libmvec's fast path: one lane below the normal range (a causal
+// mask's -inf) sends the whole vector to the scalar fallback (masked softmax ran 3-4x slower),
+// so d is clamped where exp is taken; the row's sum is unchanged by it (each clamped lane adds
+// under 1.7e-38 to a sum >= 1) and the division loop writes 0 where d was below the clamp
+// (results under 1.7e-38 / 3e-308 flush to zero). Clamp and mask sit in different loops so the
+// compiler cannot fold the clamp away.
+// (the clamp is read through a volatile: with a constant one GCC rewrites exp(d >= lo ? d : lo)
+// as d >= lo ? exp(d) : exp(lo), and the clamp is gone)
+static volatile float em_lo_f = -87.0f;
+static volatile double em_lo_d = -708.0;
+template <typename T> static inline T em_lo() { return sizeof(T) == 4 ? (T)em_lo_f : (T)em_lo_d; }
 
 template <typename T, bool LOG>
 static void softmax_rows(const T* x, T* y, int64_t M, int64_t D, int nt) {
@@ -29,21 +41,73 @@ static void softmax_rows(const T* x, T* y, int64_t M, int64_t D, int nt) {
     const T* xr = x + m * D;
     T* yr = y + m * D;
     T mx = -INFINITY;
-    bool nan = false;
+    int nan = 0;
+    #pragma omp simd reduction(max:mx) reduction(|:nan)
     for (int64_t i = 0; i < D; ++i) { mx = xr[i] > mx ? xr[i] : mx; nan |= xr[i] != xr[i]; }
-    if (nan) mx = NAN;   // numpy's max: a NaN row is NaN throughout
+    if (nan) {   // numpy's max: a NaN row is NaN throughout
+      for (int64_t i = 0; i < D; ++i) yr[i] = NAN;
+      continue;
+    }
+    if (std::isinf(mx)) {   // +inf, or all -inf: inf - inf is NaN, the textbook formula's result
+      T s = 0;
+      for (int64_t i = 0; i < D; ++i) s += std::exp(xr[i] - mx);
+      for (int64_t i = 0; i < D; ++i)
+        yr[i] = LOG ? (xr[i] - mx) - std::log(s) : std::exp(xr[i] - mx) / s;
+      continue;
+    }
+    const T lo = em_lo<T>();
     T s = 0;
     if (LOG) {
       #pragma omp simd reduction(+:s)
-      for (int64_t i = 0; i < D; ++i) s += std::exp(xr[i] - mx);
+      for (int64_t i = 0; i < D; ++i) {
+        const T d = xr[i] - mx;
+        yr[i] = std::exp(d >= lo ? d : lo);
+        s += yr[i];
+      }
       const T ls = std::log(s);
       #pragma omp simd
       for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mx) - ls;
     } else {
       #pragma omp simd reduction(+:s)
-      for (int64_t i = 0; i < D; ++i) { const T e = std::exp(xr[i] - mx); yr[i] = e; s += e; }
+      for (int64_t i = 0; i < D; ++i) {
+        const T d = xr[i] - mx;
+        yr[i] = std::exp(d >= lo ? d : lo);
+        s += yr[i];
+      }
       #pragma omp simd
-      for (int64_t i = 0; i < D; ++i) yr[i] = yr[i] / s;
+      for (int64_t i = 0; i < D; ++i) yr[i] = xr[i] - mx >= lo ? yr[i] / s : (T)0;
+    }
+  }
+}
+
+// softmax: gi = y * (g - sum(g * y)); log_softmax: gi = g - exp(y) * sum(g), each row in one
+// pass (sums in double). exp(y) of log_softmax's output goes through the buffer gi, clamped
+// as in softmax_rows, and a later loop zeroes the lanes below the clamp.
+template <typename T, bool LOG>
+static void softmax_bwd_rows(const T* g, const T* y, T* gi, int64_t M, int64_t D, int nt) {
+  #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+  for (int64_t m = 0; m < M; ++m) {
+    const T* gr = g + m * D;
+    const T* yr = y + m * D;
+    T* o = gi + m * D;
+    double s = 0;
+    if (LOG) {
+      #pragma omp simd reduction(+:s)
+      for (int64_t i = 0; i < D; ++i) s += (double)gr[i];
+      const T lo = em_lo<T>(), st = (T)s;
+      #pragma omp simd
+      for (int64_t i = 0; i < D; ++i) o[i] = std::exp(yr[i] >= lo ? yr[i] : lo);
+      #pragma omp simd
+      for (int64_t i = 0; i < D; ++i) {
+        const T e = yr[i] >= lo ? o[i] : (yr[i] != yr[i] ? yr[i] : (T)0);   // NaN stays NaN
+        o[i] = gr[i] - e * st;
+      }
+    } else {
+      #pragma omp simd reduction(+:s)
+      for (int64_t i = 0; i < D; ++i) s += (double)(gr[i] * yr[i]);
+      const T st = (T)s;
+      #pragma omp simd
+      for (int64_t i = 0; i < D; ++i) o[i] = yr[i] * (gr[i] - st);
     }
   }
 }
@@ -130,6 +194,10 @@ static void ln_bwd(const T* g, const T* x, const T* mean, const T* rstd, const T
 #define EMROW_API(T, SFX)                                                                    \
 extern "C" void emrow_softmax_##SFX(const T* x, T* y, int64_t M, int64_t D, int log, int nt) { \
   if (log) softmax_rows<T, true>(x, y, M, D, nt); else softmax_rows<T, false>(x, y, M, D, nt); } \
+extern "C" void emrow_softmax_bwd_##SFX(const T* g, const T* y, T* gi, int64_t M, int64_t D,   \
+                                        int log, int nt) {                                  \
+  if (log) softmax_bwd_rows<T, true>(g, y, gi, M, D, nt);                                    \
+  else softmax_bwd_rows<T, false>(g, y, gi, M, D, nt); }                                     \
 extern "C" void emrow_ln_fwd_##SFX(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, \
                                    int64_t M, int64_t D, double eps, int nt) {               \
   ln_fwd<T>(x, w, b, y, mean, rstd, M, D, eps, nt); }                                        \
@@ -158,6 +226,7 @@ def _load():
         return
     p, i, i64, d = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_double
     sig = {"emrow_softmax": [p, p, i64, i64, i, i],
+           "emrow_softmax_bwd": [p, p, p, i64, i64, i, i],
            "emrow_ln_fwd": [p] * 6 + [i64, i64, d, i],
            "emrow_ln_bwd": [p] * 8 + [i64, i64, i]}
     for sfx in ("f32", "f64"):
@@ -206,6 +275,19 @@ def softmax(x, log: bool):
     y = np.empty(x.shape, x.dtype)
     fn(x.ctypes.data, y.ctypes.data, M, D, int(log), _threads(x.size, M))
     return y
+
+
+def softmax_backward(g, y, log: bool):
+    """The gradient of softmax (log_softmax) over the last dim from its output y, or None."""
+    fn = _fn("emrow_softmax_bwd", y.dtype)
+    if fn is None or y.ndim == 0 or y.size == 0 or g.dtype != y.dtype:
+        return None
+    g, y = _c(g), _c(y)
+    D = y.shape[-1]
+    M = y.size // D
+    gi = np.empty(y.shape, y.dtype)
+    fn(g.ctypes.data, y.ctypes.data, gi.ctypes.data, M, D, int(log), _threads(y.size, M))
+    return gi
 
 
 def _same(dt, *arrays):

@@ -6,7 +6,7 @@ trailing `inplace=False` argument there. Most exist only in nn.functional (funct
 from __future__ import annotations
 
 from .. import _dtype as D
-from ._registry import FUNCTIONS, NN_FUNCTIONAL, defop
+from ._registry import FUNCTIONS, NN_FUNCTIONAL, OPS, defop
 
 _F = FUNCTIONS
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -88,7 +88,7 @@ defop("threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor", method
       functional="threshold", functional_inplace=True, supports="if", promote_args=("self",),
       check=_check_threshold,
       pointwise=lambda o, x, th, v: o.where(o.gt(x, th), x, v),
-      vjp=lambda g, out, x, th, v: (_where(x > th, g, 0.0),))
+      vjp=lambda g, out, x, th, v: (OPS["threshold_backward"](g, x, th),))
 _fonly("logsigmoid(Tensor self) -> Tensor", inplace=False,
        # min(x, 0) - log1p(exp(-|x|)): no overflow on either side
        pointwise=lambda o, x: o.sub(o.minimum(x, 0), o.log1p(o.exp(o.neg(o.abs(x))))),

@@ -459,3 +459,51 @@ _scatter_op("diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0,
 _scatter_op("as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, "
             "SymInt? storage_offset=None) -> Tensor", M._as_strided,
             lambda g, *a: g.as_strided(*a))
+
+
+# ---- slice_backward: a slice's gradient, zeros around it ---------------------------------------
+# One zero-filled buffer with g written in (the vjp of slice / narrow, so of split and chunk);
+# as zeros(...).slice_scatter(...) it made two full-size buffers and copied one into the other.
+# No vjp of its own: the compiler traces, and create_graph=True differentiates, that
+# decomposition (the graphs stay as they were).
+def _slice_backward_shape(g, sizes, dim, start, end, step):
+    sizes = tuple(sizes)
+    d = normalize_dim(dim, len(sizes))
+    if step <= 0:
+        raise ValueError("step must be greater than zero")
+    n = sizes[d]
+    start, end = start + n if start < 0 else start, end + n if end < 0 else end
+    start = min(max(start, 0), n)
+    end = min(max(end, start), n)
+    want = sizes[:d] + ((end - start + step - 1) // step,) + sizes[d + 1:]
+    if tuple(g.shape) != want:
+        raise RuntimeError(f"slice_backward: grad_output of size {list(g.shape)} does not match "
+                           f"the slice of input_sizes {list(sizes)} (size {list(want)})")
+    return d, start, end
+
+
+def _slice_backward_kernel(g, sizes, dim, start, end, step):
+    d, start, end = _slice_backward_shape(g, sizes, dim, start, end, step)
+    lead = (slice(None),) * d
+    if step != 1:
+        out = np.zeros(tuple(sizes), g.dtype)
+    else:  # only the rest is zeroed: the slice is written once
+        out = np.empty(tuple(sizes), g.dtype)
+        out[lead + (slice(0, start),)] = 0
+        out[lead + (slice(end, None),)] = 0
+    out[lead + (slice(start, end, step),)] = g
+    return out
+
+
+def _slice_backward_meta(g, sizes, dim, start, end, step):
+    _slice_backward_shape(g, sizes, dim, start, end, step)
+    return TensorMeta(tuple(sizes), g.dtype)
+
+
+slice_backward = defop(
+    "slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, "
+    "SymInt step) -> Tensor", function=False, method=False, out=False,
+    kernels={"cpu": _slice_backward_kernel}, meta=_slice_backward_meta,
+    decomp=lambda g, sizes, dim, start, end, step: g.new_zeros(tuple(sizes)).slice_scatter(
+        g, dim, start, end, step),
+    differentiable=("grad_output",))

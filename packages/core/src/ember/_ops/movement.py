@@ -14,7 +14,7 @@ from .._dispatch import torch_name
 from .._size import Size, normalize_dim
 from .._size import broadcast_shapes as _broadcast_shapes
 from .._tensor import Tensor
-from ._registry import FUNCTIONS, METHODS, defop
+from ._registry import FUNCTIONS, METHODS, OPS, defop
 
 
 def _infer_size(shape, numel, op="view"):
@@ -442,8 +442,9 @@ def _slice(x, dim, start, end, step):
 
 defop("slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, "
       "SymInt step=1) -> Tensor(a)", function=False, method=False, view=_slice, tags={"view"},
-      vjp=lambda g, out, x, dim, start, end, step: (
-          _zeros_like(x).slice_scatter(g, dim, start, end, step),))
+      vjp=lambda g, out, x, dim, start, end, step: (OPS["slice_backward"](
+          g, x.shape, dim, 0 if start is None else start,
+          x.shape[normalize_dim(dim, x.ndim)] if end is None else end, step),))
 
 
 def _narrow(x, dim, start, length):
@@ -468,7 +469,7 @@ def _narrow(x, dim, start, length):
 def _narrow_vjp(g, out, x, dim, start, length):
     start = operator.index(start)
     start = start + x.shape[normalize_dim(dim, x.ndim)] if start < 0 else start
-    return (_zeros_like(x).slice_scatter(g, dim, start, start + operator.index(length)),)
+    return (OPS["slice_backward"](g, x.shape, dim, start, start + operator.index(length), 1),)
 
 
 defop("narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)", view=_narrow,

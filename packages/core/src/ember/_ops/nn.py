@@ -217,14 +217,21 @@ def _embedding_backward_kernel(g, idx, num_weights, padding_idx, scale_grad_by_f
     _check_indices(idx, "embedding_backward", "#2")
     dt = np.float32 if g.dtype.itemsize < 4 else g.dtype
     flat = idx.reshape(-1)
-    gf = g.reshape(flat.size, -1).astype(dt)
+    gf = g.reshape(flat.size, g.shape[-1]).astype(dt)
     if scale_grad_by_freq:
         counts = np.bincount(flat, minlength=num_weights)
         gf = gf / counts[flat][:, None]
     if padding_idx >= 0:
-        gf = np.where((flat == padding_idx)[:, None], 0, gf)
+        keep = flat != padding_idx
+        flat, gf = flat[keep], gf[keep]
     out = np.zeros((num_weights, gf.shape[1]), dt)
-    np.add.at(out, flat, gf)
+    if flat.size:
+        # rows grouped by index (a stable sort keeps each row's order), then one summed slice
+        # per index: np.add.at's per-element loop took 2 ms for the GPT step's 2048 x 128
+        order = np.argsort(flat, kind="stable")
+        sf = flat[order]
+        starts = np.flatnonzero(np.concatenate(([True], sf[1:] != sf[:-1])))
+        out[sf[starts]] = np.add.reduceat(gf[order], starts, axis=0)
     return out.astype(g.dtype, copy=False)
 
 

@@ -68,8 +68,19 @@ defop("sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", pointwise=_
       check=_check_sub,
       vjp=lambda g, out, x, y, alpha: (g, -g if alpha == 1 else g * -alpha),
       aliases=("subtract",))
+def _is_tensor(v) -> bool:
+    from .._tensor import Tensor
+    return isinstance(v, Tensor)
+
+
+def _wants_grad(v) -> bool:
+    return _is_tensor(v) and v.requires_grad
+
+
+# only operands that require grad get one: `att * scale` computes g * scale, not g * att
 defop("mul(Tensor self, Tensor other) -> Tensor", pointwise=lambda o, x, y: o.mul(x, y),
-      vjp=lambda g, out, x, y: (g * y, g * x), aliases=("multiply",))
+      vjp=lambda g, out, x, y: (g * y if _wants_grad(x) else None,
+                                g * x if _wants_grad(y) else None), aliases=("multiply",))
 defop("rsub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", inplace=False,
       pointwise=lambda o, x, y, alpha: _sub(o, y, x, alpha), check=_check_sub,
       vjp=lambda g, out, x, y, alpha: (-g if alpha == 1 else g * -alpha, g))
@@ -99,7 +110,7 @@ def _check_div(common, x, y, rounding_mode):
 def _div_vjp(g, out, x, y, rounding_mode):
     if rounding_mode is not None:  # floor / trunc division is piecewise constant
         return _zeros_like(g), _zeros_like(g)
-    return g / y, -g * x / (y * y)
+    return g / y, (-g * x / (y * y) if _is_tensor(y) else None)
 
 
 def _pow_vjp(g, out, x, y):
@@ -211,8 +222,16 @@ defop("atan2(Tensor self, Tensor other) -> Tensor", promote="int_to_float",
       pointwise=lambda o, x, y: o.atan2(x, y), vjp=_atan2_vjp, aliases=("arctan2",))
 
 # ---- activations ---------------------------------------------------------------------------------
+# relu's (and threshold's) backward as one pass, PyTorch's threshold_backward: 0 where
+# self <= threshold (a NaN passes the gradient through), else grad_output
+threshold_backward = defop(
+    "threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
+    function=False, method=False, inplace=False, out=False, differentiable=("grad_output",),
+    pointwise=lambda o, g, x, th: o.where(o.le(x, th), 0, g),
+    vjp=lambda gg, out, g, x, th: (threshold_backward(gg, x, th),))
 defop("relu(Tensor self) -> Tensor", supports="if", functional="relu", functional_inplace=True,
-      pointwise=lambda o, x: o.maximum(x, 0), vjp=lambda g, out, x: (_where(out > 0, g, 0.0),))
+      pointwise=lambda o, x: o.maximum(x, 0),
+      vjp=lambda g, out, x: (threshold_backward(g, out, 0),))
 
 
 def _gelu(o, x, approximate):

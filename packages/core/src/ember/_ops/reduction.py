@@ -1,5 +1,6 @@
 """Reductions and scans: sum/mean/prod, max/min and friends, var/std, norm, logsumexp,
-cumulative ops, all/any, softmax. Sorting, order statistics and counting live in sorting.py.
+cumulative ops, all/any. Softmax lives in softmax.py; sorting, order statistics and counting in
+sorting.py.
 
 CPU kernels are numpy over the reduced axes; float16/bfloat16 accumulate in float32 and return
 the input dtype, as PyTorch's CPU kernels do. vjps are written in ember ops.
@@ -14,7 +15,6 @@ import numpy as np
 from .. import _dtype as D
 from .._dispatch import TensorMeta, _return_type, torch_name
 from .._size import normalize_dim
-from . import _cpu_norm
 from ._registry import OPS, bind_overloads, complex_vjp, defop
 from .creation import to_dtype
 
@@ -551,52 +551,6 @@ defop("count_nonzero(Tensor self, int[1]? dim=None) -> Tensor", differentiable=(
           np.count_nonzero(x, axis=reduce_dims(dim, x.ndim))).astype(np.int64)},
       meta=lambda x, dim: TensorMeta(reduced_shape(x.shape, reduce_dims(dim, x.ndim), False),
                                      D.int64))
-
-
-# ---- softmax / log_softmax -----------------------------------------------------------------------
-def _softmax_dtype(name, xd, dtype):
-    d = to_dtype(dtype) if dtype is not None else xd
-    if d._cat < 2:
-        raise NotImplementedError(f"\"{name}_kernel_impl\" not implemented for '{torch_name(d)}'")
-    return d
-
-
-def _softmax(name):
-    def kernel(x, dim, dtype):
-        od = _softmax_dtype(name, edtype(x), dtype)
-        a = opmath_np(x.astype(od.np, copy=False))
-        d = normalize_dim(dim, x.ndim) if x.ndim else None
-        if d == x.ndim - 1 and a.dtype == od.np:   # rows in one C++ pass (float32/64)
-            r = _cpu_norm.softmax(a, name == "log_softmax")
-            if r is not None:
-                return r
-        with np.errstate(all="ignore"):
-            if not a.size:
-                return a.astype(od.np)
-            # one fresh buffer updated in place (the same operations as the textbook formula)
-            r = np.subtract(a, np.max(a, axis=d, keepdims=True), out=np.empty(a.shape, a.dtype))
-            if name == "softmax":
-                np.exp(r, out=r)
-                r /= np.sum(r, axis=d, keepdims=True)
-            else:
-                r -= np.log(np.sum(np.exp(r), axis=d, keepdims=True))
-        return r.astype(od.np, copy=False)
-
-    def vjp(g, out, x, dim, dtype):
-        if name == "softmax":
-            return (out * (g - (g * out).sum(dim, True)),)
-        return (g - out.exp() * g.sum(dim, True),)
-
-    def meta(x, dim, dtype):
-        if x.ndim:
-            normalize_dim(dim, x.ndim)
-        return TensorMeta(x.shape, _softmax_dtype(name, x.dtype, dtype))
-    defop(f"{name}(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", functional=name,
-          kernels={"cpu": kernel}, meta=meta, vjp=vjp)
-
-
-_softmax("softmax")
-_softmax("log_softmax")
 
 
 # ---- scans: cumsum / cumprod / cummax / cummin / logcumsumexp ------------------------------------
