@@ -40,5 +40,22 @@ run FSDP2 example.py  # loads the checkpoint the first run saved (DTensor API)
 run FSDP2 example.py --mixed-precision --explicit-prefetching
 run FSDP2 example.py --dcp-api
 run FSDP2 example.py --dcp-api  # loads through set_model_state_dict / set_optimizer_state_dict
+
+# N ranks against one: both start from the same checkpoint (written by a 1-rank run, so the N-rank
+# run reshards it on load), train the example's 10 steps on the same batches (every rank seeds 0,
+# FSDP averages the identical gradients) and save; the saved weights must agree.
+one() {  # one <folder> <nproc>: the FSDP2 example in its own scratch copy
+  (cd "$WORK/$1" && timeout 300 python3 -m ember.distributed.run --nproc-per-node "$2" example.py \
+     > "$WORK/out.txt" 2>&1)
+  local rc=$?
+  [ $rc -eq 0 ] || { tail -5 "$WORK/out.txt"; echo "rc=$rc"; FAILS=$((FAILS + 1)); }
+}
+echo "=== FSDP2: $N ranks vs 1 rank from the same checkpoint"
+mkdir -p "$WORK/single" && cp -r "$EXAMPLES/distributed/FSDP2/." "$WORK/single/"
+one single 1
+cp -r "$WORK/single" "$WORK/multi"
+one single 1
+one multi "$N"
+python3 "$HERE/same_weights.py" "$WORK/single" "$WORK/multi" || FAILS=$((FAILS + 1))
 echo "$FAILS failed"
 exit $FAILS

@@ -19,6 +19,7 @@ void init_devplan(py::module_& m);   // devplan.cpp: its device launch plans (cu
 void init_devalloc(py::module_& m);  // devalloc.cpp: their allocator fast path
 void init_viewpath(py::module_& m);  // viewpath.cpp: view ops on the hit path
 void init_mutpath(py::module_& m);   // mutpath.cpp: in-place ops and factories on it
+void init_engine(py::module_& m);    // engine.cpp: the backward engine's loop
 
 namespace {
 
@@ -74,6 +75,7 @@ PYBIND11_MODULE(_C, m) {
   init_devalloc(m);
   init_viewpath(m);
   init_mutpath(m);
+  init_engine(m);
   m.def("fill_arange", &fill_arange, py::arg("buffer"), py::arg("start") = 0.0,
         py::arg("step") = 1.0, "Fill a writable C-contiguous buffer with start + step * i");
   m.def("checksum", &checksum, py::arg("buffer"), "FNV-1a 64 checksum of a buffer's bytes");

@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 __all__ = ["entry_call", "pointwise_entry", "set_enabled", "enabled", "stats",
-           "register_autograd", "set_native_grad", "grad_stats", "register_device",
+           "register_autograd", "engine_init", "set_native_grad", "grad_stats", "register_device",
            "device_stats", "clear_device_plans", "view_stats", "mut_stats", "view_kind",
            "set_native_views"]
 
@@ -208,6 +208,16 @@ def register_autograd(classes: dict) -> bool:
         except TypeError:  # a build of ember._C older than this file: Python records them
             pass
     return True
+
+
+def engine_init(classes: dict):
+    """ember-autograd's node classes for ember._C's backward loop (csrc/engine.cpp): returns its
+    `engine_run(roots, grads, keep_graph)`, or None without the native module."""
+    if _C is None or not hasattr(_C, "engine_init"):
+        return None
+    from ._tensor import Storage, Tensor
+    _C.engine_init(dict(classes, Tensor=Tensor, Storage=Storage))
+    return _C.engine_run
 
 
 def set_native_grad(on: bool) -> None:

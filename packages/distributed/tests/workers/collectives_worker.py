@@ -1,5 +1,6 @@
 """Worker (run under mpiexec): every collective of ember.distributed on CPU tensors against a
-single-process numpy reference built from all ranks' inputs (each rank can rebuild them all)."""
+single-process numpy reference built from all ranks' inputs (each rank can rebuild them all).
+A failed check ends the job (MPI_Abort) and every wait gives up within 60 s: a run never hangs."""
 import datetime
 import sys
 import traceback
@@ -8,21 +9,36 @@ import numpy as np
 
 import ember
 import ember.distributed as dist
+from ember.distributed._mpi import abort_job
 
-dist.init_process_group("gloo")
+# Every wait of the run gives up within a minute (the harness allows 180 s): a rank that skips or
+# reorders a collective makes its peers raise DistBackendError here, not hang for the default
+# 10 minutes.
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
 R, N = dist.get_rank(), dist.get_world_size()
 FAILED = []
+# The timeouts of the groups whose collectives rank 0 enters alone: it waits that long, then
+# meets the peers in a world barrier; after it the peers' whole collective (for
+# large_messages_on_the_comm_thread a 1 MiB all_reduce in pieces, with 4 ranks on a loaded 2-core
+# machine: 1 s timed out there under CI load) must complete within it. The late waits of the
+# works that timed out give them LATE.
+ALONE, ALONE_SMALL = 5.0, 2.0
+LATE = datetime.timedelta(seconds=60)
 
 
 def check(fn):
     try:
         fn()
         print(f"CHECK {R} {fn.__name__} OK", flush=True)
-    except Exception as e:  # report, keep going: the test names each failure
+    except Exception as e:
         FAILED.append(fn.__name__)
         msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
         print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
         traceback.print_exc()
+        # a check that failed midway skipped some of its collectives: the ranks' sequences no
+        # longer match (the next one would pair with a different call of a peer, or wait for
+        # one that never comes), so end the whole job now; the test names this failure
+        abort_job(1)
     return fn
 
 
@@ -321,9 +337,7 @@ def subgroups():
 def timeouts_raise():
     """recv with no sender and a barrier that rank 0 enters alone raise DistBackendError; the
     same Works complete once the peer catches up."""
-    # 5 s: rank 0 waits that long alone; then the peers' whole all_reduce must fit in it too,
-    # with 4 ranks on a loaded 2-core machine (1 s timed out there)
-    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=ALONE_SMALL))
     late = []
     if R == 0:
         got = ember.zeros(1)
@@ -331,7 +345,7 @@ def timeouts_raise():
             try:
                 w.wait()
             except dist.DistBackendError as e:
-                assert "timed out after 1.0 s on rank 0" in str(e), e
+                assert f"timed out after {ALONE_SMALL:.1f} s on rank 0" in str(e), e
             else:
                 raise AssertionError("no timeout")
             late.append(w)
@@ -341,7 +355,7 @@ def timeouts_raise():
     if R != 0:
         dist.barrier(g)
     for w in late:
-        assert w.wait() is True
+        assert w.wait(LATE) is True
     if R == 0:
         close(got, [7.0])
 
@@ -378,12 +392,10 @@ def large_messages_on_the_comm_thread():
     b = T(big[R])
     dist.broadcast(b, src=N - 1)
     close(b, big[N - 1])
-    # 5 s: rank 0 waits that long alone; then the peers' whole all_reduce must fit in it too,
-    # with 4 ranks on a loaded 2-core machine (1 s timed out there)
-    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=1))
+    g = dist.new_group(list(range(N)), timeout=datetime.timedelta(seconds=ALONE))
     ge = g.engine("cpu", "test")
     # 300 kB pieces whatever EMBER_MPI_PIECE_BYTES says (4 kB in the comm-thread run): the peers'
-    # whole all_reduce must fit in the 1 s timeout on a loaded CI machine
+    # whole all_reduce must fit in the timeout on a loaded CI machine
     ge.blocking_bytes, ge.piece_bytes = min(ge.blocking_bytes, 1 << 20), 300_000
     t = T(big[R])
     if R == 0:
@@ -391,15 +403,59 @@ def large_messages_on_the_comm_thread():
         try:
             w.wait()
         except dist.DistBackendError as e:
-            assert "all_reduce: timed out after 1.0 s on rank 0" in str(e), e
+            assert f"all_reduce: timed out after {ALONE:.1f} s on rank 0" in str(e), e
         else:
             raise AssertionError("no timeout")
     dist.barrier()
     if R != 0:
         w = dist.all_reduce(t, group=g, async_op=True)
-    assert w.wait() is True
+    assert w.wait(LATE if R == 0 else None) is True
     close(t, RED["SUM"](np.stack(big)), 1e-4)
     engines[0].blocking_bytes, engines[0].piece_bytes = saved
+
+
+@check
+def large_collectives_in_pieces():
+    """all_gather (uneven), reduce_scatter (uneven parts; bfloat16 AVG, reduced in float32) and
+    broadcast at and above the communication-thread threshold go as nonblocking pieces of about
+    piece_bytes one after another (counted here), and equal the single-process reference."""
+    import ember.distributed._engine_mpi as engine_mpi
+    e = dist.GroupMember.WORLD.engine("cpu", "test")
+    saved = (e.blocking_bytes, e.piece_bytes)
+    e.blocking_bytes, e.piece_bytes = 1 << 20, 300_000  # (whatever the run says: few pieces)
+    real, count = engine_mpi._progress, [0]
+
+    def counting(req):
+        count[0] += 1
+        real(req)
+    engine_mpi._progress = counting
+    try:
+        rows = [100_000 * (r + 1) for r in range(N)]  # float32: 0.4 MB per row unit
+        ins = [data(r, (rows[r],), salt=50) for r in range(N)]
+        outs = [ember.zeros(n) for n in rows]
+        dist.all_gather(outs, T(ins[R]))
+        for o, ref in zip(outs, ins):
+            close(o, ref)
+        pieces = -(-rows[-1] * 4 // (e.piece_bytes // N))
+        assert count[0] == pieces, (count[0], pieces)
+        parts = [[data(r, (rows[i],), salt=60 + i) for i in range(N)] for r in range(N)]
+        out = ember.zeros(rows[R])
+        dist.reduce_scatter(out, [T(a) for a in parts[R]])
+        close(out, np.sum([parts[r][R] for r in range(N)], 0), 1e-4)
+        assert count[0] > 2 * pieces - 1, count[0]
+        flat = [data(r, (N << 17,), "bfloat16", salt=70) for r in range(N)]
+        out = ember.zeros(1 << 17, dtype=ember.bfloat16)
+        dist.reduce_scatter_tensor(out, T(flat[R], "bfloat16"), op=dist.ReduceOp.AVG)
+        ref = np.mean([bf16(f)[R << 17:(R + 1) << 17] for f in flat], 0)
+        close(out, ref, 1e-2)
+        before = count[0]
+        b = T(data(R, (299_999,), salt=80))  # 1.2 MB: 4 pieces, the last one shorter
+        dist.broadcast(b, src=N - 1)
+        close(b, data(N - 1, (299_999,), salt=80))
+        assert count[0] - before == 4, count[0] - before
+    finally:
+        engine_mpi._progress = real
+        e.blocking_bytes, e.piece_bytes = saved
 
 
 dist.barrier()

@@ -1,6 +1,8 @@
 """Worker (mpiexec, 4 ranks): DeviceMesh (2-D, named dims, slicing, groups per dim) and the
 functional collectives, against numpy."""
+import datetime
 import sys
+import time
 import traceback
 
 import numpy as np
@@ -12,7 +14,7 @@ from ember.distributed.device_mesh import init_device_mesh
 from ember.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 from ember.distributed.tensor._placements import shard_sizes
 
-dist.init_process_group("gloo")
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))  # (no hang: raise)
 R, N = dist.get_rank(), dist.get_world_size()
 FAILED = []
 
@@ -26,6 +28,8 @@ def check(fn):
         msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
         print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
         traceback.print_exc()
+        from ember.distributed._mpi import abort_job
+        abort_job(1)  # the ranks' collectives no longer match: end the job (no hang)
     return fn
 
 
@@ -82,6 +86,46 @@ def functional_collectives():
     assert b.tolist() == [[float(MESH[0, j])] * 3] * 2
     w = funcol.wait_tensor(funcol.all_reduce(ember.ones(1), "avg", list(range(N))))
     assert w.tolist() == [1.0]
+
+
+@check
+def functional_collectives_async():
+    """As PyTorch's: a functional collective returns at once an AsyncCollectiveTensor that waits
+    on first use. Rank 0 starts an all_reduce before the others call it (it returns: it does not
+    wait for them), then meets them in a world barrier; every use gives the reduced values, and
+    ops on it give plain tensors (if the call waited, rank 0 would time out)."""
+    from ember.distributed._async_tensor import AsyncCollectiveTensor, pending
+    world = dist.new_group(list(range(N)))  # (not the world group: the barrier must not match it)
+    x = ember.full((2, 3), float(R + 1))
+    total = float(sum(range(1, N + 1)))
+    if R == 0:
+        y = funcol.all_reduce(x, "sum", world)
+        assert isinstance(y, AsyncCollectiveTensor) and pending() == 1, (type(y), pending())
+    dist.barrier()
+    if R != 0:
+        y = funcol.all_reduce(x, "sum", world)
+    z = y * 2  # a use: waits, and gives a plain tensor
+    assert type(z) is ember.Tensor and z.tolist() == [[2 * total] * 3] * 2, z
+    assert pending() == 0 and y.tolist() == [[total] * 3] * 2
+    w = funcol.wait_tensor(funcol.all_gather_tensor(x, 0, world))
+    assert type(w) is ember.Tensor, type(w)
+    np.testing.assert_array_equal(w.numpy(), np.repeat(np.arange(1.0, N + 1), 2)[:, None]
+                                  * np.ones((1, 3)))
+    # reads of the data wait too: numpy(), printing, an op's list argument
+    s = funcol.reduce_scatter_tensor(ember.ones(N, 2), "sum", 0, world)
+    np.testing.assert_array_equal(s.numpy(), np.full((1, 2), float(N)))
+    b = funcol.broadcast(x, 0, world)
+    assert "AsyncCollectiveTensor" in repr(b) and b.tolist() == [[1.0] * 3] * 2
+    c = ember.cat([funcol.all_reduce(x, "max", world), x])
+    assert c[:2].tolist() == [[float(N)] * 3] * 2 and pending() == 0
+    # results dropped unused: finished and forgotten once done (the registry does not grow)
+    for _ in range(3):
+        funcol.all_reduce(x, "sum", world)
+    dist.barrier(world)
+    deadline = time.monotonic() + 30
+    while pending() and time.monotonic() < deadline:  # (each look polls them)
+        time.sleep(0.01)
+    assert pending() == 0, pending()
 
 
 @check
@@ -146,7 +190,15 @@ def functional_collectives_in_compile():
     np.testing.assert_allclose(got.numpy(), eager.numpy(), rtol=1e-6)
     assert len(graphs) == 1, len(graphs)  # one graph: no break at the collectives
     names = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
-    assert sum("_c10d_functional" in t for t in names) == 4, names
+    # three collectives, each result used only through a wait_tensor (the capture waits right
+    # after each, as PyTorch's tracing does), and the explicit wait_tensor of w
+    colls = [n for n in graphs[0].graph.nodes if n.op == "call_function"
+             and "_c10d_functional" in str(n.target) and "wait_tensor" not in str(n.target)]
+    assert len(colls) == 3, names
+    assert sum("wait_tensor" in t for t in names) == 4, names
+    for n in colls:
+        assert [str(u.target) for u in n.users] == [str(n.users and next(iter(n.users)).target)]
+        assert "wait_tensor" in str(next(iter(n.users)).target), (n, list(n.users))
     i, j = np.argwhere(MESH == R)[0]
     # y: 2x summed over the dp column; z: the tp row's y + 1 stacked; w: z summed over the tp
     # row (tp equal copies), this rank's block

@@ -170,12 +170,18 @@ def training_with_adamw():
                                                        "fc2": RowwiseParallel()})
     o_ref = ember.optim.AdamW(ref.parameters(), lr=0.01)
     o = ember.optim.AdamW(tp.parameters(), lr=0.01)
-    for step in range(3):
+    losses = {"ref": [], "tp": []}
+    for step in range(4):
         x = ember.randn(4, 8, generator=ember.Generator().manual_seed(step))
-        for model, opt in ((ref, o_ref), (tp, o)):
+        for name, model, opt in (("ref", ref, o_ref), ("tp", tp, o)):
             opt.zero_grad()
-            model(x).square().mean().backward()
+            loss = model(x).square().mean()
+            loss.backward()
             opt.step()
+            losses[name].append(loss.item())
+    # the loss curve of the tensor-parallel model is the single-process one (and it learns)
+    np.testing.assert_allclose(losses["tp"], losses["ref"], rtol=1e-5)
+    assert losses["ref"][-1] < losses["ref"][0], losses
     for (name, p), q in zip(tp.named_parameters(), ref.parameters()):
         full = p.full_tensor() if isinstance(p, DTensor) else p
         np.testing.assert_allclose(full.detach().numpy(), q.detach().numpy(), rtol=1e-4,

@@ -1,6 +1,7 @@
 """Shared by the worker scripts: `@check(rank)` runs a check now and prints
-`CHECK <rank> <name> OK|FAIL <message>`; `finish(rank)` prints the summary and exits 1 on a
-failure (mpi_launch.py reads both)."""
+`CHECK <rank> <name> OK|FAIL <message>` (a failure ends the whole mpiexec job: the failed check
+skipped some of its collectives, so the ranks' next ones would not match and could only hang);
+`finish(rank)` prints the summary and exits 1 on a failure (mpi_launch.py reads both)."""
 import sys
 import traceback
 
@@ -17,6 +18,8 @@ def check(rank):
             msg = "".join(traceback.format_exception_only(type(e), e)).strip()
             print(f"CHECK {rank} {fn.__name__} FAIL {msg.replace(chr(10), ' | ')}", flush=True)
             traceback.print_exc()
+            from ember.distributed._mpi import abort_job
+            abort_job(1)
         return fn
     return run
 

@@ -368,6 +368,12 @@ def _rebase_views(base, done) -> None:
 
 
 # ---- execution ------------------------------------------------------------------------------
+# ember._C's backward loop `engine_run(roots, grads, keep_graph)` (set by _native.register), or
+# None: this module's run_backward, the reference, runs every pass
+NATIVE_RUN = [None]
+
+
+# ------------------------------------------------------------------------------
 def _check_anomaly_nan(node, res):
     import ember
     for i, g in enumerate(res):
@@ -380,6 +386,16 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
                  accumulate: bool = True):
     """Backpropagate grads from roots [(node, nr)]. With inputs (tensors), return their
     gradients (autograd.grad) or, when accumulate, accumulate only into them."""
+    if NATIVE_RUN[0] is not None and not state.__dict__.get("anomaly"):
+        st = state  # ember._C's loop (csrc/engine.cpp): the same steps
+        edges = None if inputs is None else [_input_edge(t) for t in inputs]
+        prev = st.grad_enabled
+        st.grad_enabled = create_graph
+        try:
+            captured = NATIVE_RUN[0](roots, grads, keep_graph, edges, accumulate)
+        finally:
+            st.grad_enabled = prev
+        return [] if captured is None else captured
     # 1. dependencies: how many edges reach each node from the roots
     deps: dict = {}
     order: list = []
@@ -431,52 +447,14 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
         while ready:
             _, k, node = heapq.heappop(ready)
             gin = buffers.pop(k)[1]
-            if node._tensor_hooks:
-                for nr, hooks in node._tensor_hooks.items():
-                    if nr in gin and gin[nr] is not None:
-                        for h in list(hooks.values()):
-                            r = h(gin[nr])
-                            if r is not None:
-                                gin[nr] = r
-            if node._retain:
-                for nr, h in node._retain.items():
-                    if gin.get(nr) is not None:
-                        h(gin[nr])
+            _tensor_hooks(node, gin)
             if capture is not None and k in capture:
-                for nr, slot in capture[k]:
-                    g = gin.get(nr)
-                    if g is not None:
-                        captured[slot] = g if captured[slot] is None else captured[slot] + g
+                _capture(gin, capture[k], captured)
             run = needed is None or k in run_set
             if inputs is not None and isinstance(node, AccumulateGrad):
                 run = accumulate and k in capture
-            out = None
-            if run and gin:
-                n_out = max(gin) + 1
-                glist = [gin.get(i) for i in range(n_out)]
-                if node._pre_hooks:
-                    for h in list(node._pre_hooks.values()):
-                        r = h(tuple(glist))
-                        if r is not None:
-                            glist = list(r)
-                try:
-                    out = node.apply(glist)
-                except Exception as e:
-                    if anomaly and node._trace:
-                        import warnings
-                        warnings.warn("Error detected in " + node.name() + ". Traceback of "
-                                      "forward call that caused the error:\n" +
-                                      "".join(node._trace), stacklevel=2)
-                    raise e
-                if anomaly and anomaly[1]:
-                    _check_anomaly_nan(node, out)
-                if node._hooks:
-                    for h in list(node._hooks.values()):
-                        r = h(tuple(out), tuple(glist))
-                        if r is not None:
-                            out = list(r)
-                if not keep_graph:
-                    node.release()
+            out = None  # (the last node's gradients: no reference kept while this runs)
+            out = _apply(node, gin, keep_graph, anomaly) if run and gin else None
             for i, (nxt, nr) in enumerate(node.next_functions):
                 if nxt is None:
                     continue
@@ -495,6 +473,68 @@ def run_backward(roots, grads, keep_graph: bool, create_graph: bool, inputs=None
     finally:
         st.grad_enabled = prev
     return captured
+
+
+def _tensor_hooks(node, gin: dict) -> None:
+    """Tensor hooks, then retain_grad, on the gradients reaching node (gin: {output_nr: g})."""
+    if node._tensor_hooks:
+        for nr, hooks in node._tensor_hooks.items():
+            if nr in gin and gin[nr] is not None:
+                for h in list(hooks.values()):
+                    r = h(gin[nr])
+                    if r is not None:
+                        gin[nr] = r
+    if node._retain:
+        for nr, h in node._retain.items():
+            if gin.get(nr) is not None:
+                h(gin[nr])
+
+
+def _apply(node, gin: dict, keep_graph: bool, anomaly) -> list:
+    """The node's pre-hooks, its backward, anomaly checks, its hooks; then its saved tensors
+    are freed unless keep_graph. Returns the gradients for its next_functions."""
+    glist = [gin.get(i) for i in range(max(gin) + 1)]
+    if node._pre_hooks:
+        for h in list(node._pre_hooks.values()):
+            r = h(tuple(glist))
+            if r is not None:
+                glist = list(r)
+    try:
+        out = node.apply(glist)
+    except Exception as e:
+        if anomaly and node._trace:
+            import warnings
+            warnings.warn("Error detected in " + node.name() + ". Traceback of "
+                          "forward call that caused the error:\n" +
+                          "".join(node._trace), stacklevel=3)
+        raise e
+    if anomaly and anomaly[1]:
+        _check_anomaly_nan(node, out)
+    if node._hooks:
+        for h in list(node._hooks.values()):
+            r = h(tuple(out), tuple(glist))
+            if r is not None:
+                out = list(r)
+    if not keep_graph:
+        node.release()
+    return out
+
+
+def _capture(gin: dict, cap, captured: list) -> None:
+    """inputs=: the gradients reaching an input's node, [(output_nr, input index)], summed."""
+    for nr, slot in cap:
+        g = gin.get(nr)
+        if g is not None:
+            captured[slot] = g if captured[slot] is None else captured[slot] + g
+
+
+def _node_step(node, gin: dict, keep_graph: bool, run: bool = True, cap=None, captured=None):
+    """One node of a backward pass, for the native loop (csrc/engine.cpp): the nodes with hooks,
+    those of classes other than OpNode / AccumulateGrad, and inputs' nodes (cap) run here."""
+    _tensor_hooks(node, gin)
+    if cap is not None:
+        _capture(gin, cap, captured)
+    return _apply(node, gin, keep_graph, None) if run and gin else None
 
 
 def _acc(buf: dict, nr: int, g):

@@ -214,6 +214,28 @@ def used_params(fn) -> tuple | None:
     return tuple(use[p] for p in params)
 
 
+def read_grads(fn) -> frozenset | None:
+    """Which output gradients a multi-output op's vjp reads (`grads[0]` only: {0}), by bytecode;
+    None: cannot tell (all). The others need no zeros made for them when they got no gradient."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_argcount < 1 or code.co_flags & 0x0C:
+        return None
+    name = code.co_varnames[0]
+    if name in code.co_cellvars:
+        return None
+    ins = list(dis.get_instructions(code))
+    idx = set()
+    for k, i in enumerate(ins):
+        if "FAST" not in i.opname or i.argval != name:
+            continue
+        nxt = ins[k + 1:k + 3]
+        if (not i.opname.startswith("LOAD") or len(nxt) < 2 or nxt[0].opname != "LOAD_CONST"
+                or nxt[1].opname != "BINARY_SUBSCR" or type(nxt[0].argval) is not int):
+            return None
+        idx.add(nxt[0].argval)
+    return frozenset(idx)
+
+
 class MetaOnly:
     """A saved tensor's shape/dtype/device without its data (for vjps that need only those)."""
 
@@ -283,7 +305,7 @@ class _OpInfo:
 
     __slots__ = ("name", "vjp", "diff_idx", "list_diff", "use_out", "use_args", "composite",
                  "inplace", "view", "detach", "cwrap", "no_list", "track",
-                 "nargs", "out_idx")
+                 "nargs", "out_idx", "grad_idx")
 
     def __init__(self, op):
         fop = op.inplace_of or op
@@ -304,6 +326,8 @@ class _OpInfo:
         self.cwrap = self.vjp is not None and not getattr(self.vjp, "complex_ready", False)
         # which outputs of a multi-output op the vjp reads (None: all of them)
         self.out_idx = getattr(self.vjp, "saved_outputs", None)
+        # which output gradients it reads (None: all): zeros only for those (multi-output ops)
+        self.grad_idx = read_grads(self.vjp) if self.vjp is not None else None
         used = used_params(self.vjp) if self.vjp is not None else None
         n = len(op.arg_names)
         if used is None:
@@ -552,8 +576,9 @@ class OpNode(Node):
         else:  # multi-output: zeros for the outputs that got no gradient
             # (the engine's list stops at the last output that got one: pad it)
             grads = list(grads) + [None] * (len(self.out_meta) - len(grads))
-            g = tuple(x if x is not None or m is None else _zeros(m)
-                      for x, m in zip(grads, self.out_meta))
+            read = inf.grad_idx
+            g = tuple(x if x is not None or m is None or (read is not None and i not in read)
+                      else _zeros(m) for i, (x, m) in enumerate(zip(grads, self.out_meta)))
         if inf.cwrap and _complex_involved(g, self.in_meta):
             # PyTorch's convention: grad = g * conj(f'(x)) = conj(conj(g) * f'(x))
             res = inf.vjp(_conj_all(g), out, *args)
@@ -646,16 +671,18 @@ def _prod(shape) -> int:
 # references to g while AccumulateGrad.apply runs: the engine's buffer dict and grads list,
 # apply's and _stealable's locals, getrefcount's argument; its storage: g's slot and the argument
 _ENGINE_REFS = 5
+# the same from the native loop (csrc/engine.cpp), which holds g only in the grads list
+NATIVE_ENGINE_REFS = 4
 
 
-def _stealable(g, var) -> bool:
+def _stealable(g, var, refs=_ENGINE_REFS) -> bool:
     """g may become var.grad as is: a plain contiguous tensor owning its storage, with the
     variable's metadata, that nothing outside the engine references."""
     return (g.__class__ is Tensor and g._grad_fn is None and not g._requires_grad
             and g._base is None and g._ag is None and g._offset == 0
             and g._shape == var._shape and g.dtype is var.dtype and g.device is var.device
             and g._stride == _c_strides(g._shape)
-            and sys.getrefcount(g) <= _ENGINE_REFS and sys.getrefcount(g._storage) <= 2)
+            and sys.getrefcount(g) <= refs and sys.getrefcount(g._storage) <= 2)
 
 
 class AccumulateGrad(Node):
@@ -670,7 +697,8 @@ class AccumulateGrad(Node):
     def name(self) -> str:
         return "ember::autograd::AccumulateGrad"
 
-    def apply(self, grads: list) -> list:
+    def apply(self, grads: list, refs: int = _ENGINE_REFS) -> list:
+        # refs: how many references to the gradient its caller holds (see _stealable)
         g = grads[0]
         if g is None:
             return []
@@ -682,11 +710,9 @@ class AccumulateGrad(Node):
             elif old is None:
                 # a clone, unless nothing else can see g (PyTorch steals such grads too): the
                 # same gradient object may reach several leaves (`x + y`), or a hook kept it
-                var.grad = g if _stealable(g, var) else g.detach().clone()
-            elif old._requires_grad:
-                var.grad = old.detach() + g
-            else:
-                old.add_(g)
+                var.grad = g if _stealable(g, var, refs) else g.detach().clone()
+            else:  # in place, even into a grad that has a graph (create_graph before), as
+                old.add_(g)  # PyTorch's AccumulateGrad does outside grad mode
         ag = var._ag
         if ag is not None and ag.post_hooks:
             for h in list(ag.post_hooks.values()):

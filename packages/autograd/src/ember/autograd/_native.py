@@ -4,8 +4,12 @@ A hit whose input requires grad gets its `OpNode` built in C++, the same node `r
 (`_engine._tracker`): this module hands over the node classes once and describes each op once.
 A view (csrc/viewpath.cpp makes it) gets its node here too, then its TensorInfo. An op
 `describe` declines (composite, in-place, list arguments) is recorded by `record`.
+A backward pass runs in ember._C's loop (csrc/engine.cpp), given the node classes here
+(`EMBER_NATIVE_ENGINE=0`: the Python loop runs every pass, as without ember._C).
 """
 from __future__ import annotations
+
+import os
 
 from . import _engine, _graph
 
@@ -28,6 +32,11 @@ def describe(op):
 def register() -> bool:
     """Give core's native module the classes (False: no native module)."""
     from ember import _native
+    if os.environ.get("EMBER_NATIVE_ENGINE", "1") != "0":  # (0: benchmarks' Python loop)
+        _engine.NATIVE_RUN[0] = _native.engine_init(dict(
+            Node=_graph.Node, OpNode=_graph.OpNode, AccumulateGrad=_graph.AccumulateGrad,
+            node_step=_engine._node_step, acc_refs=_graph.NATIVE_ENGINE_REFS,
+            OpInfo=_graph._OpInfo, Saved=_graph._Saved, fix_grads=_graph.fix_grads))
     return _native.register_autograd(dict(
         record=_engine.record, describe=describe, edge_of=_graph.edge_of,
         same_data=_graph._same_data,

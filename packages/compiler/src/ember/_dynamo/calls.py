@@ -60,6 +60,27 @@ class _GradExit:
         self.prev = prev
 
 
+class DeviceCtx:
+    """`with ember.device(d):` inside the trace: library calls made in the block run under that
+    default device, so the factories they record name it; nothing global changes at capture."""
+
+    def __init__(self, dev):
+        self.dev = dev
+
+    def enter(self, tr):
+        prev = tr.default_device
+        tr.default_device = self.dev
+        return DeviceExit(prev), V(self.dev)
+
+
+class DeviceExit:
+    """The block's `__exit__`: the trace's default device goes back to the one before. A graph
+    break inside the block is not resumable (the frame then runs as it is)."""
+
+    def __init__(self, prev):
+        self.prev = prev
+
+
 def _set_grad(tr, mode):
     if tr.grad_enabled != mode:
         tr.graph.call_function(set_grad_enabled, (mode,))
@@ -79,6 +100,9 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
     from .resume import GradExit
     if isinstance(fn, (_GradExit, GradExit)):
         _set_grad(tr, fn.prev)
+        return V(None)
+    if isinstance(fn, DeviceExit):
+        tr.default_device = fn.prev
         return V(None)
     from ember.nn import Module
     if isinstance(fn, Module):

@@ -809,9 +809,13 @@ class Frame:
 
     # ---- with blocks -----------------------------------------------------------------------
     def op_BEFORE_WITH(self, ins):
-        from .calls import GradCtx
+        from ember import device
+
+        from .calls import DeviceCtx, GradCtx
         ctx = self.pop()
-        if not isinstance(ctx.val, GradCtx):
+        if isinstance(ctx.val, device):
+            ctx = V(DeviceCtx(ctx.val))
+        if not isinstance(ctx.val, (GradCtx, DeviceCtx)):
             raise GraphBreak(f"`with` on {type(ctx.val).__name__} is not modelled")
         exit_fn, entered = ctx.val.enter(self.tr)
         self.push(V(exit_fn))

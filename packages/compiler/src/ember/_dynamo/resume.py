@@ -229,7 +229,7 @@ def state_spec(tr, roots, outs: list, index: dict, callees=()):
     """Specs (see `rebuild`) of the frame values in roots; tensors become graph outputs."""
     from ember._subclasses.fake_tensor import FakeTensor
 
-    from .calls import BoundMethod, ContainerMethod, GradCtx, _GradExit
+    from .calls import BoundMethod, ContainerMethod, DeviceExit, GradCtx, _GradExit
     from .interp import NULL as SYM_NULL
     from .interp import Iter, LocalFunction
 
@@ -263,6 +263,8 @@ def state_spec(tr, roots, outs: list, index: dict, callees=()):
             return ("bm", val.fn, spec(val.self_v))
         if isinstance(val, ContainerMethod):
             return ("cm", spec(val.obj), val.name)
+        if isinstance(val, DeviceExit):  # a break inside `with ember.device(...)`
+            raise NotResumable("a graph break inside a `with ember.device` block")
         if isinstance(val, _GradExit):
             return ("k", exit_grad(val.prev))
         if isinstance(val, GradCtx):

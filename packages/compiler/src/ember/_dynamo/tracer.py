@@ -11,6 +11,7 @@ dicts) that reads the value again at call time, or None for values computed in t
 from __future__ import annotations
 
 import builtins
+import contextlib
 import math
 import operator
 import types
@@ -124,6 +125,10 @@ class Tracer:
         self.grad_enabled = state.grad_enabled
         self.add_guard(f"___grad() == {self.grad_enabled!r}", "grad mode")
         import ember
+        self.default_device = None  # a `with ember.device(d)` block of the traced frame
+        self.env["___defdev"] = ember.get_default_device
+        self.add_guard(f"str(___defdev()) == {str(ember.get_default_device())!r}",
+                       f"default device {ember.get_default_device()}")
         self.env["___autocast"] = lambda: state.autocast
         self.env["___det"] = ember.are_deterministic_algorithms_enabled
         self.add_guard(f"___autocast() == {dict(state.autocast)!r}",
@@ -355,7 +360,7 @@ class Tracer:
         saved = state.grad_enabled
         state.grad_enabled = self.grad_enabled
         try:
-            with _Modes(self):
+            with _Modes(self), _device_block(self.default_device):
                 r = fn(*a, **kw)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             raise GraphBreak(f"data-dependent operation in {what} ({e})") from None
@@ -386,6 +391,11 @@ def _plain(x) -> bool:
     if t is dict:
         return all(_plain(e) for e in x.values())
     return t.__module__.startswith("ember") and t.__name__ in _EMBER_VALUES
+
+
+def _device_block(dev):
+    """The traced frame's `with ember.device(dev)` block around one library call."""
+    return contextlib.nullcontext() if dev is None else dev
 
 
 class _Modes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 
 import numpy as np
 import sympy
@@ -106,6 +107,8 @@ def build(g, sym=None, plan=None, compile_kernels=True):
             # named by its text: equal kernels of this graph (the same block of each layer)
             # and of any other share one compiled function. Triton's comment lines (the
             # buffers a kernel computes) are not part of its text; C++'s are (pragmas)
+            if cuda:
+                src = _ordinal_buffers(src)
             text = src if not cuda else "\n".join(
                 x for x in src.splitlines() if not x.startswith("#"))
             s.name = "kernel_" + hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -595,6 +598,21 @@ def _ptrs(*xs):
         else:
             vals.append(x.data_ptr())
     return (ctypes.c_void_p * max(1, len(vals)))(*vals)
+
+
+_BUF_NAME = re.compile(r"(?<=[a-z]_)buf(\d+)\b")
+
+
+def _ordinal_buffers(src: str) -> str:
+    """A Triton kernel's accumulators named after its buffers (acc_buf13, red_buf13) renamed
+    by order of appearance (acc_b0), outside comments: the same block of every layer then has
+    one text, one name and one compile."""
+    names: dict = {}
+
+    def sub(m):
+        return f"b{names.setdefault(m.group(1), len(names))}"
+    return "\n".join(x if x.lstrip().startswith("#") else _BUF_NAME.sub(sub, x)
+                     for x in src.splitlines())
 
 
 def _c_strides(shape):

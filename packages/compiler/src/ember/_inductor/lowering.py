@@ -180,6 +180,7 @@ class GraphLowering:
             self.grad_mode[0] = n.args[0]   # set lazily: only extern calls see grad mode
         elif n.op == "call_function":
             self.meta[n] = self._run_meta(n)
+            self._check_factory_device(n)
             first = len(self.buffers)
             self.env[n] = self.lower_call(n)
             self._origins(n, first)
@@ -201,6 +202,22 @@ class GraphLowering:
             self.outputs = [done[o] if isinstance(o, Node) else o for o in outs]
         else:
             raise Fallback(f"{n.op} nodes")
+
+    def _check_factory_device(self, n):
+        """A factory naming its device (`device=`, or a `with ember.device` block's, which the
+        trace records) makes its tensor there: a graph whose tensors would span two devices
+        runs as captured."""
+        dev = n.kwargs.get("device")
+        if dev is None:
+            return
+        t = dev.type if isinstance(dev, ember.device) else ember.device(dev).type
+        if t == "meta" and self.as_device:
+            return   # (the symbolic lowering's stand-ins)
+        if t == "cpu" and getattr(self.meta[n], "ndim", None) == 0:
+            return   # a CPU scalar tensor mixes with any device's, as in eager
+        if t not in ("cpu", "cuda") or (self._device_set and t != self.device):
+            raise Fallback(f"a factory on {t} in a graph on {self.device}")
+        self.device, self._device_set = t, True
 
     def _origins(self, n, first):
         """Name the ops each new buffer and lazy value computes (kernel comments)."""

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from .. import _dispatch
 from .. import _dtype as D
 from .._dispatch import DynamicOutputShape, TensorMeta, call, torch_name
 from .._size import normalize_dim
@@ -225,8 +226,8 @@ def _apply_basic(x: Tensor, index):
             result = result.select(dim, it)
         elif isinstance(it, slice):
             start, stop, step = _slice_bounds(it)
-            if (start, stop, step) != (None, None, 1):
-                result = OPS["slice.Tensor"](result, dim, start, stop, step)
+            if (start, stop, step) != (None, None, 1):  # (the native view path's entry)
+                result = _dispatch.call_entry(_SLICE, (result, dim, start, stop, step))
             dim += 1
         else:  # a Tensor
             if it.ndim == 0:  # a 0-dim bool (or byte) tensor: a new dim, kept or emptied
@@ -248,12 +249,56 @@ def _adv_list(adv):
     return out
 
 
+_BASIC = (int, slice, type(None), type(Ellipsis))
+
+
+def _basic_view(x: Tensor, index):
+    """x[index] for an int, a slice or a tuple of ints, slices, None and at most one Ellipsis
+    that fits x's dims (the common case, without _apply_basic's normalization), else None."""
+    items = index if type(index) is tuple else (index,)
+    used, ellipsis = 0, False
+    for it in items:
+        t = type(it)
+        if t is int or t is slice:
+            used += 1
+        elif it is Ellipsis:
+            if ellipsis:
+                return None
+            ellipsis = True
+        elif it is not None:
+            return None
+    n = x.ndim
+    if used > n:
+        return None   # (the general path raises PyTorch's error)
+    result, dim = x, 0
+    for it in items:
+        t = type(it)
+        if t is int:
+            result = result.select(dim, it)
+        elif t is slice:
+            if it.step is not None or it.start is not None or it.stop is not None:
+                start, stop, step = _slice_bounds(it)
+                result = _dispatch.call_entry(_SLICE, (result, dim, start, stop, step))
+            dim += 1
+        elif it is None:
+            result = result.unsqueeze(dim)
+            dim += 1
+        else:
+            dim += n - used
+    return result
+
+
 def getitem(self: Tensor, index) -> Tensor:
     """`x[index]`: basic indices give a view, tensor indices a copy (PyTorch/numpy rules)."""
+    t = type(index)
+    if t is int or t is slice or t is tuple:
+        result = _basic_view(self, index)
+        if result is not None:
+            return _dispatch.call_entry(_ALIAS, (result,)) if result is self else result
     result, adv = _apply_basic(self, index)
     if adv:
-        return call(OPS["index.Tensor"], (result, _adv_list(adv)))
-    return OPS["alias"](result) if result is self else result
+        return _dispatch.call_entry(OPS["index.Tensor"], (result, _adv_list(adv)))
+    return _dispatch.call_entry(_ALIAS, (result,)) if result is self else result
 
 
 def _value_tensor(value, like: Tensor) -> Tensor:
@@ -286,6 +331,7 @@ def setitem(self: Tensor, index, value) -> None:
     call(OPS["index_put_"], (result, _adv_list(adv), v, False))
 
 
+_SLICE, _ALIAS = OPS["slice.Tensor"], OPS["alias"]
 METHODS["__getitem__"] = getitem
 METHODS["__setitem__"] = setitem
 

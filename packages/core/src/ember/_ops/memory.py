@@ -32,8 +32,10 @@ def _copy_meta_check(dst, src):
 def _copy_any(dst, src, non_blocking=False):
     """copy_ across devices: the destination's backend (or the source's) moves the bytes."""
     _copy_meta_check(dst, src)
-    if dst.device.type == "meta" or src.device.type == "meta":
+    if dst.device.type == "meta":
         return dst
+    if src.device.type == "meta":
+        raise NotImplementedError("Cannot copy out of meta tensor; no data!")
     if dst.device.type == "cpu":
         a = src._np if src.device.type == "cpu" else get_backend(src.device.type).to_host(src)
         if dst.dtype in D._FLOAT8 or src.dtype in D._FLOAT8:
@@ -59,6 +61,8 @@ def _to_copy_kernel(x, dtype, layout, device, pin_memory, non_blocking, memory_f
     if dev.type == "meta":
         from .._tensor import Tensor
         return Tensor._empty(x.shape, dt, dev)
+    if x.device.type == "meta":
+        raise NotImplementedError("Cannot copy out of meta tensor; no data!")
     if x.device.type == "cpu" and dev.type == "cpu":
         from .._tensor import Tensor
         return Tensor._from_np(D.np_cast(x._np, dt), dt)

@@ -1,12 +1,13 @@
-"""The MPI engine's communication thread: one per communicator, running collectives as blocking
-MPI calls in the order they were issued, while the caller waits on an event that honours the
-group's timeout (the watchdog: a wait that passes the deadline raises DistBackendError; the call
-stays queued and a later wait may still see it complete).
+"""The MPI engine's communication thread: one per communicator, running large collectives (as
+nonblocking pieces polled here one after another, or a blocking MPI call) in the order they were
+issued, while the caller waits on an event that honours the group's timeout (the watchdog: a
+wait that passes the deadline raises DistBackendError; the call stays queued and a later wait
+may still see it complete).
 
-Why a thread: Open MPI's blocking collectives (coll/tuned) move large messages 1.5-2x faster
-than its nonblocking ones (coll/libnbc), and a blocking call progresses by itself, where a
-nonblocking one advances only while polled. Small messages stay on the caller's thread
-(nonblocking, polled: no hand-off latency) whenever nothing is queued here.
+Why a thread: a large message advances only while its calls are polled (a nonblocking one) or
+blocks its caller (a blocking one); here it progresses by itself, overlapping the caller's work,
+and pieces that fit in the cache keep Open MPI's algorithms fast. Small messages stay on the
+caller's thread (nonblocking, polled: no hand-off latency) whenever nothing is queued here.
 """
 from __future__ import annotations
 

@@ -222,20 +222,43 @@ class DistributedDataParallel(nn.Module):
     def _launch(self, b):
         b.buffer()
         with ember.no_grad():
-            for p, v in zip(b.params, b.views):
-                g = p.grad
-                if g is None:
-                    v.zero_()
-                elif not _aliases(g, v):
-                    _copy(v, g)
-                    if self.gradient_as_bucket_view:
-                        p.grad = v
+            if not self._gather_cpu(b):
+                self._fill(b)
         if self._comm_hook is not None:
             i = self._buckets.index(b)
             bucket = GradBucket(i, b.flat, b.params, i == len(self._buckets) - 1)
             b.fut = self._comm_hook(self._comm_state, bucket)
             return
         b.work = all_reduce(b.flat, ReduceOp.AVG, group=self.process_group, async_op=True)
+
+    def _gather_cpu(self, b) -> bool:
+        """The common case in one numpy call: every gradient present, on the CPU, of the
+        buffer's dtype and not yet a view of it: concatenated straight into the buffer. False
+        (nothing done) otherwise."""
+        grads = [p.grad for p in b.params]
+        flat = b.flat
+        if flat.device.type != "cpu" or any(
+                g is None or g.device.type != "cpu" or g.dtype != flat.dtype
+                or g._storage is flat._storage for g in grads):
+            return False
+        np.concatenate([g._np.reshape(-1) for g in grads], out=flat._np)
+        flat._bump()
+        if self.gradient_as_bucket_view:
+            for p, v in zip(b.params, b.views):
+                p.grad = v
+        return True
+
+    def _fill(self, b):
+        """Copy the bucket's gradients into its buffer one by one (zeros for a missing one);
+        with gradient_as_bucket_view, `.grad` becomes its view."""
+        for p, v in zip(b.params, b.views):
+            g = p.grad
+            if g is None:
+                v.zero_()
+            elif not _aliases(g, v):
+                _copy(v, g)
+                if self.gradient_as_bucket_view:
+                    p.grad = v
 
     def _finish(self):
         with ember.no_grad():

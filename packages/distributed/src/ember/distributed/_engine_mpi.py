@@ -4,10 +4,10 @@ copy where the tensor is contiguous). A wait gives up at the group's timeout ins
 
 Two routes, one order: a small collective is a nonblocking MPI call, issued on the caller's
 thread and polled; a large one (EMBER_MPI_BLOCKING_BYTES, default 16 MiB, and up) runs on the
-communicator's CommThread (_comm_thread.py): a blocking MPI call (Open MPI's blocking algorithms
-are faster than its nonblocking ones there), or for all_reduce a sequence of nonblocking pieces
-of EMBER_MPI_PIECE_BYTES (4 MiB) polled there. While that thread has work, later calls queue
-behind it.
+communicator's CommThread (_comm_thread.py) as a sequence of nonblocking pieces of about
+EMBER_MPI_PIECE_BYTES (4 MiB) polled there, one after another (all_reduce, reduce_scatter,
+all_gather, broadcast: Open MPI's algorithms slow down 5-10x once a message outgrows the cache),
+or a blocking MPI call (reduce). While that thread has work, later calls queue behind it.
 
 Data movement uses byte views (any dtype: bfloat16 and float8 included). Reductions run on the
 native type, except bfloat16/float16 (reduced in float32: MPI has no such types) and bool
@@ -22,7 +22,7 @@ import numpy as np
 
 from ._comm_thread import CommThread, ThreadWork
 from ._mpi import MPI
-from ._types import RedOpType, Work
+from ._types import SPIN_S, RedOpType, Work
 
 __all__ = ["MPIEngine"]
 
@@ -50,10 +50,10 @@ def _bytes(a: np.ndarray) -> np.ndarray:
 def _progress(req) -> None:
     """Wait for req on the communication thread: test and yield the core (the peer rank may
     share it: faster than MPI_Wait's spin on an oversubscribed host), then back off with
-    sleeps after 50 ms (a peer that is late, or never comes: the caller's wait times out)."""
+    sleeps after SPIN_S (a peer that is late, or never comes: the caller's wait times out)."""
     start, delay = time.monotonic(), 0.0
     while not req.Test():
-        if time.monotonic() - start < 0.05:
+        if time.monotonic() - start < SPIN_S:
             os.sched_yield()
         else:
             delay = min(delay + 2e-5, 1e-3)
@@ -78,8 +78,8 @@ class MPIEngine:
         always nonblocking). Blocking calls run on the communication thread; so does a
         nonblocking one issued while the thread has work (issue order is match order); any
         other is issued here and polled by the caller's wait. pieces: instead of the blocking
-        call, nonblocking `I<call>`s on these argument tuples, one after another (the same
-        split on every rank).
+        call, nonblocking `I<call>`s on the argument tuples this iterable gives (on the thread,
+        each once the previous one is done; the same split on every rank).
         keep: arrays MPI reads or writes until done (temporaries: mpi4py's nonblocking calls do
         not hold them, and a freed send buffer sends garbage)."""
         blocking = nbytes >= self.blocking_bytes
@@ -183,13 +183,39 @@ class MPIEngine:
                              f"has {counts[self.rank]}")
         return self._post(what, send.nbytes, "Reduce_scatter", (send, recv, counts, mop),
                           self._chain(lambda: self._avg(recv, op), back), [out],
-                          keep=(send, recv))
+                          keep=(send, recv), pieces=self._rs_pieces(send, recv, counts, mop))
+
+    def _split(self, counts, itemsize):
+        """[(offset, counts)] pieces of a collective where rank r has counts[r] items: each
+        piece takes up to k items of every rank's part (about piece_bytes in all), or None
+        where one piece would do. The same on every rank (counts and piece_bytes are)."""
+        k = max(1, self.piece_bytes // (itemsize * max(1, len(counts))))
+        top = max(counts, default=0)
+        if top <= k:
+            return None
+        return [(o, [min(k, max(0, c - o)) for c in counts]) for o in range(0, top, k)]
+
+    def _rs_pieces(self, send, recv, counts, mop):
+        split = self._split(counts, send.itemsize)
+        if split is None:
+            return None
+        starts = np.cumsum([0] + counts[:-1]).tolist()
+        recv = recv.reshape(-1)  # (C-contiguous: a view)
+
+        def gen():  # each piece's send buffer is made when its turn comes (bounded memory)
+            for o, cs in split:
+                part = np.concatenate([send[s + o:s + o + c] for s, c in zip(starts, cs)])
+                yield part, recv[o:o + cs[self.rank]], cs, mop
+        return gen()
 
     # ---- data movement (bytes) ---------------------------------------------------------------
     def broadcast(self, t, src):
         a, wb = _view(t, "broadcast")
-        return self._post("broadcast", a.nbytes, "Bcast", (_bytes(a), src),
-                          wb if self.rank != src else None, [t], keep=(a,))
+        b = _bytes(a)
+        k = max(1, self.piece_bytes)
+        pieces = [(b[o:o + k], src) for o in range(0, b.size, k)] if b.size > k else None
+        return self._post("broadcast", a.nbytes, "Bcast", (b, src),
+                          wb if self.rank != src else None, [t], keep=(a,), pieces=pieces)
 
     def all_gather(self, outs, t):
         """outs: one tensor per rank (sizes may differ); t: this rank's contribution."""
@@ -198,9 +224,15 @@ class MPIEngine:
         counts = [o.numel() * o.element_size() for o in outs]
         recv = np.empty(sum(counts), np.uint8)
         displs = np.cumsum([0] + counts[:-1]).tolist()
+        mine = _bytes(a)
+        split = self._split(counts, 1)
+        pieces = None if split is None else [
+            (mine[o:o + cs[self.rank]], [recv, (cs, [d + o for d in displs]), MPI().BYTE])
+            for o, cs in split]
         return self._post(what, recv.nbytes, "Allgatherv",
-                          (_bytes(a), [recv, (counts, displs), MPI().BYTE]),
-                          lambda: self._scatter_bytes(recv, outs, displs), outs, keep=(a, recv))
+                          (mine, [recv, (counts, displs), MPI().BYTE]),
+                          lambda: self._scatter_bytes(recv, outs, displs), outs, keep=(a, recv),
+                          pieces=pieces)
 
     @staticmethod
     def _scatter_bytes(raw, outs, displs):

@@ -6,9 +6,14 @@ Each is an op of the op table (`ember.ops._c10d_functional.all_reduce(x, "sum", 
 all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, broadcast, wait_tensor) with a
 fake kernel, so `ember.compile` records them in its graph like any op (the Python wrappers below
 are marked for the compiler to run at capture time: they only resolve the group to its name).
-The kernels run the collective when called and return finished tensors; wait_tensor returns its
-input."""
+Asynchronous as PyTorch's: a kernel starts its collective (`async_op=True`) and returns the
+output at once, its Work registered under the output's storage; the `wait_tensor` op waits for
+it. In eager code the Python functions below return an AsyncCollectiveTensor
+(_async_tensor.py) that waits on first use; while ember.compile captures, they return
+`wait_tensor(result)` instead, so the captured graph waits before any use of the result."""
 from __future__ import annotations
+
+import sys
 
 import ember
 from ember import library
@@ -86,48 +91,56 @@ library.define(f"{_NS}::wait_tensor", "(Tensor tensor) -> Tensor")
 _DEVICES = ("cpu", "cuda")
 
 
+def _started(out, work):
+    """out, its collective (`work`, or None once done) registered for wait_tensor."""
+    from ._async_tensor import register_work
+    register_work(out, work)
+    return out
+
+
 @library.impl(f"{_NS}::all_reduce", _DEVICES)
 def _all_reduce_kernel(x, reduce_op, group_name):
     out = x.clone()
-    C.all_reduce(out, _op(reduce_op), group=_NAMES[group_name])
-    return out
+    return _started(out, C.all_reduce(out, _op(reduce_op), group=_NAMES[group_name],
+                                      async_op=True))
 
 
 @library.impl(f"{_NS}::all_gather_into_tensor", _DEVICES)
 def _all_gather_kernel(x, group_size, group_name):
     x = x.contiguous()
     out = ember.empty((group_size * x.shape[0], *x.shape[1:]), dtype=x.dtype, device=x.device)
-    C.all_gather_into_tensor(out, x, group=_NAMES[group_name])
-    return out
+    return _started(out, C.all_gather_into_tensor(out, x, group=_NAMES[group_name],
+                                                  async_op=True))
 
 
 @library.impl(f"{_NS}::reduce_scatter_tensor", _DEVICES)
 def _reduce_scatter_kernel(x, reduce_op, group_size, group_name):
     x = x.contiguous()
     out = ember.empty((x.shape[0] // group_size, *x.shape[1:]), dtype=x.dtype, device=x.device)
-    C.reduce_scatter_tensor(out, x, _op(reduce_op), group=_NAMES[group_name])
-    return out
+    return _started(out, C.reduce_scatter_tensor(out, x, _op(reduce_op),
+                                                 group=_NAMES[group_name], async_op=True))
 
 
 @library.impl(f"{_NS}::all_to_all_single", _DEVICES)
 def _all_to_all_kernel(x, out_sizes, in_sizes, group_name):
     rows = sum(out_sizes) if out_sizes else x.shape[0]
     out = ember.empty((rows, *x.shape[1:]), dtype=x.dtype, device=x.device)
-    C.all_to_all_single(out, x.contiguous(), list(out_sizes) or None, list(in_sizes) or None,
-                        group=_NAMES[group_name])
-    return out
+    return _started(out, C.all_to_all_single(
+        out, x.contiguous(), list(out_sizes) or None, list(in_sizes) or None,
+        group=_NAMES[group_name], async_op=True))
 
 
 @library.impl(f"{_NS}::broadcast", _DEVICES)
 def _broadcast_kernel(x, src, group_name):
     out = x.clone()
-    C.broadcast(out, src=src, group=_NAMES[group_name])
-    return out
+    return _started(out, C.broadcast(out, src=src, group=_NAMES[group_name], async_op=True))
 
 
 @library.impl(f"{_NS}::wait_tensor", _DEVICES)
 def _wait_kernel(x):
-    return x.clone()  # results are complete when their op returns (a fresh tensor: no alias)
+    from ._async_tensor import wait_storage
+    wait_storage(x)
+    return x.clone()  # (a fresh tensor, as the op's schema says: no alias of its input)
 
 
 library.register_fake(f"{_NS}::all_reduce", lambda x, op, g: ember.empty_like(x))
@@ -151,23 +164,40 @@ def _in_graph(fn):
     return fn
 
 
+def _compiling() -> bool:
+    ev = sys.modules.get("ember._dynamo.eval_frame")
+    return ev is not None and ev.is_compiling()
+
+
+def _wrap(out):
+    """What the Python functions return: the op's result, waited for on first use."""
+    if _compiling():
+        return _ops().wait_tensor(out)  # the graph waits right after the collective
+    from ._async_tensor import AsyncCollectiveTensor
+    return AsyncCollectiveTensor.wrap(out)
+
+
 @_in_graph
 def wait_tensor(tensor):
-    """The finished result of a functional collective (they finish when called here)."""
+    """The finished result of a functional collective: waits for it (an AsyncCollectiveTensor
+    gives its plain tensor; a plain tensor goes through the wait_tensor op)."""
+    from ._async_tensor import AsyncCollectiveTensor
+    if isinstance(tensor, AsyncCollectiveTensor):
+        return tensor.wait()
     return _ops().wait_tensor(tensor)
 
 
 @_in_graph
 def all_reduce(self, reduceOp, group, tag: str = ""):
-    return _ops().all_reduce(self, _op_name(reduceOp), _name(group))
+    return _wrap(_ops().all_reduce(self, _op_name(reduceOp), _name(group)))
 
 
 @_in_graph
 def all_gather_tensor(self, gather_dim: int, group, tag: str = ""):
     pg = _pg(group)
-    out = _ops().all_gather_into_tensor(self, pg.size(), _group_name(pg))
+    out = _wrap(_ops().all_gather_into_tensor(self, pg.size(), _group_name(pg)))
     if gather_dim % max(self.dim(), 1) != 0:
-        out = ember.cat(out.chunk(pg.size()), dim=gather_dim)
+        out = ember.cat(wait_tensor(out).chunk(pg.size()), dim=gather_dim)
     return out
 
 
@@ -177,19 +207,19 @@ def reduce_scatter_tensor(self, reduceOp, scatter_dim: int, group, tag: str = ""
     x = self
     if scatter_dim % max(x.dim(), 1) != 0:
         x = ember.cat(x.chunk(pg.size(), dim=scatter_dim), dim=0)
-    return _ops().reduce_scatter_tensor(x, _op_name(reduceOp), pg.size(),
-                                        _group_name(pg))
+    return _wrap(_ops().reduce_scatter_tensor(x, _op_name(reduceOp), pg.size(),
+                                              _group_name(pg)))
 
 
 @_in_graph
 def all_to_all_single(self, output_split_sizes, input_split_sizes, group, tag: str = ""):
-    return _ops().all_to_all_single(self, list(output_split_sizes or []),
-                                    list(input_split_sizes or []), _name(group))
+    return _wrap(_ops().all_to_all_single(self, list(output_split_sizes or []),
+                                          list(input_split_sizes or []), _name(group)))
 
 
 @_in_graph
 def broadcast(self, src: int, group, tag: str = ""):
-    return _ops().broadcast(self, src, _name(group))
+    return _wrap(_ops().broadcast(self, src, _name(group)))
 
 
 @_in_graph
@@ -202,6 +232,12 @@ def all_gather_into_tensor_coalesced(self, group, tag: str = ""):
     return [all_gather_tensor(t, 0, group) for t in self]
 
 
+def _plain(t):
+    """t finished and unwrapped (autograd's Functions return plain tensors)."""
+    from ._async_tensor import AsyncCollectiveTensor
+    return t.wait() if isinstance(t, AsyncCollectiveTensor) else t
+
+
 # ---- differentiable variants (torch's *_autograd): the backward is the transposed collective --
 def _autograd_fns():
     from ember.autograd import Function
@@ -210,33 +246,34 @@ def _autograd_fns():
         @staticmethod
         def forward(ctx, x, gather_dim, group):
             ctx.dim, ctx.group = gather_dim, group
-            return all_gather_tensor(x, gather_dim, group)
+            return _plain(all_gather_tensor(x, gather_dim, group))
 
         @staticmethod
         def backward(ctx, g):  # each rank's piece gets the sum of its gradients over ranks
-            return reduce_scatter_tensor(g.contiguous(), "sum", ctx.dim, ctx.group), None, None
+            return (_plain(reduce_scatter_tensor(g.contiguous(), "sum", ctx.dim, ctx.group)),
+                    None, None)
 
     class _ReduceScatter(Function):
         @staticmethod
         def forward(ctx, x, scatter_dim, group):
             ctx.dim, ctx.group = scatter_dim, group
-            return reduce_scatter_tensor(x, "sum", scatter_dim, group)
+            return _plain(reduce_scatter_tensor(x, "sum", scatter_dim, group))
 
         @staticmethod
         def backward(ctx, g):
-            return all_gather_tensor(g.contiguous(), ctx.dim, ctx.group), None, None
+            return _plain(all_gather_tensor(g.contiguous(), ctx.dim, ctx.group)), None, None
 
     class _AllToAll(Function):
         @staticmethod
         def forward(ctx, x, out_splits, in_splits, group):
             ctx.splits, ctx.group = (in_splits, out_splits), group
-            return all_to_all_single(x, out_splits, in_splits, group)
+            return _plain(all_to_all_single(x, out_splits, in_splits, group))
 
         @staticmethod
         def backward(ctx, g):  # the transpose: the splits swap
             back_out, back_in = ctx.splits
-            return (all_to_all_single(g.contiguous(), back_out, back_in, ctx.group), None, None,
-                    None)
+            return (_plain(all_to_all_single(g.contiguous(), back_out, back_in, ctx.group)),
+                    None, None, None)
     return _AllGather, _ReduceScatter, _AllToAll
 
 
@@ -273,3 +310,11 @@ def all_to_all_single_autograd(self, output_split_sizes, input_split_sizes, grou
 
 __all__ += ["all_gather_tensor_autograd", "reduce_scatter_tensor_autograd",
             "all_to_all_single_autograd"]
+
+
+def __getattr__(name):
+    # AsyncCollectiveTensor on first use: importing it makes every op check its arguments for one
+    if name == "AsyncCollectiveTensor":
+        from ._async_tensor import AsyncCollectiveTensor
+        return AsyncCollectiveTensor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,12 @@ __all__ = ["ReduceOp", "RedOpType", "Backend", "Work", "Future", "DistError",
 
 from ._store import DistStoreError
 
+# How long a wait polls hard (yielding the core between polls) before it backs off with sleeps:
+# a collective whose peers are there completes within it; one waiting for a slower peer (DDP's
+# last bucket, a rank still in its backward) sleeps instead of taking the core that peer needs
+# on an oversubscribed host. EMBER_MPI_SPIN_US overrides (default 2 ms).
+SPIN_S = float(os.environ.get("EMBER_MPI_SPIN_US", 2000)) * 1e-6
+
 
 class DistError(RuntimeError):
     """Base of ember.distributed's errors (torch.distributed.DistError)."""
@@ -173,7 +179,7 @@ class Work:
                     f"{self._what}: timed out after {secs:.1f} s on rank {self._rank} "
                     "(a peer rank exited, hung, or called a different collective)")
                 raise self._exc
-            slow = now - start > 0.05
+            slow = now - start > SPIN_S
             if slow:
                 delay = min(delay + 2e-5, 5e-4)
                 time.sleep(delay)

@@ -165,6 +165,11 @@ class ProxyTorchDispatchMode(DispatchMode):
             if r is not _DATA_DEPENDENT:
                 return r
         r = call(op, args, out)
+        if op.device_idx is not None and args[op.device_idx] is None and \
+                isinstance(r, Tensor) and not _has_tensor(op, args):
+            # a factory's default device (a `with device` block, set_default_device) is read
+            # when it runs: the graph names the device it ran on
+            args = (*args[:op.device_idx], r.device, *args[op.device_idx + 1:])
         a, kw = split_op_args(op, args)
         self._bind_unbacked(r)
         node = self.graph.call_function(op, self._arg(a), self._arg(kw))
@@ -189,6 +194,12 @@ class ProxyTorchDispatchMode(DispatchMode):
                         item.meta["aliases_input"] = node.meta["aliases_input"] = True
                     self.track(x, item)
         return r
+
+
+def _has_tensor(op, args) -> bool:
+    """Whether a tensor argument (which places the op's result) is among op's args."""
+    return any(isinstance(args[i], Tensor) for i in op.tensor_idx) or any(
+        isinstance(a, Tensor) for i in op.list_idx for a in (args[i] or ()))
 
 
 def _records_grad(op, args) -> bool:
