@@ -40,6 +40,7 @@ if [[ $what == tests || $what == all ]]; then
     packages/compiler/tests/test_compile_device_index.py \
     packages/compiler/tests/test_inductor_index64.py \
     packages/compiler/tests/test_inductor_cuda_layouts.py \
+    packages/compiler/tests/test_inductor_cuda_reductions.py \
     packages/compiler/tests/test_cudagraphs_optim.py 2>&1 | tail -60 \
     | tee "$out/tests_compiler.log" || rc=1
 fi

@@ -93,7 +93,8 @@ def build(g, sym=None, plan=None, compile_kernels=True):
             while True:
                 if cuda:
                     src, args, syms, mem = _triton_generate(s, stored, g.sv,
-                                                            sym is None and static_sizes())
+                                                            sym is None and static_sizes(),
+                                                            sym is None)
                 else:
                     src, args, mem = cpp.generate(s, stored, "KERNEL_NAME", g.sv,
                                                   static=sym is None)
@@ -134,11 +135,11 @@ def static_sizes() -> bool:
     return os.environ.get("EMBER_INDUCTOR_STATIC_SIZES", "1") != "0"
 
 
-def _triton_generate(s, stored, sv, static=False):
+def _triton_generate(s, stored, sv, static=False, fixed=False):
     from . import triton as tgen
     from .lowering import Fallback
     try:
-        return tgen.generate(s, stored, "KERNEL_NAME", sv, static)
+        return tgen.generate(s, stored, "KERNEL_NAME", sv, static, fixed)
     except Fallback:
         raise
     except Exception as e:  # noqa: BLE001 - a primitive Triton (or its interpreter) lacks
@@ -185,12 +186,19 @@ def load(art: Artifact, gm) -> CompiledGraph | None:
                          art.n_extern)
 
 
+_TRITON_FNS: dict = {}   # kernel name (the hash of its text) -> JITFunction, for this process
+
+
 def _triton_kernels(sources) -> dict:
+    """{name: JITFunction}: one function per kernel text in this process, so a kernel shared by
+    several graphs (forward and backward, each graph break) compiles once per launch config."""
     from ember.cuda.kernels.pointwise import load_kernel
     out = {}
     for s in sources:
         name = s.split("def ", 1)[1].split("(", 1)[0]
-        out[name] = load_kernel(s, name)
+        if name not in _TRITON_FNS:
+            _TRITON_FNS[name] = load_kernel(s, name)
+        out[name] = _TRITON_FNS[name]
     return out
 
 
@@ -215,8 +223,8 @@ def _launch_triton(fn, grid, bufs, ints, xblock, rblock, opts=None):
     if opts:   # (in the kernel's parameter order: its constexprs follow XBLOCK and RBLOCK)
         consts.update(opts)
     # constexpr sizes are part of what is compiled: part of the launcher's key
-    key = ("inductor", fn, rblock) if not opts else ("inductor", fn, rblock,
-                                                      tuple(opts.items()))
+    key = ("inductor", fn, xblock, rblock) if not opts else ("inductor", fn, xblock, rblock,
+                                                              tuple(opts.items()))
     launch(fn, grid, ops + list(ints), key, consts)
 
 
@@ -457,6 +465,8 @@ def _triton_launch(s, ptrs, syms, sv, sym) -> str:
         grid, opts = launch_shape(tb.spec, tb.config, val)
         ints = "".join(f"{sv.values[y] if sym is None else y}, " for y in syms)
         return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}1, 1, ), 1, 1, {opts})"
+    if getattr(s, "persistent", False) or not s.K:   # (persistent: the wrapper's sizes fixed)
+        return _triton_launch_tiled(s, ptrs, syms, sv, sym)
     col = getattr(s, "column", False)   # column tiles: XBLOCK_COLUMN outputs a program
     xb = XBLOCK if not s.K else XBLOCK_COLUMN if col else 1
     # a reduction's RBLOCK covers its row, so each loop phase is one masked chunk for rows up
@@ -480,6 +490,29 @@ def _triton_launch(s, ptrs, syms, sv, sym) -> str:
     ints = "".join(f"{y}, " for y in syms) + f"{xn}, {rn}, "
     grid = f"(-(-({xn}) // {xb}),)" if not s.K or col else f"({xn},)"
     return f"    _launch({s.name}, {grid}, ({ptrs},), ({ints}), {xb}, {rb})"
+
+
+def _triton_launch_tiled(s, ptrs, syms, sv, sym) -> str:
+    """A pointwise kernel (XBLOCK elements a program) or a persistent reduction (XBLOCK rows
+    of RBLOCK a program): block sizes and num_warps from `triton.launch_config`."""
+    from .triton import launch_config
+    kind = "persistent" if s.K else "pointwise"
+    xh, rh = sv.numel(s.R), max(1, sv.numel(s.K))   # (size hints in a dynamic graph)
+    xb, rb, nw = launch_config(kind, xh, rh)
+    opts = {}
+    if sym is None:
+        grid = (-(-xh // xb),)
+        if getattr(s, "static", False):   # sizes as constexprs, after XBLOCK and RBLOCK
+            opts.update({y.name: sv.values[y] for y in syms})
+            opts["num_warps"] = nw
+            return f"    _launch({s.name}, {grid}, ({ptrs},), {(xh, rh)}, {xb}, {rb}, {opts})"
+        ints = tuple([sv.values[y] for y in syms] + [xh, rh])
+        opts["num_warps"] = nw
+        return f"    _launch({s.name}, {grid}, ({ptrs},), {ints}, {xb}, {rb}, {opts})"
+    xn = pyexpr(sympy.expand(sympy.Mul(*s.R)))
+    ints = "".join(f"{y}, " for y in syms) + f"{xn}, 1, "
+    return f"    _launch({s.name}, (-(-({xn}) // {xb}),), ({ptrs},), ({ints}), {xb}, {rb}, " \
+           f"{{'num_warps': {nw}}})"
 
 
 def _is_computed(g, name):

@@ -4,8 +4,10 @@ the one behind the eager Triton kernels), launched through the device's launcher
 interpreter on the fake device: EMBER_CUDA_FAKE=1 TRITON_INTERPRET=1).
 
 Pointwise kernels: one program per XBLOCK elements of the flattened outer ranges. Kernels with
-reductions: one program per outer index; each loop phase walks the flattened inner ranges in
-RBLOCK chunks (masked loads, block accumulators reduced with tl.sum / tl.max at the end).
+reductions whose rows fit a block (a fixed rnumel <= PERSIST_MAX): persistent, XBLOCK rows a
+program, each row loaded once into registers and every phase computed from there. Longer rows:
+one program per outer index; each loop phase walks the flattened inner ranges in RBLOCK chunks
+(masked loads, block accumulators reduced with tl.sum / tl.max at the end).
 GEMM templates (gemm.py): one program per output tile, the K loop of tl.dot, then the
 kernel's pointwise epilogue on the accumulator (`template_body`).
 """
@@ -20,11 +22,13 @@ from ember import _dtype as D
 from .ir import kdtype
 from .sizevars import pyexpr
 
-__all__ = ["generate", "XBLOCK", "RBLOCK", "XBLOCK_COLUMN", "RBLOCK_COLUMN"]
+__all__ = ["generate", "launch_config", "XBLOCK", "RBLOCK", "XBLOCK_COLUMN", "RBLOCK_COLUMN"]
 
 XBLOCK = 256
 RBLOCK = 64
 XBLOCK_COLUMN, RBLOCK_COLUMN = 64, 64   # column tiles (outer reductions): [RBLOCK, XBLOCK]
+PERSIST_MAX = 4096    # longest row a persistent reduction holds in registers
+PERSIST_TILE = 4096   # elements of a persistent reduction's [XBLOCK, RBLOCK] tile at most
 _FINAL = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
 
 
@@ -102,7 +106,7 @@ def _handler_class():
 class TritonKernel:
     """One scheduled kernel as a @triton.jit function."""
 
-    def __init__(self, kernel, stored: set, sizevars):
+    def __init__(self, kernel, stored: set, sizevars, persistent: bool = False):
         ops, self.Var, self.TL, self.literal = _handler_class()
         self.kernel, self.stored, self.sv = kernel, stored, sizevars
         self.args: list = []
@@ -117,6 +121,9 @@ class TritonKernel:
         # XBLOCK outputs a program over [RBLOCK, XBLOCK] tiles (`column_body`)
         self.column = bool(kernel.K) and any(getattr(b, "column", False) for b in kernel.nodes
                                              if b.is_reduction)
+        # persistent: rows that fit one block, loaded once ([XBLOCK, RBLOCK] tiles, no loop)
+        self.persistent = persistent and bool(kernel.K) and not self.column and \
+            kernel.template is None
         self.h = ops(self)
 
     def ptr(self, buf) -> str:
@@ -160,13 +167,19 @@ class TritonKernel:
         block = self._block(index)
         if block and not v.block:
             shape = self.full or f"[{'XBLOCK' if not self.kernel.K else 'RBLOCK'}]"
+            if self.persistent:
+                shape = "[XBLOCK, RBLOCK]" if self._uses(index, self.kernel.rs) else \
+                    "[XBLOCK, 1]"
             if self.column:
                 shape = "[RBLOCK, XBLOCK]" if self._uses(index, self.kernel.rs) else \
                     "[1, XBLOCK]"
             code = f"tl.full({shape}, {code}, {self.TL[buf.dtype]})"
         m = self._mask_for(index) if block and self.mask else ""
+        at = pyexpr(index)
+        if self.persistent and v.block and not block:   # (one row: a full reduction's result)
+            at, m = f"{at} + tl.zeros([XBLOCK, RBLOCK], tl.int32)", "xmask & rmask"
         mask = f", mask={m}" if m else ""
-        out.append(f"tl.store({self.ptr(buf)} + ({pyexpr(index)}), {code}{mask})")
+        out.append(f"tl.store({self.ptr(buf)} + ({at}), {code}{mask})")
 
     # ---- code ------------------------------------------------------------------------------
     def _decompose(self, vs, ranges, flat: str) -> list:
@@ -186,7 +199,7 @@ class TritonKernel:
     def _mask_for(self, index) -> str:
         """The mask of a block access at index: in column tiles, of the dims it spans only (a
         mask may not be wider than the pointer block it guards)."""
-        if not self.column:
+        if not self.column and not self.persistent:
             return self.mask
         parts = [m for m, vs in (("rmask", self.kernel.rs), ("xmask", self.kernel.xs))
                  if m in self.mask and self._uses(index, vs)]
@@ -198,6 +211,8 @@ class TritonKernel:
             return self.template_body()
         if self.column:
             return self.column_body()
+        if self.persistent:
+            return self.persistent_body()
         lines: list = []
         if not k.K:  # pointwise: XBLOCK elements of the flattened outer ranges
             self.block_vars = set(k.xs)
@@ -209,15 +224,74 @@ class TritonKernel:
             lines.append("xindex = tl.program_id(0)")
             lines += self._decompose(k.xs, k.R, "xindex")
         self.h.lines = lines
-        for level, bufs in k.phases:
+        phases, i = k.phases, 0
+        while i < len(phases):
+            level, bufs = phases[i]
             if level == "outer":
                 self.h.lines = lines
                 for b in bufs:
                     v = self.h.v(b.fn(self.h, k.xs, ()))
                     self.store(b, k.store_index(b), v, lines)
             else:
-                lines += self.loop_phase(bufs)
+                online = self.online_phase(bufs, phases[i + 1][1]) \
+                    if i + 1 < len(phases) and phases[i + 1][0] != "outer" else None
+                lines += online or self.loop_phase(bufs)
+                i += 1 if online else 0
+            i += 1
         return lines
+
+    def online_phase(self, bufs, nxt):
+        """A max phase then a sum of exp(t - max) over the same t (a long row's softmax, log
+        softmax, cross-entropy): one loop instead of two, each lane's sum rescaled when its
+        running max grows (online softmax); the lanes combined after the loop. None where the
+        two phases are not of that form (the looped phases are emitted instead)."""
+        if len(bufs) != 1 or len(nxt) != 1 or os.environ.get("EMBER_INDUCTOR_ONLINE") == "0":
+            return None
+        b1, b2 = bufs[0], nxt[0]
+        if not (b1.is_reduction and b2.is_reduction and b1.rtype == "max" and
+                b2.rtype == "sum" and b1.post is None and self._acc(b1) is D.float32 and
+                self._acc(b2) is D.float32):
+            return None
+        k = self.kernel
+        i1, i2 = self._rid(b1), self._rid(b2)
+        m, acc, ms = f"m{i1}", f"acc{i2}", f"msafe{i1}"
+        self.scopes.append({})
+        self.block_vars, self.mask = set(k.rs), "rmask"
+        inner = ["rindex = roff + tl.arange(0, RBLOCK)", "rmask = rindex < rnumel"]
+        inner += self._decompose(k.rs, k.K, "rindex")
+        self.h.lines = inner
+        self.f32_acc = b1.acc_dtype is D.float64
+        v1 = self.h.v(b1.fn(self.h, k.xs, k.rs))
+        self.f32_acc = False
+        n1 = len(inner)
+        inner += [f"{m}_new = tl.where(rmask, tl.maximum({m}, {v1.code}), {m})",
+                  f"{ms} = tl.where({m}_new == float(\"-inf\"), 0.0, {m}_new)"]
+        # b2's term reads b1's value as the lane's running max (`ms`, finite)
+        self.scopes[-1][(b1.name, k.store_index(b1))] = self.Var(ms, D.float32, True)
+        self.f32_acc = b2.acc_dtype is D.float64   # (float32 terms: `_acc`)
+        v2 = self.h.v(b2.fn(self.h, k.xs, k.rs))
+        self.f32_acc = False
+        self.scopes.pop()
+        if v1.dtype is not D.float32 or v2.dtype is not D.float32 or \
+                not _exp_of_shift(inner[:n1], inner[n1 + 2:], v1.code, v2.code, ms):
+            return None
+        inner += [f"{acc} = tl.where(rmask, {acc} * tl.exp({m} - {ms}) + {v2.code}, {acc})",
+                  f"{m} = {m}_new"]
+        pre = [f"{m} = tl.full([RBLOCK], float(\"-inf\"), tl.float32)",
+               f"{acc} = tl.full([RBLOCK], 0, tl.float32)"]
+        post = [f"red{i1} = tl.max({m}, 0)",
+                f"{ms}_all = tl.where(red{i1} == float(\"-inf\"), 0.0, red{i1})",
+                f"red{i2} = tl.sum({acc} * tl.exp({m} - {ms}_all), 0)"]
+        self.block_vars, self.mask = set(), None
+        self.h.lines = post
+        for b, i in ((b1, i1), (b2, i2)):
+            v = self.Var(f"red{i}", D.float32, False)
+            v = self.h.v(b.post(self.h, v)) if b.post is not None else v
+            if v.dtype is not kdtype(b.dtype):
+                v = self.h.cast(v, kdtype(b.dtype))
+            self.store(b, k.store_index(b), v, post)
+        loop = ["for roff in range(0, rnumel, RBLOCK):"] + ["    " + x for x in inner]
+        return pre + loop + post
 
     def column_body(self) -> list:
         """An outer reduction (`sum(dim=0)` of a (rows, C) tensor: its terms C apart): XBLOCK
@@ -237,6 +311,60 @@ class TritonKernel:
             else:
                 lines += self.loop_phase(bufs)
         return lines
+
+    def persistent_body(self) -> list:
+        """Rows that fit one block (RBLOCK >= rnumel): XBLOCK rows a program, each row loaded
+        once into a [XBLOCK, RBLOCK] tile; every phase (a softmax's max, sum and normalize) works
+        on the values in registers, reducing over dim 1. One scope for the kernel: a load of
+        the same buffer at the same index is emitted once."""
+        k = self.kernel
+        lines = ["xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+                 "xmask = xindex < xnumel"]
+        lines += self._decompose(k.xs, k.R, "xindex")
+        lines += ["rindex = tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+        lines += self._decompose(k.rs, k.K, "rindex")
+        self.h.lines = lines
+        for level, bufs in k.phases:
+            if level == "outer":
+                self.block_vars, self.mask = set(k.xs), "xmask"
+                for b in bufs:
+                    v = self.h.v(b.fn(self.h, k.xs, ()))
+                    self.store(b, k.store_index(b), v, lines)
+                continue
+            for b in bufs:
+                self.block_vars, self.mask = set(k.xs) | set(k.rs), "xmask & rmask"
+                if not b.is_reduction:
+                    v = self.h.v(b.fn(self.h, k.xs + k.rs, ()))
+                    self.store(b, k.store_index(b), v, lines)
+                    continue
+                self._check_rtype(b)
+                self.f32_acc = self._acc(b) is D.float32 and b.acc_dtype is D.float64
+                v = self.h.v(b.fn(self.h, k.xs, k.rs))
+                self.f32_acc = False
+                d = self._acc(b)
+                vc = v.code if v.dtype is d else f"{v.code}.to({self.TL[d]})"
+                red = f"red{self._rid(b)}"
+                # masked lanes hold the reduction's identity: the tile is full-shape
+                if b.rtype in ("any", "all"):
+                    fin = "tl.max" if b.rtype == "any" else "tl.min"
+                    tile = f"tl.where(xmask & rmask, ({v.code} != 0), {self._init(b)})"
+                    lines.append(f"{red} = ({fin}({tile}.to(tl.int32), 1) != 0)[:, None]")
+                else:
+                    tile = f"tl.where(xmask & rmask, {vc}, {self._init(b)})"
+                    lines.append(f"{red} = {_FINAL[b.rtype]}({tile}, 1)[:, None]")
+                self.block_vars, self.mask = set(k.xs), "xmask"
+                acc = self.Var(red, d, True)
+                out = self.h.v(b.post(self.h, acc)) if b.post is not None else acc
+                if out.dtype is not kdtype(b.dtype):
+                    out = self.h.cast(out, kdtype(b.dtype))
+                self.store(b, k.store_index(b), out, lines)
+        return lines
+
+    @staticmethod
+    def _check_rtype(b):
+        if b.rtype not in _FINAL and b.rtype not in ("any", "all"):
+            from .lowering import Fallback
+            raise Fallback(f"{b.rtype} reductions in Triton kernels")
 
     def template_body(self) -> list:
         """A GEMM tile (gemm.py's TemplateBuffer) then its epilogue on the accumulator: the
@@ -289,11 +417,9 @@ class TritonKernel:
         pre, inner, post = [], [], []
         reds = [b for b in bufs if b.is_reduction]
         for b in reds:
-            if b.rtype not in _FINAL and b.rtype not in ("any", "all"):
-                from .lowering import Fallback
-                raise Fallback(f"{b.rtype} reductions in Triton kernels")
+            self._check_rtype(b)
             tile = "[RBLOCK, XBLOCK]" if self.column else "[RBLOCK]"
-            pre.append(f"acc_{b.name} = tl.full({tile}, {self._init(b)}, "
+            pre.append(f"acc{self._rid(b)} = tl.full({tile}, {self._init(b)}, "
                        f"{self.TL[self._acc(b)]})")
         self.scopes.append({})
         col = self.column
@@ -308,7 +434,7 @@ class TritonKernel:
                 self.f32_acc = self._acc(b) is D.float32 and b.acc_dtype is D.float64
                 v = self.h.v(b.fn(self.h, k.xs, k.rs))
                 self.f32_acc = False
-                a, d = f"acc_{b.name}", self._acc(b)
+                a, d = f"acc{self._rid(b)}", self._acc(b)
                 vc = v.code if v.dtype is d else f"{v.code}.to({self.TL[d]})"
                 inner.append(f"{a} = tl.where({self.mask}, {self._combine(b.rtype, a, vc)}, "
                              f"{a})")
@@ -320,19 +446,24 @@ class TritonKernel:
         self.h.lines = post
         keep = "[None, :]" if col else ""   # a column tile's results: one per lane, [1, XBLOCK]
         for b in reds:
-            a = f"acc_{b.name}"
+            a = f"acc{self._rid(b)}"
             if b.rtype in ("any", "all"):
                 fin = "tl.max" if b.rtype == "any" else "tl.min"
-                post.append(f"red_{b.name} = ({fin}({a}.to(tl.int32), 0) != 0){keep}")
+                post.append(f"red{self._rid(b)} = ({fin}({a}.to(tl.int32), 0) != 0){keep}")
             else:
-                post.append(f"red_{b.name} = {_FINAL[b.rtype]}({a}, 0){keep}")
-            acc = self.Var(f"red_{b.name}", self._acc(b), col)
+                post.append(f"red{self._rid(b)} = {_FINAL[b.rtype]}({a}, 0){keep}")
+            acc = self.Var(f"red{self._rid(b)}", self._acc(b), col)
             v = self.h.v(b.post(self.h, acc)) if b.post is not None else acc
             if v.dtype is not kdtype(b.dtype):
                 v = self.h.cast(v, kdtype(b.dtype))
             self.store(b, k.store_index(b), v, post)
         loop = ["for roff in range(0, rnumel, RBLOCK):"] + ["    " + x for x in inner]
         return pre + loop + post
+
+    def _rid(self, b) -> int:
+        """A reduction's number in this kernel: its variables' names (acc0, red0) never hold
+        buffer names, so equal kernels of different layers have equal text (one compile)."""
+        return self.kernel.nodes.index(b)
 
     def _acc(self, b):
         if b.rtype in ("any", "all"):
@@ -391,17 +522,79 @@ class TritonKernel:
         return "\n".join(head + ["    " + x for x in body]) + "\n"
 
 
+def _exp_of_shift(first, second, t1, t2, shift) -> bool:
+    """Whether value t2 (defined by lines `second`) is exp(u - shift) with u the same
+    expression as t1 (lines `first`), shift used nowhere else: then a lane's sum of t2 rescales
+    by exp(old shift - new shift) when the shift grows (`online_phase`)."""
+    import re
+    defs = {}
+    for line in first + second:
+        name, _, expr = line.partition(" = ")
+        defs[name] = expr
+    if sum(len(re.findall(rf"\b{shift}\b", x.partition(" = ")[2])) for x in second) != 1:
+        return False
+
+    def follow(v):
+        while defs.get(v, "").isidentifier() and defs[v] in defs:
+            v = defs[v]
+        return v
+
+    def canon(v, depth=0):
+        if depth > 200 or v not in defs:
+            return v
+        return re.sub(r"\bt\d+\b", lambda mt: "(" + canon(mt.group(0), depth + 1) + ")",
+                      defs[v])
+
+    e = re.fullmatch(r"(?:libdevice|tl)\.exp\((t\d+)\)", defs.get(follow(t2), ""))
+    if e is None:
+        return False
+    d = re.fullmatch(rf"\((t\d+) - {shift}\)", defs.get(follow(e.group(1)), ""))
+    return d is not None and canon(follow(d.group(1))) == canon(follow(t1))
+
+
 def _precision() -> str:
     import ember
     return ember.get_float32_matmul_precision()
 
 
-def generate(kernel, stored: set, name: str, sizevars, static: bool = False):
+def persistent_rows(kernel, sizevars, fixed: bool) -> bool:
+    """Whether a reduction kernel's rows fit one block (`persistent_body`): sizes fixed for the
+    wrapper (not a dynamic graph: its rows may grow past the block) and rnumel <= PERSIST_MAX.
+    EMBER_INDUCTOR_PERSISTENT=0 keeps every reduction looped."""
+    if not fixed or not kernel.K or kernel.template is not None:
+        return False
+    if os.environ.get("EMBER_INDUCTOR_PERSISTENT", "1") == "0":
+        return False
+    return 2 <= sizevars.hint(sympy.Mul(*kernel.K)) <= PERSIST_MAX
+
+
+def launch_config(kind: str, xnumel: int, rnumel: int = 1):
+    """(XBLOCK, RBLOCK, num_warps) of a pointwise or persistent-reduction kernel. Pointwise:
+    1024 elements a program (8 per thread at 4 warps: 16-byte bfloat16 accesses) on large
+    tensors, 256 on small ones. Persistent: RBLOCK the row's power of two, as many rows as keep
+    the tile at PERSIST_TILE elements (fewer where the grid would not fill the GPU), warps by
+    the tile's size."""
+    if kind == "pointwise":
+        return (1024 if xnumel >= 1 << 18 else XBLOCK), 1, 4
+    rb = 16
+    while rb < rnumel:
+        rb *= 2
+    xb = max(1, min(PERSIST_TILE // rb, 64))
+    while xb > 1 and -(-xnumel // xb) < 1024:
+        xb //= 2
+    tile = xb * rb
+    return xb, rb, 2 if tile <= 512 else 4 if tile <= 2048 else 8
+
+
+def generate(kernel, stored: set, name: str, sizevars, static: bool = False,
+             fixed: bool = False):
     """(source, argument buffers, size symbols, in-kernel buffers read back from memory);
-    `static`: sizes as constexprs (`TritonKernel.source`)."""
-    tk = TritonKernel(kernel, stored, sizevars)
+    `static`: sizes as constexprs (`TritonKernel.source`); `fixed`: the wrapper's sizes never
+    change (rows that fit a block are persistent reductions)."""
+    tk = TritonKernel(kernel, stored, sizevars, persistent_rows(kernel, sizevars, fixed))
     src = tk.source(name, static)
     kernel.static = static and kernel.template is None
     kernel.column = tk.column   # (the launch: a grid of XBLOCK_COLUMN outputs a program)
+    kernel.persistent = tk.persistent
     syms = [s for s in sizevars.ordered() if s.name in src.split("def ", 1)[1].split(")")[0]]
     return src, tk.args, syms, tk.mem_reads
