@@ -1,12 +1,15 @@
-"""Triton reductions of ember's inductor: rows that fit a block are persistent (each row loaded
-once into registers, every phase computed from there, several rows a program), longer rows keep
-the looped form; both equal eager values and gradients. Kernel dedup: the kernels of a 4-layer
-model are those of a 3-layer model (a kernel's name never depends on its buffers' names). On a
-GPU in-process (run_gpu.sh), else on the fake device (Triton's interpreter) in a subprocess."""
+"""Triton reductions of ember's inductor: with EMBER_INDUCTOR_PERSISTENT=1 (opt-in) rows that fit a
+block are persistent (each row loaded once into registers, every phase computed from there,
+several rows a program), longer rows keep the looped form; both equal eager values and
+gradients. Kernel dedup: the kernels of a 4-layer model are those of a 3-layer model (a kernel's
+name never depends on its buffers' names). On a GPU in-process (run_gpu.sh), else on the fake
+device (Triton's interpreter) in a subprocess."""
 from cuda_helpers import run_script
 
 SCRIPT = r"""
-import re
+import os, re
+_persist = os.environ.get("EMBER_INDUCTOR_PERSISTENT")
+os.environ["EMBER_INDUCTOR_PERSISTENT"] = "1"   # (opt-in: the persistent form is tested here)
 import numpy as np, ember, ember._dynamo
 from ember._inductor import graph as G
 F, nn = ember.nn.functional, ember.nn
@@ -79,6 +82,11 @@ assert len(fwd) == 1 and fwd[0].count("for roff") == 2 and "tl.exp(m0 - msafe0)"
 tgt = ember.tensor(np.arange(40) * 117 % 5000).cuda()
 check(lambda a: F.cross_entropy(a, tgt).reshape(1), (40, 5000))
 
+# (in-process on a GPU: leave the switch as found)
+if _persist is None:
+    del os.environ["EMBER_INDUCTOR_PERSISTENT"]
+else:
+    os.environ["EMBER_INDUCTOR_PERSISTENT"] = _persist
 print("ok")
 """
 

@@ -53,7 +53,8 @@ def _codes(gm) -> list:
 def cache_key(gm, args, flags: str = "") -> str:
     parts = [*_codes(gm), _sources_hash(), str(_flags._threads or os.cpu_count()), flags,
              os.environ.get("EMBER_INDUCTOR_STATIC_SIZES", "1"),   # (graph.static_sizes)
-             *(os.environ.get(f"EMBER_INDUCTOR_{k}", "1") for k in ("PERSISTENT", "ONLINE")),
+             *(os.environ.get(f"EMBER_INDUCTOR_{k}", "") for k in ("PERSISTENT", "ONLINE",
+                                                                   "XBLOCK_BIG")),
              os.environ.get("TRITON_INTERPRET", "0")]   # (no libdevice in the interpreter)
     for a in args:
         if isinstance(a, Tensor):
