@@ -210,6 +210,12 @@ uint64_t pattern_hash(PyObject* args) {
       mix(&h, b);
     } else if (t == &PyLong_Type || t == &PyBool_Type) {
       mix(&h, static_cast<uint64_t>(PyLong_AsLongLong(v)));
+    } else if (t == &PyTuple_Type || t == &PyList_Type) {  // (a factory's size, reduction dims)
+      PyObject** items = PySequence_Fast_ITEMS(v);
+      for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(v); ++k)
+        if (PyLong_CheckExact(items[k]))
+          mix(&h, static_cast<uint64_t>(PyLong_AsLongLong(items[k])));
+      mix(&h, 11);
     }
   }
   PyErr_Clear();  // (an int too wide: hashed as -1)

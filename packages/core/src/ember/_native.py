@@ -51,9 +51,10 @@ VIEW_KINDS = {"transpose.int": 1, "t": 2, "permute": 3, "unsqueeze": 4, "squeeze
               "detach": 11, "alias": 12, "reshape": 13, "flatten": 14, "contiguous": 15}
 
 
-# ... and the in-place ops and factories it hands to csrc/mutpath.cpp (CPU only)
+# ... and the in-place ops and factories it hands to csrc/mutpath.cpp (CPU; a factory given
+# another device goes on to that device's plans, csrc/devplan.cpp)
 _INPLACE_POINTWISE, _FILLS, _FACTORY = 50, {"zero_": 51, "fill_": 52, "copy_": 53}, 60
-_FACTORIES = ("zeros", "ones", "empty", "full")
+_FACTORIES = ("zeros", "ones", "empty", "full", "arange")
 
 
 def view_kind(op) -> int:

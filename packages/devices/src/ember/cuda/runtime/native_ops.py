@@ -279,13 +279,26 @@ def build(backend, op, args):
         return None
     _, _, rec, r = got
     outs = (r,) if r.__class__ is Tensor else r
-    if (rec.foreign or outs.__class__ is not tuple or not outs
-            or any(o.__class__ is not Tensor or o._offset != 0 for o in outs)):
-        return None
+    if (rec.foreign or outs.__class__ is not tuple or not outs or not _device_fixed(op, args)
+            or any(o.__class__ is not Tensor or o._offset != 0 or o._requires_grad
+                   for o in outs)):
+        return None  # (a replay makes tensors that do not require grad: factories' flag)
     try:
-        return _describe(args, kinds, outs, rec)
+        return _describe(args, kinds, outs, rec, op.name.startswith("empty"))
     except _Foreign:
         return None
+
+
+def _device_fixed(op, args) -> bool:
+    """Whether a factory's device argument names one device: "cuda" / device("cuda") mean the
+    current device, which a plan (its allocator, keyed by the argument) cannot follow when there
+    are several."""
+    i = op.device_idx
+    d = args[i] if i is not None else None
+    if d is None or isinstance(d, int):  # (a *_like op: its tensor's device; an int: an index)
+        return True
+    fixed = ":" in d if isinstance(d, str) else getattr(d, "index", None) is not None
+    return fixed or rt.device_count() <= 1
 
 
 def _addresses(args, outs, mallocs):
@@ -317,9 +330,10 @@ def _addresses(args, outs, mallocs):
     return src, bufs
 
 
-def _describe(args, kinds, outs, rec):
+def _describe(args, kinds, outs, rec, empty=False):
+    """empty: the op allocates only (empty, empty_like): a plan of no launch."""
     got = _addresses(args, outs, rec.mallocs)
-    if got is None or not rec.events or len(got[1]) > 8:
+    if got is None or not (rec.events or empty) or len(got[1]) > 8:
         return None
     src, bufs = got
     dev = outs[0].device
@@ -347,6 +361,8 @@ def _describe(args, kinds, outs, rec):
         steps.append(step)
     if len(steps) > 16:
         return None
+    if not steps:  # (empty: the allocation is the whole call)
+        steps.append(((0, 1, 1, 1, 32, 0, 0), (), None))
     r = outs[0]
     nbytes = r._storage.nbytes
     alloc = backend_allocator(dev)
