@@ -136,7 +136,7 @@ bool parse_extra(PyObject* x, DevPlan* p) {
 // The plan described by the builder's answer d (see ember/_native.py `register_device`) for
 // this call's args; nullptr when it cannot be replayed here.
 DevPlan* build_plan(PyObject* d, PyObject* args, int reg) {
-  if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 9) return nullptr;
+  if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) < 9 || PyTuple_GET_SIZE(d) > 10) return nullptr;
   PyObject* kinds = PyTuple_GET_ITEM(d, 0);
   if (!PyTuple_Check(kinds) || PyTuple_GET_SIZE(kinds) != PyTuple_GET_SIZE(args)) return nullptr;
   auto* p = new DevPlan();
@@ -191,7 +191,20 @@ DevPlan* build_plan(PyObject* d, PyObject* args, int reg) {
     free_plan(p);
     return nullptr;
   }
-  bool bad = PyErr_Occurred() != nullptr || p->shape == nullptr || p->stride == nullptr ||
+  // (a 10th item: the result's items, None where the call returns None)
+  PyObject* ret = PyTuple_GET_SIZE(d) == 10 ? PyTuple_GET_ITEM(d, 9) : Py_None;
+  int nout = 1;
+  for (const Buf& b : p->bufs) nout += b.out;
+  if (ret != Py_None) {
+    if (!PyTuple_Check(ret) || PyTuple_GET_SIZE(ret) > kMaxBufs + 2) parsed = false;
+    for (Py_ssize_t i = 0; parsed && i < PyTuple_GET_SIZE(ret); ++i) {
+      PyObject* v = PyTuple_GET_ITEM(ret, i);
+      long k = v == Py_None ? -1 : PyLong_Check(v) ? PyLong_AsLong(v) : -2;
+      if (k < -1 || k >= nout) parsed = false;
+      p->ret.push_back(static_cast<int>(k));
+    }
+  }
+  bool bad = !parsed || PyErr_Occurred() != nullptr || p->shape == nullptr || p->stride == nullptr ||
              p->rdt == nullptr || p->device == nullptr ||
              (p->alloc == nullptr && (p->malloc == nullptr || p->allocator == nullptr ||
                                       p->nbytes == nullptr || !PyLong_CheckExact(p->nbytes)));

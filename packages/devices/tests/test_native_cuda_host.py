@@ -1,6 +1,7 @@
 """The cuda calls that stayed on the Python path through session 6, now native plans (ember.cuda's
 runtime/native_ops.py, core's csrc/devplan*.cpp): factories given a cuda device (zeros, ones,
-full, empty, arange), against the Python path: values bit for bit, dtypes, strides, and no
+full, empty, arange), layer_norm's and convolution's backward (a list of bools, a Size, a
+tuple with None), against the Python path: values bit for bit, dtypes, strides, and no
 Python slot call once a plan is built; and the calls that must not replay (requires_grad=True,
 another device). On a GPU in this process; without one on the fake device (EMBER_CUDA_FAKE=1
 TRITON_INTERPRET=1 EMBER_CUDA_FAKE_PLANS=1), where plans run the interpreter / numpy from the
@@ -19,6 +20,9 @@ F = ember.nn.functional
 rng = np.random.default_rng(0)
 
 def same(a, b):
+    if a is None or b is None:
+        assert a is None and b is None, (a, b)
+        return
     assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), (a, b)
     assert tuple(a.stride()) == tuple(b.stride()), (a.stride(), b.stride())
     assert a.device == b.device and a.requires_grad == b.requires_grad, (a, b)
@@ -110,6 +114,47 @@ print("factories ok", SLOT_CALLS, _native.device_stats())
 """
 
 
+BACKWARDS = COMMON + r"""
+from ember._ops.registry import lookup
+count_slots("native_layer_norm_backward", "convolution_backward")
+def cu(*shape):
+    return ember.tensor(rng.standard_normal(shape).astype("float32")).cuda()
+# layer_norm's backward: its output mask is a list of bools (keyed by value); a False entry
+# returns None there, which the plan puts back
+lnb = lookup("native_layer_norm_backward")
+x, w, b, g = cu(6, 16), cu(16), cu(16), cu(6, 16)
+_, mean, rstd = lookup("native_layer_norm")(x, [16], w, b, 1e-5)
+for mask in ([True, True, True], [True, False, False], [False, True, True]):
+    check(lambda: lnb(g, x, [16], mean, rstd, w, b, mask), ["native_layer_norm_backward"])
+    r = lnb(g, x, [16], mean, rstd, w, b, mask)
+    assert [t is not None for t in r] == mask, (mask, r)
+# convolution_backward: bias_sizes is a Size, the first conv's input gradient is None
+cb = lookup("convolution_backward")
+img, ker, go = cu(2, 3, 8, 8), cu(4, 3, 3, 3), cu(2, 4, 6, 6)
+for mask in ([False, True, True], [True, True, True], [True, True, False]):
+    check(lambda: cb(go, img, ker, ember.Size([4]), [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
+                     mask), ["convolution_backward"])
+    r = cb(go, img, ker, ember.Size([4]), [1, 1], [0, 0], [1, 1], False, [0, 0], 1, mask)
+    assert [t is not None for t in r] == mask, (mask, r)
+# a conv + layer_norm net: the same gradients with the native path on and off
+def train(native):
+    _native.set_enabled(native)
+    ember.manual_seed(0)
+    net = ember.nn.Sequential(ember.nn.Conv2d(3, 4, 3), ember.nn.ReLU(), ember.nn.Flatten(),
+                              ember.nn.LayerNorm(144), ember.nn.Linear(144, 5)).cuda()
+    lab = ember.tensor([1, 4]).cuda()
+    for _ in range(3):
+        net.zero_grad()
+        F.cross_entropy(net(img), lab).backward()
+    return [p.grad.cpu().numpy() for p in net.parameters()]
+for a, b in zip(train(False), train(True)):
+    assert np.array_equal(a, b), (a, b)
+_native.set_enabled(True)
+restore_slots()
+print("backwards ok", SLOT_CALLS, _native.device_stats())
+"""
+
+
 needs_c = pytest.mark.skipif(_native._C is None or not hasattr(_native._C, "devplan_register"),
                              reason="ember._C not built (python tools/build_native.py)")
 
@@ -125,3 +170,8 @@ def _run(script, name, monkeypatch):
 @needs_c
 def test_native_cuda_factories(monkeypatch):
     _run(FACTORIES, "native_cuda_factories", monkeypatch)
+
+
+@needs_c
+def test_native_cuda_backward_plans(monkeypatch):
+    _run(BACKWARDS, "native_cuda_backward_plans", monkeypatch)

@@ -228,8 +228,8 @@ def _kind(a):
         return 0
     if c in (float, int, bool, str) or a is None:
         return 2
-    if c in (tuple, list):
-        return 5 if all(x.__class__ is int for x in a) else None
+    if c is list or isinstance(a, tuple):  # (ints, or bools: an output mask; a Size)
+        return 5 if all(x.__class__ is int or x.__class__ is bool for x in a) else None
     return 3
 
 
@@ -278,15 +278,24 @@ def build(backend, op, args):
             ARMED.add(op)
         return None
     _, _, rec, r = got
-    outs = (r,) if r.__class__ is Tensor else r
-    if (rec.foreign or outs.__class__ is not tuple or not outs or not _device_fixed(op, args)
+    res = (r,) if r.__class__ is Tensor else r
+    if rec.foreign or res.__class__ is not tuple or not _device_fixed(op, args):
+        return None
+    # (None items: gradients not asked for, as convolution_backward's; the plan makes the
+    # tensors and puts None back where the call returned it)
+    outs = tuple(o for o in res if o is not None)
+    if (not outs or len(res) > 10
             or any(o.__class__ is not Tensor or o._offset != 0 or o._requires_grad
                    for o in outs)):
         return None  # (a replay makes tensors that do not require grad: factories' flag)
     try:
-        return _describe(args, kinds, outs, rec, op.name.startswith("empty"))
+        d = _describe(args, kinds, outs, rec, op.name.startswith("empty"))
     except _Foreign:
         return None
+    if d is None or len(outs) == len(res):
+        return d
+    it = iter(range(len(outs)))
+    return d + (tuple(None if o is None else next(it) for o in res),)
 
 
 def _device_fixed(op, args) -> bool:
