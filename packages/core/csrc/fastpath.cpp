@@ -649,9 +649,9 @@ PyObject* device_call(PyObject* op, PyObject* args, bool grad_on) {
         return Py_None;  // devices mixed: dispatch's find_device decides
       }
       if (grad_on && !needs_grad && requires_grad(v)) needs_grad = true;
-    } else if (t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type || v == Py_None) {
+    } else if (t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type) {
       scalar_for_tensor = true;
-    } else {
+    } else if (v != Py_None) {  // (None: an optional tensor left out, nll_loss's weight)
       return Py_None;
     }
   }

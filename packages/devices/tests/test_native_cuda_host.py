@@ -1,11 +1,15 @@
 """The cuda calls that stayed on the Python path through session 6, now native plans (ember.cuda's
-runtime/native_ops.py, core's csrc/devplan*.cpp): factories given a cuda device (zeros, ones,
-full, empty, arange), layer_norm's and convolution's backward (a list of bools, a Size, a
-tuple with None), against the Python path: values bit for bit, dtypes, strides, and no
-Python slot call once a plan is built; and the calls that must not replay (requires_grad=True,
-another device). On a GPU in this process; without one on the fake device (EMBER_CUDA_FAKE=1
-TRITON_INTERPRET=1 EMBER_CUDA_FAKE_PLANS=1), where plans run the interpreter / numpy from the
-parameters C++ packed."""
+runtime/native_ops.py, core's csrc/devplan*.cpp), against the Python path (values bit for bit,
+dtypes, strides; no Python slot call once a plan is built):
+- factories given a cuda device (zeros, ones, full, empty, arange), and the calls that must not
+  replay (requires_grad=True, another default dtype);
+- layer_norm's and convolution's backward (a list of bools, a Size, a result tuple with None);
+- nll_loss_forward under grad (two outputs, no weight): a plan and a native graph node;
+- embedding, its bounds checked on the device: an out-of-range index raises IndexError at the
+  next wait for the device, with no copy to the host per call.
+On a GPU in this process; without one on the fake device (EMBER_CUDA_FAKE=1 TRITON_INTERPRET=1
+EMBER_CUDA_FAKE_PLANS=1), where plans run the interpreter / numpy from the parameters C++
+packed."""
 import pytest
 from cuda_script import run_script
 
@@ -116,7 +120,7 @@ print("factories ok", SLOT_CALLS, _native.device_stats())
 
 BACKWARDS = COMMON + r"""
 from ember._ops.registry import lookup
-count_slots("native_layer_norm_backward", "convolution_backward")
+count_slots("native_layer_norm_backward", "convolution_backward", "nll_loss_forward")
 def cu(*shape):
     return ember.tensor(rng.standard_normal(shape).astype("float32")).cuda()
 # layer_norm's backward: its output mask is a list of bools (keyed by value); a False entry
@@ -150,8 +154,71 @@ def train(native):
 for a, b in zip(train(False), train(True)):
     assert np.array_equal(a, b), (a, b)
 _native.set_enabled(True)
+# nll_loss_forward under grad (two outputs, weight None): a plan's hit and a native node
+logits, lab = cu(8, 5), ember.tensor([0, 4, 1, 2, 3, 0, 1, 4]).cuda()
+def nll():
+    z = logits.clone().requires_grad_()
+    loss = F.nll_loss(F.log_softmax(z, -1), lab)
+    loss.backward()
+    return loss.detach(), z.grad
+ref = nll()
+for _ in range(2):
+    nll()
+n0, g0 = SLOT_CALLS.get("nll_loss_forward", 0), _native.grad_stats()
+for _ in range(2):
+    for a, b in zip(ref, nll()):
+        same(a, b)
+assert SLOT_CALLS.get("nll_loss_forward", 0) == n0, ("nll_loss_forward ran in Python", SLOT_CALLS)
+assert _native.grad_stats() > g0, "no native graph node"
 restore_slots()
 print("backwards ok", SLOT_CALLS, _native.device_stats())
+"""
+
+
+EMBEDDING = COMMON + r"""
+from ember.cuda.runtime import driver as rt
+count_slots("embedding")
+w = ember.tensor(rng.standard_normal((10, 4)).astype("float32")).cuda()
+idx = ember.tensor([[0, 3], [9, 2]]).cuda()
+check(lambda: F.embedding(idx, w), ["embedding"])
+# no copy to the host (and so no wait for the device) per call: the bounds are checked there
+reads, dtoh = [], rt.memcpy_dtoh
+rt.memcpy_dtoh = lambda *a: (reads.append(a), dtoh(*a))[1]
+try:
+    for _ in range(3):
+        y = F.embedding(idx, w)
+finally:
+    rt.memcpy_dtoh = dtoh
+assert not reads, ("embedding copied to the host", len(reads))
+assert np.array_equal(y.cpu().numpy(), w.cpu().numpy()[[[0, 3], [9, 2]]])
+# an out-of-range index (too large, negative) raises the CPU's IndexError at the next wait for
+# the device (a copy to the host, synchronize, item), once; the device stays usable
+waits = [lambda t: t.cpu(), lambda t: ember.cuda.synchronize(), lambda t: t.sum().item(),
+         lambda t: ember.cuda.current_stream().synchronize()]
+for bad in ([0, 10], [-1, 2], [0, 10]):
+    for wait in waits:
+        y = F.embedding(ember.tensor(bad).cuda(), w)
+        try:
+            wait(y)
+        except IndexError as e:
+            assert "index out of range in self" in str(e), e
+        else:
+            if not rt.NOLAUNCH:
+                raise AssertionError(f"no IndexError for {bad}")
+        ember.cuda.synchronize()  # (raised once: cleared)
+        assert y.cpu().numpy()[0].tolist() == w.cpu().numpy()[bad[0]].tolist() or bad[0] < 0
+try:
+    F.embedding(ember.tensor([0.5]).cuda(), w)  # a float index: the meta's error, at the call
+except RuntimeError:
+    pass
+else:
+    raise AssertionError("no error for float indices")
+# the gradient is unchanged
+wg = w.clone().requires_grad_()
+F.embedding(idx, wg).sum().backward()
+assert wg.grad.cpu().numpy()[[0, 2, 3, 9]].tolist() == [[1.0] * 4] * 4
+restore_slots()
+print("embedding ok", SLOT_CALLS, _native.device_stats())
 """
 
 
@@ -175,3 +242,8 @@ def test_native_cuda_factories(monkeypatch):
 @needs_c
 def test_native_cuda_backward_plans(monkeypatch):
     _run(BACKWARDS, "native_cuda_backward_plans", monkeypatch)
+
+
+@needs_c
+def test_native_cuda_embedding(monkeypatch):
+    _run(EMBEDDING, "native_cuda_embedding", monkeypatch)

@@ -22,6 +22,7 @@ from ember import _dispatch
 from ember import _dtype as D
 from ember._tensor import Tensor
 
+from . import device_errors
 from . import driver as rt
 from .allocator import CachingAllocator, round_size
 from .launcher import SIGNATURES, FakeRun, FastLauncher, _nop
@@ -395,6 +396,14 @@ def _pointer(addr, src):
     return s
 
 
+def _operand(addr, src):
+    """A pointer parameter's source: an argument, output or temporary by position; a device's
+    error word (device_errors.py: fixed for the process) as a constant."""
+    if addr in device_errors.WORDS:
+        return (-2, addr)
+    return (_pointer(addr, src), None)
+
+
 def _triton(ev, src, args, dev):
     from ..kernels.pointwise import Operand
     from . import native
@@ -402,8 +411,7 @@ def _triton(ev, src, args, dev):
     if last is None or len(grid) > 3:
         return None
     run, prefix, cvals = last
-    sources = [((_pointer(a.addr, src), None) if isinstance(a, Operand) else (-2, a))
-               for a in call]
+    sources = [_operand(a.addr, src) if isinstance(a, Operand) else (-2, a) for a in call]
     sources += [(-2, v) for v in cvals]
     g = tuple(grid) + (1,) * (3 - len(grid))
     fake = None
@@ -449,7 +457,7 @@ def _fast(ev, src, dev):
             ptr = [a.__class__ is int and a in src for a in args]
         if len(ptr) != len(args):
             return None
-        sources = [(_pointer(a, src), None) if p else (-2, a) for a, p in zip(args, ptr)]
+        sources = [_operand(a, src) if p else (-2, a) for a, p in zip(args, ptr)]
         sources += [(-2, v) for v in tail] + [(-2, v) for v in cvals]
         types = (["*" if p else native._value_type(a) for a, p in zip(args, ptr)]
                  + [native._value_type(v) for v in tail] + ["constexpr"] * len(cvals))
@@ -466,7 +474,7 @@ def _fast(ev, src, dev):
         n = len(args) + len(tail) + len(cvals)
         if attrs or num_ctas != 1 or len(types) != n:
             return None
-        sources = [(_pointer(a, src), None) if t.startswith("*") else (-2, a)
+        sources = [_operand(a, src) if t.startswith("*") else (-2, a)
                    for a, t in zip(args, types)]
         sources += [(-2, v) for v in tail] + [(-2, v) for v in cvals]
         params = native.describe_params(sources, types)
