@@ -21,7 +21,7 @@ from . import driver as rt
 
 __all__ = ["word", "raise_pending", "EMBEDDING_INDEX", "WORDS"]
 
-# error codes a kernel stores (the largest found wins: tl.atomic_max)
+# error codes a kernel stores (plain stores: the last one written wins)
 EMBEDDING_INDEX = 1
 _MESSAGES = {EMBEDDING_INDEX: (IndexError, "embedding: index out of range in self")}
 
