@@ -5,6 +5,8 @@ dtypes, strides; no Python slot call once a plan is built):
   replay (requires_grad=True, another default dtype);
 - layer_norm's and convolution's backward (a list of bools, a Size, a result tuple with None);
 - nll_loss_forward under grad (two outputs, no weight): a plan and a native graph node;
+- the composites (linear, layer_norm, cross_entropy): from C++ to their cuda slot, or under
+  grad to autograd's record, with no pass through dispatch's Python `call`;
 - embedding, its bounds checked on the device: an out-of-range index raises IndexError at the
   next wait for the device, with no copy to the host per call.
 On a GPU in this process; without one on the fake device (EMBER_CUDA_FAKE=1 TRITON_INTERPRET=1
@@ -222,6 +224,45 @@ print("embedding ok", SLOT_CALLS, _native.device_stats())
 """
 
 
+COMPOSITES = COMMON + r"""
+import sys
+from ember import _dispatch
+def cu(*shape):
+    return ember.tensor(rng.standard_normal(shape).astype("float32")).cuda()
+x, w, b, lab = cu(6, 16), cu(8, 16), cu(8), ember.tensor([1, 0, 7, 3, 2, 5]).cuda()
+def step():
+    xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
+    y = F.linear(xs, ws, b)
+    z = F.layer_norm(y, (8,))
+    loss = F.cross_entropy(z, lab)
+    loss.backward()
+    return y.detach(), z.detach(), loss.detach(), xs.grad, ws.grad
+_native.set_enabled(False)
+ref = step()
+_native.set_enabled(True)
+for _ in range(3):
+    step()
+# the composites under grad go from C++ to autograd's record (their decomposition), never
+# through dispatch's Python `call`
+calls = []
+def prof(frame, event, arg):
+    if event == "call" and frame.f_code is _dispatch.call.__code__:
+        calls.append(frame.f_locals["op"].name)
+sys.setprofile(prof)
+try:
+    out = step()
+finally:
+    sys.setprofile(None)
+for a, b_ in zip(ref, out):
+    same(a, b_)
+assert not calls, ("dispatch's Python call ran", calls)
+# and with grad off, linear's cuda slot (its plan) from C++
+with ember.no_grad():
+    check(lambda: F.linear(x, w, b), [])
+print("composites ok")
+"""
+
+
 needs_c = pytest.mark.skipif(_native._C is None or not hasattr(_native._C, "devplan_register"),
                              reason="ember._C not built (python tools/build_native.py)")
 
@@ -247,3 +288,8 @@ def test_native_cuda_backward_plans(monkeypatch):
 @needs_c
 def test_native_cuda_embedding(monkeypatch):
     _run(EMBEDDING, "native_cuda_embedding", monkeypatch)
+
+
+@needs_c
+def test_native_cuda_composites(monkeypatch):
+    _run(COMPOSITES, "native_cuda_composites", monkeypatch)
