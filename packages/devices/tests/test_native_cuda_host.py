@@ -268,7 +268,19 @@ needs_c = pytest.mark.skipif(_native._C is None or not hasattr(_native._C, "devp
 
 
 def _run(script, name, monkeypatch):
+    import ember
+    from ember.cuda.runtime import driver as rt
     monkeypatch.setenv("EMBER_CUDA_FAKE_PLANS", "1")  # (the fake device's subprocess)
+    if ember.cuda.is_available() and not rt.FAKE:
+        # a real GPU: a fresh process (the caps on plans and recordings per op and process)
+        import os
+        import subprocess
+        import sys
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, f"{name}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+        return
     try:
         run_script(script, name, timeout=600)
     finally:
