@@ -22,6 +22,9 @@
 #include "devplan.h"
 
 #include <structmember.h>
+
+#include <cstring>
+#include <string>
 #include <pybind11/pybind11.h>
 
 namespace py = pybind11;
@@ -133,7 +136,7 @@ bool parse_extra(PyObject* x, DevPlan* p) {
 // The plan described by the builder's answer d (see ember/_native.py `register_device`) for
 // this call's args; nullptr when it cannot be replayed here.
 DevPlan* build_plan(PyObject* d, PyObject* args, int reg) {
-  if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 9) return nullptr;
+  if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) < 9 || PyTuple_GET_SIZE(d) > 10) return nullptr;
   PyObject* kinds = PyTuple_GET_ITEM(d, 0);
   if (!PyTuple_Check(kinds) || PyTuple_GET_SIZE(kinds) != PyTuple_GET_SIZE(args)) return nullptr;
   auto* p = new DevPlan();
@@ -188,7 +191,20 @@ DevPlan* build_plan(PyObject* d, PyObject* args, int reg) {
     free_plan(p);
     return nullptr;
   }
-  bool bad = PyErr_Occurred() != nullptr || p->shape == nullptr || p->stride == nullptr ||
+  // (a 10th item: the result's items, None where the call returns None)
+  PyObject* ret = PyTuple_GET_SIZE(d) == 10 ? PyTuple_GET_ITEM(d, 9) : Py_None;
+  int nout = 1;
+  for (const Buf& b : p->bufs) nout += b.out;
+  if (ret != Py_None) {
+    if (!PyTuple_Check(ret) || PyTuple_GET_SIZE(ret) > kMaxBufs + 2) parsed = false;
+    for (Py_ssize_t i = 0; parsed && i < PyTuple_GET_SIZE(ret); ++i) {
+      PyObject* v = PyTuple_GET_ITEM(ret, i);
+      long k = v == Py_None ? -1 : PyLong_Check(v) ? PyLong_AsLong(v) : -2;
+      if (k < -1 || k >= nout) parsed = false;
+      p->ret.push_back(static_cast<int>(k));
+    }
+  }
+  bool bad = !parsed || PyErr_Occurred() != nullptr || p->shape == nullptr || p->stride == nullptr ||
              p->rdt == nullptr || p->device == nullptr ||
              (p->alloc == nullptr && (p->malloc == nullptr || p->allocator == nullptr ||
                                       p->nbytes == nullptr || !PyLong_CheckExact(p->nbytes)));
@@ -260,13 +276,29 @@ int reg_of(PyObject* device) {
   return r;
 }
 
-// Ask the device's builder for the plan of this call; nullptr when none.
-const DevPlan* ask(DevEntry* e, PyObject* op, PyObject* args, PyObject* first) {
+// The registration of a factory's device argument: a device object's type, a string's part
+// before ':' ("cuda:1"); -1 for none.
+int reg_of_arg(PyObject* dev) {
+  if (!PyUnicode_Check(dev)) return reg_of(dev);
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(dev, &n);
+  if (s == nullptr) {
+    PyErr_Clear();
+    return -1;
+  }
+  const char* colon = static_cast<const char*>(std::memchr(s, ':', n));
+  std::string type(s, colon != nullptr ? colon - s : n);
+  for (size_t i = 0; i < D.regs.size(); ++i)
+    if (D.regs[i].type == type) return static_cast<int>(i);
+  return -1;
+}
+
+// Ask the device's builder (registration reg) for the plan of this call; nullptr when none.
+const DevPlan* ask(DevEntry* e, PyObject* op, PyObject* args, int reg) {
   if (e->failed >= kMaxFailed || static_cast<int>(e->plans.size()) >= kMaxPlans) return nullptr;
   uint64_t ph = pattern_hash(args);
   auto seen = e->asked.find(ph);
   if (seen != e->asked.end() && seen->second >= kMaxAsks) return nullptr;
-  int reg = reg_of(tslot(first, DEVICE));
   if (reg < 0) return nullptr;
   PyObject* argv[2] = {op, args};
   PyObject* d = PyObject_Vectorcall(D.regs[reg].builder, argv, 2, nullptr);
@@ -310,13 +342,48 @@ PyObject* devplan_call(PyObject* op, PyObject* args, PyObject* first, PyObject* 
   ++D.misses;
   if (kernel == nullptr) {  // autograd's recording: a plan the Python path built meanwhile
     if (blocked) return Py_None;
-    p = ask(e, op, args, first);
+    p = ask(e, op, args, reg_of(tslot(first, DEVICE)));
     if (p == nullptr || find(e, args, addrs, &blocked) != p) return Py_None;
     return replay(p, args, addrs);
   }
   PyObject* r = PyObject_Call(kernel, args, nullptr);
   if (r != nullptr && !blocked && (Py_TYPE(r) == D.tensor || PyTuple_CheckExact(r)))
-    ask(e, op, args, first);
+    ask(e, op, args, reg_of(tslot(first, DEVICE)));
+  return r;
+}
+
+// A factory call (zeros / ones / empty / full / arange: no tensor argument) whose device
+// argument `dev` is not the CPU (mutpath.cpp hands it here): a plan's hit (its allocation and
+// fill), else the device's kernel slot run as dispatch's `execute` runs it (then the builder
+// is asked for this call's plan). Py_None (borrowed): the Python path, as for a device without
+// a registration or a slot that declines the call (NotImplemented: dispatch's fallback rule).
+PyObject* devplan_factory(PyObject* op, PyObject* args, PyObject* dev) {
+  if (!D.ready || D.regs.empty()) return Py_None;
+  int reg = reg_of_arg(dev);
+  if (reg < 0) return Py_None;
+  DevEntry* e = entry(op);
+  uint64_t addrs[kMaxParams];
+  bool blocked = false;
+  const DevPlan* p = find(e, args, addrs, &blocked);
+  if (p != nullptr) {
+    ++D.hits;
+    return replay(p, args, addrs);
+  }
+  ++D.misses;
+  PyObject* kernels = PyObject_GetAttrString(op, "kernels");
+  if (kernels == nullptr) return nullptr;
+  PyObject* k = nullptr;
+  if (PyDict_Check(kernels)) k = PyDict_GetItemString(kernels, D.regs[reg].type.c_str());
+  Py_XINCREF(k);
+  Py_DECREF(kernels);
+  if (k == nullptr) return Py_None;  // (no slot: dispatch's no_kernel rule)
+  PyObject* r = PyObject_Call(k, args, nullptr);
+  Py_DECREF(k);
+  if (r == Py_NotImplemented) {
+    Py_DECREF(r);
+    return Py_None;
+  }
+  if (r != nullptr && !blocked && Py_TYPE(r) == D.tensor) ask(e, op, args, reg);
   return r;
 }
 

@@ -14,7 +14,7 @@ namespace ember_dev {
 // how a builder keys each argument: kTensor (dtype, device, sizes, strides, 16-byte alignment),
 // kScalar (a runtime scalar: its type), kValue (its value), kIdent (its identity), kTensor256
 // (a tensor keyed by its alignment class up to 256 bytes: cuBLASLt's algorithms depend on it),
-// kInts (a tuple or list of ints, by value: reduction dims)
+// kInts (a tuple or list of ints or bools, by value: reduction dims, output masks)
 enum Kind : char { kTensor = 0, kScalar = 1, kValue = 2, kIdent = 3, kTensor256 = 4, kInts = 5 };
 
 struct ArgKey {
@@ -77,6 +77,9 @@ struct DevPlan {
   std::vector<Step> steps;        // in order (parameter source -1: the output, -2: a constant,
   std::vector<Buf> bufs;          // -3 - j: bufs[j]); outputs after the first make a tuple
   int reg = 0;                    // index of the device registration
+  // the result tuple's items when some are None (a gradient not asked for): -1 None, 0 the
+  // first output, k the k-th output among bufs; empty: (first output, outputs in bufs...)
+  std::vector<int> ret;
 };
 
 struct DevReg {

@@ -67,13 +67,13 @@ bool match(const ArgKey& k, PyObject* v, uint64_t* addr) {
       if (!tensor_addr(v, k.itemsize, addr)) return false;
       return align_class(*addr, k.cap) == k.align;
     }
-    case kInts: {
+    case kInts: {  // (the exact type: tuple, list, a tuple subclass such as Size)
       if (t != k.type) return false;
-      Py_ssize_t n = t == &PyTuple_Type ? PyTuple_GET_SIZE(v) : PyList_GET_SIZE(v);
+      Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
       if (n != static_cast<Py_ssize_t>(k.shape.size())) return false;
       for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject* x = t == &PyTuple_Type ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i);
-        if (!PyLong_CheckExact(x)) return false;
+        PyObject* x = PySequence_Fast_ITEMS(v)[i];
+        if (!PyLong_CheckExact(x) && !PyBool_Check(x)) return false;
         int overflow = 0;
         if (PyLong_AsLongLongAndOverflow(x, &overflow) != k.shape[i] || overflow) return false;
       }
@@ -118,12 +118,11 @@ bool make_key(char kind, PyObject* v, ArgKey* k) {
   k->kind = kind;
   PyTypeObject* t = Py_TYPE(v);
   k->type = t;
-  if (kind == kInts) {
-    if (t == &PyTuple_Type) return ints_of(v, &k->shape);
-    if (t != &PyList_Type) return false;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); ++i) {
-      PyObject* x = PyList_GET_ITEM(v, i);
-      if (!PyLong_CheckExact(x)) return false;
+  if (kind == kInts) {  // (ints, or bools: an output mask)
+    if (!PyTuple_Check(v) && !PyList_CheckExact(v)) return false;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); ++i) {
+      PyObject* x = PySequence_Fast_ITEMS(v)[i];
+      if (!PyLong_CheckExact(x) && !PyBool_Check(x)) return false;
       k->shape.push_back(PyLong_AsSsize_t(x));
     }
     return !PyErr_Occurred();
@@ -210,6 +209,12 @@ uint64_t pattern_hash(PyObject* args) {
       mix(&h, b);
     } else if (t == &PyLong_Type || t == &PyBool_Type) {
       mix(&h, static_cast<uint64_t>(PyLong_AsLongLong(v)));
+    } else if (PyTuple_Check(v) || PyList_CheckExact(v)) {  // (a factory's size, reduction dims)
+      PyObject** items = PySequence_Fast_ITEMS(v);
+      for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(v); ++k)
+        if (PyLong_Check(items[k]))
+          mix(&h, static_cast<uint64_t>(PyLong_AsLongLong(items[k])));
+      mix(&h, 11);
     }
   }
   PyErr_Clear();  // (an int too wide: hashed as -1)

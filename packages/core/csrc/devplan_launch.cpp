@@ -230,24 +230,26 @@ PyObject* replay(const DevPlan* p, PyObject* args, const uint64_t* addrs) {
   PyObject* t = wrap(p, s.st[0], p->shape, p->stride, p->rdt);
   Py_ssize_t nout = 1;
   for (const Buf& b : p->bufs) nout += b.out;
-  if (t == nullptr || nout == 1) return t;
-  PyObject* tup = PyTuple_New(nout);
-  if (tup == nullptr) {
-    Py_DECREF(t);
-    return nullptr;
-  }
-  PyTuple_SET_ITEM(tup, 0, t);
+  if (t == nullptr || (nout == 1 && p->ret.empty())) return t;
+  PyObject* outs[kMaxBufs + 1] = {t};
   Py_ssize_t k = 1;
+  bool ok = true;
   for (size_t j = 0; j < p->bufs.size(); ++j) {
     const Buf& b = p->bufs[j];
     if (!b.out) continue;  // (a temporary: freed with its Storage below, after the launches)
-    PyObject* o = wrap(p, s.st[j + 1], b.shape, b.stride, b.rdt);
-    if (o == nullptr) {
-      Py_DECREF(tup);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(tup, k++, o);
+    outs[k] = wrap(p, s.st[j + 1], b.shape, b.stride, b.rdt);
+    ok = ok && outs[k] != nullptr;
+    ++k;
   }
+  Py_ssize_t n = p->ret.empty() ? nout : static_cast<Py_ssize_t>(p->ret.size());
+  PyObject* tup = ok ? PyTuple_New(n) : nullptr;
+  for (Py_ssize_t i = 0; tup != nullptr && i < n; ++i) {
+    int at = p->ret.empty() ? static_cast<int>(i) : p->ret[i];
+    PyObject* v = at < 0 ? Py_None : outs[at];
+    Py_INCREF(v);
+    PyTuple_SET_ITEM(tup, i, v);
+  }
+  for (Py_ssize_t i = 0; i < k; ++i) Py_XDECREF(outs[i]);
   return tup;
 }
 

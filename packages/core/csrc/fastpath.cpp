@@ -426,6 +426,13 @@ bool plain_subclass(PyTypeObject* t) {
 // `execute` runs it (`_wrap(op, kernel(*_np_args(op, args)), args)`), for CPU Tensors (or plain
 // subclasses: nn.Parameter) and Python scalars / None in its Tensor slots; the node built here
 // when an input requires grad.
+bool has_cpu_kernel(OpEntry* e) {
+  if (e->kernels == nullptr) return false;
+  PyObject* k = PyDict_GetItemWithError(e->kernels, G.str_cpu);  // (live: register_kernel)
+  PyErr_Clear();
+  return k != nullptr;
+}
+
 PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
   GradOp* grad = nullptr;
   bool asked = false, any = false;
@@ -437,6 +444,7 @@ PyObject* try_kernel(OpEntry* e, PyObject* op, PyObject* args) {
       if (!e->is_tensor[i]) return Py_None;
       if (slot(v, DEVICE) != G.cpu)  // another device's slot (device_call), else Python
         return !any && e->kernels != nullptr ? kDevice : Py_None;
+      if (!any && !has_cpu_kernel(e)) return Py_None;  // (a composite: Python decomposes it)
       PyObject* vdt = slot(v, DTYPE);
       if (vdt == G.f8a || vdt == G.f8b) return Py_None;  // (which ops float8 runs: Python)
       if (!asked && requires_grad(v)) {
@@ -649,16 +657,21 @@ PyObject* device_call(PyObject* op, PyObject* args, bool grad_on) {
         return Py_None;  // devices mixed: dispatch's find_device decides
       }
       if (grad_on && !needs_grad && requires_grad(v)) needs_grad = true;
-    } else if (t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type || v == Py_None) {
+    } else if (t == &PyFloat_Type || t == &PyLong_Type || t == &PyBool_Type) {
       scalar_for_tensor = true;
-    } else {
+    } else if (v != Py_None) {  // (None: an optional tensor left out, nll_loss's weight)
       return Py_None;
     }
   }
   GradOp* grad = nullptr;
   if (needs_grad) {
     PyObject* how = recording(op, &grad);
-    if (how != Py_None) return how == kRecord ? Py_None : how;  // Python records, or an error
+    if (how == kRecord && e->kernel && e->check != nullptr) {  // (as `call`, before record)
+      PyObject* r = PyObject_CallOneArg(e->check, args);
+      if (r == nullptr) return nullptr;
+      Py_DECREF(r);
+    }
+    if (how != Py_None) return how;  // kRecord: autograd's record (a composite decomposes)
     if (grad != nullptr && scalar_for_tensor) return Py_None;   // (as try_fast: record's)
   }
   if (e->kernel && e->check != nullptr) {  // (kernel ops: the dtype-category check)
@@ -723,7 +736,8 @@ PyObject* native_call(PyObject*, PyObject* const* argv, Py_ssize_t n) {
     Py_DECREF(on);  // (True / False are immortal enough: compared by identity below)
     if (r == kDevice) {
       r = device_call(argv[0], argv[1], on == Py_True);
-      if (r != Py_None) return r;  // the kernel's result (NotImplemented included) or an error
+      // the kernel's result (NotImplemented included) or an error; kRecord: the hook below
+      if (r != Py_None && r != kRecord) return r;
     }
   }
   if (r == kRecord) {  // as `call`: grad on, ember-autograd there -> its hook records the call

@@ -1,4 +1,5 @@
-// In-place ops and factories on the native hit path (viewpath.cpp hands them here), CPU only.
+// In-place ops and factories on the native hit path (viewpath.cpp hands them here), CPU only
+// (a factory given another device goes on to devplan.cpp's `devplan_factory`).
 //
 //   x.add_(y) ... (an in-place pointwise op): its functional op's native hit (fastpath.cpp) on
 //       the same arguments, written into x (memcpy when both are contiguous), x's version bumped
@@ -22,6 +23,7 @@ using ember_native::member;
 using ember_native::member_offset;
 
 PyObject* fastpath_compute(PyObject* op, PyObject* args);  // fastpath.cpp: a hit, or Py_None
+PyObject* devplan_factory(PyObject* op, PyObject* args, PyObject* dev);  // devplan.cpp
 
 namespace {
 
@@ -287,7 +289,8 @@ PyObject* copy(PyObject* args) {
   return done(self);
 }
 
-// zeros / ones / empty / full whose device is the CPU (an explicit one, or no default set).
+// zeros / ones / empty / full whose device is the CPU (an explicit one, or no default set);
+// with another device given (zeros(..., device="cuda"), arange too): devplan.cpp's factory path.
 PyObject* factory(int di, PyObject* op, PyObject* args) {
   Py_ssize_t n = PyTuple_GET_SIZE(args);
   if (di < 1 || di + 1 >= n) return Py_None;
@@ -301,13 +304,13 @@ PyObject* factory(int di, PyObject* op, PyObject* args) {
     if (dflt == nullptr) return nullptr;
     Py_DECREF(dflt);
     if (!empty || dflt != Py_None) return Py_None;
-  } else if (dev != M.cpu && !(PyUnicode_CheckExact(dev) &&
-                               PyUnicode_CompareWithASCIIString(dev, "cpu") == 0)) {
-    return Py_None;
   }
+  bool other = dev != Py_None && dev != M.cpu &&
+               !(PyUnicode_CheckExact(dev) && PyUnicode_CompareWithASCIIString(dev, "cpu") == 0);
   PyObject* layout = PyTuple_GET_ITEM(args, di - 1);
   PyObject* pin = PyTuple_GET_ITEM(args, di + 1);
   if (layout != Py_None || (pin != Py_False && pin != Py_None)) return Py_None;
+  if (other) return devplan_factory(op, args, dev);  // (cuda: its plan, else its slot)
   PyObject* size = PyTuple_GET_ITEM(args, 0);
   if (!PyTuple_CheckExact(size) && !PyList_CheckExact(size)) return Py_None;
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(size); ++i)

@@ -19,6 +19,13 @@ def _count(be, kind, *a):
     calls.append(kind)
     return _orig(be, kind, *a)
 FO._launch_update = _count
+# a step that repeats an earlier one's launches (memoized: the same parameters, gradients laid
+# out the same) counts once too: its one launch per chunk of parameters, replayed
+_orig_rp = FO._replay
+def _count_replay(be, kind, *a):
+    calls.append(kind)
+    return _orig_rp(be, kind, *a)
+FO._replay = _count_replay
 
 SHAPES = [(7, 5), (5,), (3, 4), (1500,), (2, 3, 4)]
 rng = np.random.default_rng(0)
@@ -212,3 +219,34 @@ assert len(replays) == 3 * (STEPS - 1) - sgd_first, replays
 def test_repeated_steps_replay_memoized_launches(monkeypatch):
     monkeypatch.setenv("EMBER_CUDA_FAKE_PLANS", "1")  # the fake device keeps launch plans too
     run_script(MEMO, "foreach_optim_memo")
+
+
+MEMO_NEW_GRADS = COMMON + r"""
+# gradients in new memory every step (what zero_grad(set_to_none=True) and a backward leave):
+# the memoized launches still replay, with each step's gradient addresses put in
+replays = []
+_orig_replay = FO._replay
+FO._replay = lambda *a: (replays.append(a[1]), _orig_replay(*a))[1]
+keep = []  # (the old gradients stay alive: the new ones cannot reuse their memory)
+for make in (lambda L, ps: L.optim.AdamW(ps, lr=1e-2),
+             lambda L, ps: L.optim.SGD(ps, lr=0.1, momentum=0.9)):
+    out = {}
+    for lib, dev in ((torch, "cpu"), (ember, "cuda")):
+        ps = [lib.tensor(a).to(dev).requires_grad_() for a in INIT]
+        opt = make(lib, ps)
+        for k in range(STEPS):
+            for p, g in zip(ps, GRADS[k]):
+                p.grad = lib.tensor(g).to(dev)
+                keep.append(p.grad)
+            opt.step()
+        out[lib.__name__] = [p.detach().cpu().numpy() for p in ps]
+    same(out["ember"], out["torch"])
+assert len({g.data_ptr() for g in keep if g.device.type == "cuda"}) > len(INIT)
+sgd_first = 1   # SGD's first step makes the momentum buffers on the per-parameter path
+assert len(replays) == 2 * (STEPS - 1) - sgd_first, replays
+"""
+
+
+def test_steps_with_new_gradients_replay_memoized_launches(monkeypatch):
+    monkeypatch.setenv("EMBER_CUDA_FAKE_PLANS", "1")  # the fake device keeps launch plans too
+    run_script(MEMO_NEW_GRADS, "foreach_optim_memo_new_grads")

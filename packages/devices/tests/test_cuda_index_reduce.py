@@ -49,6 +49,7 @@ def check(what, f, *args, tol=None):
     except Exception as exc:
         try:
             f(*cu(args))
+            ember.cuda.synchronize()  # (an error a kernel flags is raised at the next wait)
         except type(exc):
             return
         raise AssertionError(f"{what}: cuda did not raise {type(exc).__name__}")

@@ -27,14 +27,19 @@ def describe(op):
     """(formula, check, is-tensor flags, promotes to bool, kernel slots) of an op C++ may run,
     else None. A call whose first tensor is on another device runs that device's slot, as
     dispatch's `call` does when nothing records. An op that is not pointwise but has a cpu
-    kernel on numpy arrays is described as (None, its dtype-category check or None, is-tensor
-    flags, False, kernel slots): C++ calls the kernel and wraps its result as `execute` does."""
+    kernel on numpy arrays (or a decomposition: no CPU hit then) is described as (None, its
+    dtype-category check or None, is-tensor flags, False, kernel slots): C++ calls the kernel
+    and wraps its result as `execute` does."""
     if op.inplace_of is not None or op.view is not None or op.mutated_idx or op.list_idx:
         return None
     is_tensor = tuple(i in op.tensor_idx for i in range(len(op.schema.args)))
     if op.pointwise is not None:
         return op.pointwise, op.check, is_tensor, op.promote == "bool", op.kernels
-    if "cpu" not in op.kernels or "tensor_kernel" in op.tags or not op.tensor_idx:
+    # (an op with no cpu kernel but a decomposition, a composite such as linear or layer_norm:
+    # C++ runs its device slot or hands autograd's record the call; on the CPU, Python)
+    if "cpu" not in op.kernels and (op.decomp is None or view_kind(op)):
+        return None  # (reshape, flatten, contiguous: viewpath.cpp's rules)
+    if "tensor_kernel" in op.tags or not op.tensor_idx:
         return None
     check = None
     if op.supports != "bifc":  # as dispatch's `call`: float-only kernels (nn ops)
@@ -51,9 +56,10 @@ VIEW_KINDS = {"transpose.int": 1, "t": 2, "permute": 3, "unsqueeze": 4, "squeeze
               "detach": 11, "alias": 12, "reshape": 13, "flatten": 14, "contiguous": 15}
 
 
-# ... and the in-place ops and factories it hands to csrc/mutpath.cpp (CPU only)
+# ... and the in-place ops and factories it hands to csrc/mutpath.cpp (CPU; a factory given
+# another device goes on to that device's plans, csrc/devplan.cpp)
 _INPLACE_POINTWISE, _FILLS, _FACTORY = 50, {"zero_": 51, "fill_": 52, "copy_": 53}, 60
-_FACTORIES = ("zeros", "ones", "empty", "full")
+_FACTORIES = ("zeros", "ones", "empty", "full", "arange")
 
 
 def view_kind(op) -> int:

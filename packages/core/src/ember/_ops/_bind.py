@@ -161,14 +161,48 @@ def _plan(op) -> tuple:
         npos = len(op.schema.args) if lenient else sum(1 for a in op.schema.args
                                                         if not a.kwonly)
         checks = tuple(_checker(a, lenient) for a in op.schema.args)
-        plan = (name, decl, npos, checks)
+        lists = frozenset(i for i, a in enumerate(op.schema.args) if "[" in a.type)
+        plan = (name, decl, npos, checks, lists, {})  # ({classes: defaults} of passed calls)
         op._bind_plan = plan
     return plan
 
 
+def _classes(args, plan):
+    """What the checks' verdict on positional args depends on: each value's class (a list's or
+    tuple's: with its items' classes); None when it depends on more (a tensor given for a list
+    argument: its ndim)."""
+    lists = plan[4]
+    sig = []
+    for i, v in enumerate(args):
+        c = v.__class__
+        if c is list or c is tuple:
+            sig.append((c, tuple(x.__class__ for x in v)))
+        elif i in lists and isinstance(v, _tensor_cls()):
+            return None
+        else:
+            sig.append(c)
+    return tuple(sig)
+
+
 def bind_checked(op, args: tuple, kwargs: dict) -> tuple:
-    """Positional + keyword arguments -> the full positional tuple in schema order, checked."""
-    name, decl, npos, checks = _plan(op)
+    """Positional + keyword arguments -> the full positional tuple in schema order, checked.
+    Positional calls whose values' classes passed before take the defaults without the checks
+    (every check judges a value by its class; decompositions call ops this way on each step)."""
+    plan = _plan(op)
+    if not kwargs:
+        sig = _classes(args, plan)
+        tail = plan[5].get(sig) if sig is not None else None
+        if tail is not None:
+            return tuple(args) + tail
+    r = _bind_checked(op, args, kwargs, plan)
+    if not kwargs and sig is not None and len(plan[5]) < 64 and all(
+            r[i] is v for i, v in enumerate(args)):  # (nothing converted: a generator read)
+        plan[5][sig] = r[len(args):]
+    return r
+
+
+def _bind_checked(op, args: tuple, kwargs: dict, plan) -> tuple:
+    name, decl, npos, checks = plan[:4]
     sargs = op.schema.args
     if len(args) > len(sargs):
         raise RuntimeError(f"{name}() expected at most {len(sargs)} argument(s) but received "

@@ -20,6 +20,18 @@ METHODS: dict[str, Callable] = {}      # Tensor methods by name
 NN_FUNCTIONAL: dict[str, Callable] = {}
 
 
+# [dispatch's call_entry, _bind.bind_checked] once imported: decompositions call ops through
+# OpDef.__call__ on every step, and an import statement in a function costs about 1 us a call
+_CALL: list = []
+
+
+def _load_call() -> list:
+    from .._dispatch import call_entry
+    from ._bind import bind_checked
+    _CALL[:] = [call_entry, bind_checked]
+    return _CALL
+
+
 @dataclass(eq=False)
 class OpDef:
     """One op: everything about it in one place (design.md, "Ops: each op defined once")."""
@@ -89,14 +101,13 @@ class OpDef:
 
     def __call__(self, *args, **kwargs):
         """Call the op by schema order (what `ember.ops.aten.add(x, y)` does)."""
-        from .._dispatch import call_entry
-        return call_entry(self, self.bind(args, kwargs), kwargs.get("out"))
+        f = _CALL or _load_call()
+        return f[0](self, f[1](self, args, kwargs), kwargs.get("out"))
 
     def bind(self, args, kwargs) -> tuple:
         """Positional+keyword arguments -> the full positional tuple in schema order, checked
         against the schema as torch.ops checks it (see _bind.py)."""
-        from ._bind import bind_checked
-        return bind_checked(self, args, kwargs)
+        return (_CALL or _load_call())[1](self, args, kwargs)
 
 
 # lower-case PyTorch overload names that name no entry of their own in ember's table

@@ -165,7 +165,9 @@ def get_device_properties(device=None) -> _DeviceProperties:
 
 def synchronize(device=None) -> None:
     """Wait for all work queued on the device (every stream)."""
+    from .runtime.device_errors import raise_pending
     _rt.synchronize(_idx(device))
+    raise_pending()  # (an error a kernel found, as CUDA reports a device-side assert)
 
 
 def mem_get_info(device=None) -> tuple[int, int]:

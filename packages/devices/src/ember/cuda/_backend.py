@@ -19,6 +19,7 @@ from .kernels.pointwise import Operand, PointwiseCache, Unsupported, run_op
 from .kernels.triton_handler import InterpreterLimit
 from .runtime import driver as rt
 from .runtime.allocator import CachingAllocator
+from .runtime.device_errors import raise_pending
 
 _allocators: dict = {}
 
@@ -122,6 +123,7 @@ class CudaBackend(DeviceBackend):
 
     def synchronize(self, index=None) -> None:
         rt.synchronize(index)
+        raise_pending()
 
     def _dev(self, dev) -> Device:
         return Device("cuda", _index(dev))
@@ -213,6 +215,7 @@ class CudaBackend(DeviceBackend):
         s = _stream(i)
         rt.memcpy_dtoh(out.ctypes.data, t.data_ptr(), out.nbytes, s)
         rt.stream_sync(s)
+        raise_pending()  # (an error a kernel found: raised when the host waits for it)
         return out
 
     def storage_to_host(self, storage):
@@ -221,6 +224,7 @@ class CudaBackend(DeviceBackend):
         rt.ensure_context(i)
         rt.memcpy_dtoh(out.ctypes.data, storage.data.ptr, storage.nbytes, _stream(i))
         rt.stream_sync(_stream(i))
+        raise_pending()
         return out
 
     def storage_from_host(self, host_bytes, dev):

@@ -30,7 +30,8 @@ _BLOCK = 1024
 _SLOTS = 16
 _kernels: dict = {}     # (kind, slots, transposed-grad flags) -> JITFunction
 _mods: list = []        # [foreach_optim_tl, base._launch, pointwise.load_kernel] once loaded
-_memo: dict = {}        # _key(...) -> [(compiled launch, raw arguments, scalars' parameter)]
+# _key(...) -> [(compiled launch, raw arguments, scalars' parameter, gradient positions)]
+_memo: dict = {}
 _MEMO_MAX = 256
 
 
@@ -144,7 +145,7 @@ def _launch_update(be, kind, lists, idx, scalars, lrp, flags, rec):
     """One launch over the parameters idx (<= 16) of lists."""
     params, grads = lists[0], lists[1]
     slots = _slots(len(idx))
-    args, gts, end = [], [], 0
+    args, gts, end, gpos = [], [], 0, []
     for j in range(slots):
         if j < len(idx):
             i = idx[j]
@@ -155,20 +156,25 @@ def _launch_update(be, kind, lists, idx, scalars, lrp, flags, rec):
             end += -(-n // _BLOCK)
             row = [p, g] + [(lst[i] if lst is not None and lst[i] is not None else p)
                             for lst in lists[2:]]
+            gpos.append((len(args) + 1, i))
             args += row + [n, end, ncols, gs]
         else:  # a spare slot: no blocks
             gts.append(False)
+            gpos.append((len(args) + 1, idx[0]))
             args += args[:len(lists)] + [0, end, 1, 0]
     if end == 0:
         return
     args.append(lrp if lrp is not None else params[idx[0]])
     _go(be, _kernel(kind, slots, tuple(gts)), (end,), args, scalars, dict(flags, BLOCK=_BLOCK),
-        rec, idx[0])
+        rec, idx[0], tuple(gpos))
 
 
-def _go(be, K, grid, args, scalars, constexprs, rec, rep=None):
+def _go(be, K, grid, args, scalars, constexprs, rec, rep=None, gpos=()):
     """Launch K, and note in rec what a later call with the same tensors repeats: the compiled
-    launch, the raw arguments, and whose scalars follow them (rep: a parameter index)."""
+    launch, the raw arguments, whose scalars follow them (rep: a parameter index) and where
+    the gradients' addresses are (gpos: (argument position, parameter index): a gradient is
+    new memory after each backward that set the old one to None, so a replay puts its
+    address there)."""
     _mods[1](be, K, grid, args + scalars, (), constexprs)
     last = be._rowlaunch.last
     if rec is None:
@@ -177,7 +183,7 @@ def _go(be, K, grid, args, scalars, constexprs, rec, rep=None):
         rec.append(None)
         return
     raw = [a.data_ptr() if isinstance(a, Tensor) else a for a in args]
-    rec.append((last + (grid, ()), raw, rep))
+    rec.append((last + (grid, ()), raw, rep, gpos))
 
 
 def _inc_steps(be, steps, rec):
@@ -203,16 +209,46 @@ def _lr(hyper):
     return float(lr), None
 
 
-def _key(kind, lists, hyper, lrp):
-    """What decides the launches of a call: kind, flags, every tensor's address and layout,
-    the step values' grouping. Equal keys launch the same kernels on the same memory."""
-    params, grads = lists[0], lists[1]
-    k = [kind, params[0].device, lrp.data_ptr() if lrp is not None else None]
+def _head(kind, lists, hyper, lrp):
+    k = [kind, lists[0][0].device, lrp.data_ptr() if lrp is not None else None]
     k += [v for n, v in sorted(hyper.items()) if n not in ("lr", "step_values")
           and not isinstance(v, (list, Tensor))]
     values = hyper.get("step_values")
     if values is not None and any(v != values[0] for v in values):
         k.append(tuple(values))
+    return k
+
+
+def _key(kind, lists, hyper, lrp):
+    """(key, the gradients' addresses): what decides the launches of a call (kind, flags, every
+    parameter's and state's address and layout, each gradient's layout and 16-byte alignment,
+    the step values' grouping). Equal keys launch the same kernels on the same memory, the
+    gradients' addresses put in (None: the key holds them too, a tensor not on cuda)."""
+    params, grads = lists[0], lists[1]
+    k = _head(kind, lists, hyper, lrp)
+    # (addresses read from the storages' buffers directly: data_ptr() is four Python calls, and
+    # this runs for every tensor of every step)
+    rest = [lst for lst in lists[2:] if lst is not None]
+    gaddr = []
+    try:
+        for i, p in enumerate(params):
+            g = grads[i]
+            ga = g._st.data.ptr + g._offset * g.dtype.itemsize
+            gaddr.append(ga)
+            k.append((p._st.data.ptr + p._offset * p.dtype.itemsize, p._shape, p._stride,
+                      p.dtype, ga % 16 == 0, g._shape, g._stride, g.dtype))
+            for lst in rest:
+                t = lst[i]
+                k.append(t._st.data.ptr + t._offset * t.dtype.itemsize if t is not None
+                         else None)
+    except AttributeError:
+        return _key_slow(kind, lists, hyper, lrp), None
+    return tuple(k), gaddr
+
+
+def _key_slow(kind, lists, hyper, lrp):
+    params, grads = lists[0], lists[1]
+    k = _head(kind, lists, hyper, lrp)
     for i, p in enumerate(params):
         g = grads[i]
         k.append((p.data_ptr(), p._shape, p._stride, p.dtype, g.data_ptr(), g._stride, g.dtype))
@@ -223,13 +259,18 @@ def _key(kind, lists, hyper, lrp):
     return tuple(k)
 
 
-def _replay(be, kind, launches, hyper, lr):
-    """The launches of an earlier call with the same key, straight to the compiled kernels."""
+def _replay(be, kind, launches, hyper, lr, gaddr):
+    """The launches of an earlier call with the same key, straight to the compiled kernels
+    (this call's gradient addresses put in)."""
     fast = be._rowlaunch.fast
     scalars = _adam_scalars if kind == "adam" else _sgd_scalars
     values = hyper.get("step_values")
     cache: dict = {}
-    for plan, raw, rep in launches:
+    for plan, raw, rep, gpos in launches:
+        if gpos and gaddr is not None:
+            raw = list(raw)
+            for pos, i in gpos:
+                raw[pos] = gaddr[i]
         if rep is None:
             fast(plan, raw)
             continue
@@ -248,11 +289,11 @@ def foreach_optim(be, kind, lists, hyper) -> bool:
     lr, lrp = _lr(hyper)
     if lrp is not None and (lrp.device != dev or lrp.numel() != 1 or lrp.dtype not in _OK):
         return False
-    key = _key(kind, lists, hyper, lrp)
+    key, gaddr = _key(kind, lists, hyper, lrp)
     launches = _memo.get(key)
     if launches is not None:
         rt.ensure_context(dev.index or 0)
-        _replay(be, kind, launches, hyper, lr)
+        _replay(be, kind, launches, hyper, lr, gaddr)
         _bump(lists)
         return True
     if kind not in ("adam", "sgd") or not _applicable(lists, dev):
@@ -283,7 +324,11 @@ def _bump(lists):
     for lst in lists[:1] + lists[2:]:
         for t in lst or ():
             if t is not None:
-                t._bump()
+                st = t._st  # (a cuda tensor's Storage is always made: _bump() without the
+                if st is None:  # property)
+                    t._bump()
+                else:
+                    st.version += 1
 
 
 def _adam_scalars(h, lr, values, rep):

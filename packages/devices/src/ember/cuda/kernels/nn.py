@@ -6,6 +6,7 @@ import math
 
 from ember._ops.registry import dtypes as D
 
+from ..runtime import device_errors
 from .base import _ACC, _cont, _launch, _lazy, cuda_kernel
 from .indexing import (
     _BLOCK,
@@ -18,6 +19,7 @@ from .indexing import (
     _ok_dtype,
     _raise,
 )
+from .pointwise import Operand
 
 
 # ---- constant_pad_nd: a fill and one strided copy ------------------------------------------------
@@ -270,15 +272,15 @@ def _embedding(be, op, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=
         return NotImplemented
     K = _lazy("nn_tl")
     w, flat = _cont(be, w), _cont(be, idx).reshape(-1)
-    if flat.numel():   # one bounds read: out-of-range ids raise the CPU op's IndexError
-        (mm,) = _minmax(be, [flat])
-        if not _in_range(mm, 0, w.shape[0]):
-            return _raise(be, op, (w, idx, padding_idx, scale_grad_by_freq, sparse))
+    # out-of-range ids: no bounds read here (a wait for the GPU on every call); the kernel
+    # flags them and the CPU op's IndexError is raised at the next wait for the device
+    # (runtime/device_errors.py says why; PyTorch's CUDA embedding asserts on the device)
     D_ = w.shape[1]
     out = be._new((flat.numel(), D_), w.dtype, w.device)
     if flat.numel() and D_:
-        _launch(be, K.gather_rows, (flat.numel(), -(-D_ // 256)), [w, flat, out, D_], (),
-                {"BLOCK": 256})
+        err = Operand(None, device_errors.word(w.device.index or 0), (), (), D.int32)
+        _launch(be, K.gather_rows, (flat.numel(), -(-D_ // 256)),
+                [w, flat, out, err, D_, w.shape[0]], (), {"BLOCK": 256})
     return out.reshape(tuple(idx.shape) + (D_,))
 
 

@@ -295,12 +295,13 @@ class CachingAllocator:
             self._flush_recent()
 
     def _flush_recent(self) -> None:
-        for lst in self.recent.values():
+        # (a fresh dict first: a tensor collected while this runs frees into it, never into
+        # the dict being walked)
+        recent, self.recent, self.n_recent = self.recent, {}, 0
+        for lst in recent.values():
             for b in lst:  # one at a time: neighbours still listed are not in a pool yet
                 b.cached = False
                 self._return(b)
-        self.recent.clear()
-        self.n_recent = 0
 
     def _return(self, b: Block) -> None:
         owner = self if b.pool is None else b.pool

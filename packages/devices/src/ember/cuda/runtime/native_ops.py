@@ -22,6 +22,7 @@ from ember import _dispatch
 from ember import _dtype as D
 from ember._tensor import Tensor
 
+from . import device_errors
 from . import driver as rt
 from .allocator import CachingAllocator, round_size
 from .launcher import SIGNATURES, FakeRun, FastLauncher, _nop
@@ -228,8 +229,8 @@ def _kind(a):
         return 0
     if c in (float, int, bool, str) or a is None:
         return 2
-    if c in (tuple, list):
-        return 5 if all(x.__class__ is int for x in a) else None
+    if c is list or isinstance(a, tuple):  # (ints, or bools: an output mask; a Size)
+        return 5 if all(x.__class__ is int or x.__class__ is bool for x in a) else None
     return 3
 
 
@@ -278,14 +279,36 @@ def build(backend, op, args):
             ARMED.add(op)
         return None
     _, _, rec, r = got
-    outs = (r,) if r.__class__ is Tensor else r
-    if (rec.foreign or outs.__class__ is not tuple or not outs
-            or any(o.__class__ is not Tensor or o._offset != 0 for o in outs)):
+    res = (r,) if r.__class__ is Tensor else r
+    if rec.foreign or res.__class__ is not tuple or not _device_fixed(op, args):
         return None
+    # (None items: gradients not asked for, as convolution_backward's; the plan makes the
+    # tensors and puts None back where the call returned it)
+    outs = tuple(o for o in res if o is not None)
+    if (not outs or len(res) > 10
+            or any(o.__class__ is not Tensor or o._offset != 0 or o._requires_grad
+                   for o in outs)):
+        return None  # (a replay makes tensors that do not require grad: factories' flag)
     try:
-        return _describe(args, kinds, outs, rec)
+        d = _describe(args, kinds, outs, rec, op.name.startswith("empty"))
     except _Foreign:
         return None
+    if d is None or len(outs) == len(res):
+        return d
+    it = iter(range(len(outs)))
+    return d + (tuple(None if o is None else next(it) for o in res),)
+
+
+def _device_fixed(op, args) -> bool:
+    """Whether a factory's device argument names one device: "cuda" / device("cuda") mean the
+    current device, which a plan (its allocator, keyed by the argument) cannot follow when there
+    are several."""
+    i = op.device_idx
+    d = args[i] if i is not None else None
+    if d is None or isinstance(d, int):  # (a *_like op: its tensor's device; an int: an index)
+        return True
+    fixed = ":" in d if isinstance(d, str) else getattr(d, "index", None) is not None
+    return fixed or rt.device_count() <= 1
 
 
 def _addresses(args, outs, mallocs):
@@ -317,9 +340,10 @@ def _addresses(args, outs, mallocs):
     return src, bufs
 
 
-def _describe(args, kinds, outs, rec):
+def _describe(args, kinds, outs, rec, empty=False):
+    """empty: the op allocates only (empty, empty_like): a plan of no launch."""
     got = _addresses(args, outs, rec.mallocs)
-    if got is None or not rec.events or len(got[1]) > 8:
+    if got is None or not (rec.events or empty) or len(got[1]) > 8:
         return None
     src, bufs = got
     dev = outs[0].device
@@ -347,6 +371,8 @@ def _describe(args, kinds, outs, rec):
         steps.append(step)
     if len(steps) > 16:
         return None
+    if not steps:  # (empty: the allocation is the whole call)
+        steps.append(((0, 1, 1, 1, 32, 0, 0), (), None))
     r = outs[0]
     nbytes = r._storage.nbytes
     alloc = backend_allocator(dev)
@@ -370,6 +396,14 @@ def _pointer(addr, src):
     return s
 
 
+def _operand(addr, src):
+    """A pointer parameter's source: an argument, output or temporary by position; a device's
+    error word (device_errors.py: fixed for the process) as a constant."""
+    if addr in device_errors.WORDS:
+        return (-2, addr)
+    return (_pointer(addr, src), None)
+
+
 def _triton(ev, src, args, dev):
     from ..kernels.pointwise import Operand
     from . import native
@@ -377,8 +411,7 @@ def _triton(ev, src, args, dev):
     if last is None or len(grid) > 3:
         return None
     run, prefix, cvals = last
-    sources = [((_pointer(a.addr, src), None) if isinstance(a, Operand) else (-2, a))
-               for a in call]
+    sources = [_operand(a.addr, src) if isinstance(a, Operand) else (-2, a) for a in call]
     sources += [(-2, v) for v in cvals]
     g = tuple(grid) + (1,) * (3 - len(grid))
     fake = None
@@ -424,7 +457,7 @@ def _fast(ev, src, dev):
             ptr = [a.__class__ is int and a in src for a in args]
         if len(ptr) != len(args):
             return None
-        sources = [(_pointer(a, src), None) if p else (-2, a) for a, p in zip(args, ptr)]
+        sources = [_operand(a, src) if p else (-2, a) for a, p in zip(args, ptr)]
         sources += [(-2, v) for v in tail] + [(-2, v) for v in cvals]
         types = (["*" if p else native._value_type(a) for a, p in zip(args, ptr)]
                  + [native._value_type(v) for v in tail] + ["constexpr"] * len(cvals))
@@ -441,7 +474,7 @@ def _fast(ev, src, dev):
         n = len(args) + len(tail) + len(cvals)
         if attrs or num_ctas != 1 or len(types) != n:
             return None
-        sources = [(_pointer(a, src), None) if t.startswith("*") else (-2, a)
+        sources = [_operand(a, src) if t.startswith("*") else (-2, a)
                    for a, t in zip(args, types)]
         sources += [(-2, v) for v in tail] + [(-2, v) for v in cvals]
         params = native.describe_params(sources, types)

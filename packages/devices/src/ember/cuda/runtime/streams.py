@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 from . import driver as rt
+from .device_errors import raise_pending
 
 _tls = threading.local()
 # streams made current (on any thread) and not popped yet: [0] > 0 sends every pointwise call
@@ -53,6 +54,7 @@ class Stream:
     def synchronize(self) -> None:
         rt.ensure_context(self.device_index)
         rt.stream_sync(self.cuda_stream)
+        raise_pending()
 
     def query(self) -> bool:
         return rt.stream_query(self.cuda_stream)
@@ -119,6 +121,7 @@ class Event:
     def synchronize(self) -> None:
         if self.cuda_event is not None:
             rt.event_sync(self.cuda_event)
+        raise_pending()
 
     def elapsed_time(self, end_event) -> float:
         if not (self.enable_timing and end_event.enable_timing):
