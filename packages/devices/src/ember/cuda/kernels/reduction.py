@@ -408,3 +408,27 @@ def _softmax_any(log):
 
 cuda_kernel("softmax")(_softmax_any(False))
 cuda_kernel("log_softmax")(_softmax_any(True))
+
+
+def _softmax_backward_any(log):
+    """_softmax_backward_data / _log_softmax_backward_data: one Triton program per row (float64
+    keeps the decomposition: the kernel accumulates in float32)."""
+    def f(be, op, g, out, dim, input_dtype):
+        from ember._ops.registry import normalize_dim
+        op.meta(g, out, dim, input_dtype)   # (PyTorch's errors: sizes, dtypes)
+        if g.dtype not in (D.float32, D.float16, D.bfloat16) or g.ndim == 0 or g.numel() == 0:
+            return NotImplemented
+        d = normalize_dim(dim, g.ndim)
+        last = d == g.ndim - 1
+        gr, R, C = _rows(be, g if last else g.movedim(d, -1), (g.ndim - 1,))
+        yr, _, _ = _rows(be, out if last else out.movedim(d, -1), (g.ndim - 1,))
+        res = be._new(tuple(gr.shape), g.dtype, g.device)
+        block = max(16, 1 << (C - 1).bit_length()) if C <= 4096 else _RBLOCK
+        _launch(be, _lazy("reduction_tl").row_softmax_backward, (R,), [gr, yr, res, C], (),
+                {"LOG": log, "BLOCK": block, "ONE": C <= 4096})
+        return res if last else res.movedim(-1, d)
+    return f
+
+
+cuda_kernel("_softmax_backward_data")(_softmax_backward_any(False))
+cuda_kernel("_log_softmax_backward_data")(_softmax_backward_any(True))

@@ -126,6 +126,44 @@ def row_softmax(x_ptr, out_ptr, C, LOG: tl.constexpr, BLOCK: tl.constexpr,
             tl.store(obase + start + cols, r.to(out_ptr.dtype.element_ty), mask=m)
 
 
+@triton.jit(do_not_specialize=["C"])
+def row_softmax_backward(g_ptr, y_ptr, out_ptr, C, LOG: tl.constexpr, BLOCK: tl.constexpr,
+                         ONE: tl.constexpr = False):
+    """One row of _softmax_backward_data, y * (g - sum(g * y)), or of
+    _log_softmax_backward_data, g - exp(y) * sum(g): the sum, then the pointwise pass."""
+    row = tl.program_id(0).to(tl.int64)
+    gb, yb, ob = g_ptr + row * C, y_ptr + row * C, out_ptr + row * C
+    cols = tl.arange(0, BLOCK)
+    if ONE:  # the row fits one tile: each element read once
+        m = cols < C
+        g = tl.load(gb + cols, mask=m, other=0).to(tl.float32)
+        y = tl.load(yb + cols, mask=m, other=0).to(tl.float32)
+        if LOG:
+            r = g - tl.exp(y) * tl.sum(g, axis=0)
+        else:
+            r = y * (g - tl.sum(g * y, axis=0))
+        tl.store(ob + cols, r.to(out_ptr.dtype.element_ty), mask=m)
+    else:
+        acc = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            g = tl.load(gb + start + cols, mask=m, other=0).to(tl.float32)
+            if LOG:
+                acc += g
+            else:
+                acc += g * tl.load(yb + start + cols, mask=m, other=0).to(tl.float32)
+        tot = tl.sum(acc, axis=0)
+        for start in range(0, C, BLOCK):
+            m = start + cols < C
+            g = tl.load(gb + start + cols, mask=m, other=0).to(tl.float32)
+            y = tl.load(yb + start + cols, mask=m, other=0).to(tl.float32)
+            if LOG:
+                r = g - tl.exp(y) * tot
+            else:
+                r = y * (g - tot)
+            tl.store(ob + start + cols, r.to(out_ptr.dtype.element_ty), mask=m)
+
+
 @triton.jit(do_not_specialize=["C", "CHUNK"])
 def row_partial(x_ptr, out_ptr, C, CHUNK, KIND: tl.constexpr, ACC: tl.constexpr,
                 BLOCK: tl.constexpr):
