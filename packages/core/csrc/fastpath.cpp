@@ -703,6 +703,14 @@ PyObject* device_call(PyObject* op, PyObject* args, bool grad_on) {
   if (r != nullptr && r != Py_None && grad != nullptr &&
       ember_native::grad_record(grad, op, args, r) != 0)
     Py_CLEAR(r);
+  if (r != nullptr && PyTuple_CheckExact(r)) {  // (values, indices): the CPU's named tuple
+    PyObject* named = PyDict_GetItemString(G.dispatch, "_named_result");  // borrowed
+    if (named != nullptr) {
+      PyObject* w = PyObject_CallFunctionObjArgs(named, op, r, nullptr);
+      Py_DECREF(r);
+      r = w;
+    }
+  }
   return r;
 }
 

@@ -268,6 +268,8 @@ def execute(op, args: tuple, out=None):
             result = kernel(*args)
             if result is NotImplemented:  # the kernel declines this call (a dtype, a layout)
                 result = no_kernel(op, args, dev, declined=True)
+        if result.__class__ is tuple:
+            result = _named_result(op, result)   # (values, indices) as on the CPU
     if op.mutated_idx:
         for i in op.mutated_idx:
             if args[i] is not None:  # optional mutated args (batch_norm's running stats)
@@ -412,6 +414,11 @@ def _own(r: np.ndarray) -> np.ndarray:
 
 
 _RETURN_TYPES: dict = {}
+
+
+def _named_result(op, r: tuple):
+    """A device kernel's tuple as the op's named result type (what the CPU path returns)."""
+    return _return_type(op)(*r) if op.ret_names and op.ret_names[0] else r
 
 
 def _return_type(op):
