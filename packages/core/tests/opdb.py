@@ -411,6 +411,17 @@ NN = [
         "dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")],
     R("scaled_dot_product_attention", lambda s: (s.randn(1, 2, 3, 4), s.randn(1, 2, 5, 4),
                                                  s.randn(1, 2, 5, 2))),
+    R("_fused_attention", lambda s: (s.randn(1, 2, 3, 4), s.randn(1, 2, 5, 4),
+                                     s.randn(1, 2, 5, 4), None, True, 0.5),
+      ref=lambda q, k, v, m, c, sc: (
+          _F("scaled_dot_product_attention")(q, k, v, is_causal=c, scale=sc),
+          (q @ k.transpose(-2, -1) * sc).masked_fill(
+              __import__("torch").ones(3, 5).tril().logical_not(), float("-inf")).logsumexp(-1)),
+      gout=1),
+    R("_fused_attention_backward", lambda s: (
+        s.randn(1, 2, 3, 4), s.randn(1, 2, 3, 4), s.randn(1, 2, 5, 4), s.randn(1, 2, 5, 4),
+        s.rand(3, 5) > 0.2, s.randn(1, 2, 3, 4), s.randn(1, 2, 3), False, 0.5), ref=False,
+      grad=False),
     R("_nn_normalize", lambda s: (s.randn(3, 4),), ref=_F("normalize")),
     R("cosine_similarity", lambda s: (s.randn(3, 4), s.randn(3, 4))),
     R("pairwise_distance", lambda s: (s.randn(3, 4), s.randn(3, 4))),

@@ -8,8 +8,8 @@ from . import (
 from ._registry import FUNCTIONS, METHODS, NN_FUNCTIONAL, OPS, OpDef, defop, lookup, register_kernel
 
 FAMILIES = ("creation", "memory", "pointwise", "reduction", "softmax", "sorting", "movement",
-            "joining", "indexing", "scatter", "linalg", "random", "nn", "conv", "pool", "norm",
-            "loss", "sample", "nn_extra", "fft", "special")
+            "joining", "indexing", "scatter", "linalg", "random", "nn", "attention", "conv", "pool",
+            "norm", "loss", "sample", "nn_extra", "fft", "special")
 for _fam in FAMILIES:
     try:
         importlib.import_module(f"{__name__}.{_fam}")

@@ -407,6 +407,9 @@ defop("feature_alpha_dropout(Tensor input, float p, bool train) -> Tensor", meth
 
 # ---- attention -----------------------------------------------------------------------------------
 def _sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    from .attention import fused_eligible, sdpa_fused
+    if fused_eligible(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa):  # (cuda: flash)
+        return sdpa_fused(q, k, v, attn_mask, is_causal, scale)
     e = _e()
     L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
     if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:

@@ -14,7 +14,7 @@ import importlib
 
 FAMILIES = ("creation", "memory", "reduction", "sorting", "joining", "indexing", "scatter",
             "linalg", "linalg_factor", "random", "nn", "conv", "pool", "norm", "loss", "sample",
-            "logical", "fft", "special")
+            "logical", "fft", "special", "attention")
 
 
 def register(backend) -> None:
