@@ -32,6 +32,7 @@ if [[ $what == tests || $what == all ]]; then
     -p no:cacheprovider packages/compiler/tests/test_cudagraphs.py \
     packages/compiler/tests/test_inductor_cuda.py packages/compiler/tests/test_triton_op.py \
     packages/compiler/tests/test_flex_attention_cuda.py \
+    packages/compiler/tests/test_fuse_attention_cuda.py \
     packages/compiler/tests/test_inductor_cuda_gemm.py \
     packages/compiler/tests/test_inductor_cuda_dynamic.py \
     packages/compiler/tests/test_inductor_cuda_random.py \

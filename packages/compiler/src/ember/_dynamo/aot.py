@@ -207,7 +207,8 @@ def _composites() -> dict:
     if not _COMPOSITES:
         from ember._ops import OPS
         for op in OPS.values():
-            if getattr(op, "vjp", None) is None and getattr(op, "decomp", None) is not None:
+            if getattr(op, "vjp", None) is None and getattr(op, "decomp", None) is not None \
+                    and "kernel_in_backward" not in op.tags:   # (called under no_grad only)
                 _COMPOSITES[op] = op.decomp
     return _COMPOSITES
 

@@ -152,6 +152,9 @@ def compile_fx(gm, example_inputs, options=None):
     """The backend: `(GraphModule, example_inputs) -> callable`."""
     from ember._dynamo.aot import aot_module
 
+    from .fuse_attention import fuse_attention
+    fuse_attention(gm, example_inputs)   # hand-written attention -> SDPA (CUDA graphs)
+
     def comp(g, ex=None):
         return compile_graph(g, ex, options)
     return aot_module(gm, example_inputs, fw_compiler=comp, bw_compiler=comp)

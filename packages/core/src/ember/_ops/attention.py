@@ -3,7 +3,8 @@ and its backward, the pair a device fills with a flash-attention kernel pair (em
 cuda). `scaled_dot_product_attention` (nn.py) routes here where the device has the kernel and
 the call fits it (no dropout, no GQA, one head dim, a mask that needs no gradient); else it
 keeps its decomposition. The entries' decompositions are the reference (float32 math, or
-float64 for float64) and what a device without the kernel runs.
+float64 for float64) and what a device without the kernel runs. The backward's tag
+"kernel_in_backward": a compiled backward calls it whole (its kernel), not its decomposition.
 
 ember-private names (PyTorch splits this into _scaled_dot_product_{flash,efficient}_attention
 with dropout and philox state; ember's pair has neither).
@@ -87,14 +88,18 @@ def _fused_ref(q, k, v, attn_mask, is_causal, scale):
 
 
 def _fused_bwd_ref(g, q, k, v, attn_mask, out, lse, is_causal, scale):
+    # recomputes P and O from q, k, v (out and lse unread): differentiating this decomposition
+    # (double backward) then gives exact second derivatives, none flowing through out or lse
     e = _e()
     w = _work(q)
     qf, kf, vf, gf = q.to(w), k.to(w), v.to(w), g.to(w)
     s = _scores(qf, kf, attn_mask, is_causal, scale)
-    live = (lse != float("-inf")).unsqueeze(-1)
-    p = e.where(live, (s - e.where(live, lse.unsqueeze(-1), 0.0)).exp(), 0.0)   # (..., L, S)
+    m = s.amax(-1, keepdim=True)
+    live = m != float("-inf")
+    p = (s - e.where(live, m, 0.0)).exp()
+    p = p / e.where(live, p.sum(-1, keepdim=True), 1.0)                  # (..., L, S)
     dv = e.matmul(p.transpose(-2, -1), gf)
-    delta = (gf * out.to(w)).sum(-1, keepdim=True)
+    delta = (gf * e.matmul(p, vf)).sum(-1, keepdim=True)
     ds = p * (e.matmul(gf, vf.transpose(-2, -1)) - delta)
     dq = e.matmul(ds, kf) * scale
     dk = e.matmul(ds.transpose(-2, -1), qf) * scale
@@ -124,7 +129,7 @@ defop("_fused_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mas
 defop("_fused_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, "
       "Tensor? attn_mask, Tensor output, Tensor logsumexp, bool is_causal, float scale) -> "
       "(Tensor, Tensor, Tensor)", function=False, method=False, out=False, supports="f",
-      meta=_fused_bwd_meta, decomp=_fused_bwd_ref)
+      tags={"kernel_in_backward"}, meta=_fused_bwd_meta, decomp=_fused_bwd_ref)
 
 
 def sdpa_fused(q, k, v, attn_mask, is_causal, scale):
