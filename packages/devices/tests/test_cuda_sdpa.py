@@ -56,6 +56,8 @@ run(1, 2, 40, 40, 32, "float32", causal=True, scale=0.2)
 run(2, 2, 37, 45, 24, "float32", mask="bool")
 run(1, 2, 33, 20, 16, "bfloat16", mask="add")
 run(1, 1, 64, 64, 64, "float16", causal=True)
+run(1, 2, 45, 20, 16, "float32", causal=True)    # L > S: top-left causal, as PyTorch
+run(1, 1, 33, 33, 80, "float16", causal=True)    # head dim 80: padded to 128
 run(2, 2, 48, 48, 16, "bfloat16", causal=True, packed=True)
 
 # not the fused pair: dropout, GQA, a 3-d input (the decomposition, as before)
