@@ -114,6 +114,16 @@ def _softmax(x, dim):
     return e / e.sum(dim, keepdims=True)
 
 
+def _attn_bwd_args(s, mask, scale):
+    """_fused_attention_backward's args (grad, q, k, v, mask, out, lse, causal, scale) with out
+    and lse the forward's (the kernels read them; the decomposition recomputes them)."""
+    q, k, v, g = s.randn(1, 2, 3, 4), s.randn(1, 2, 5, 4), s.randn(1, 2, 5, 4), s.randn(1, 2, 3, 4)
+    sc = np.where(mask, q @ k.swapaxes(-1, -2) * scale, -np.inf)
+    m = sc.max(-1, keepdims=True)
+    lse = (m + np.log(np.exp(sc - m).sum(-1, keepdims=True)))[..., 0]
+    return g, q, k, v, mask, _softmax(sc, -1) @ v, lse, False, scale
+
+
 def _F(name):
     def ref(*args, **kw):
         import torch.nn.functional as F
@@ -418,10 +428,8 @@ NN = [
           (q @ k.transpose(-2, -1) * sc).masked_fill(
               __import__("torch").ones(3, 5).tril().logical_not(), float("-inf")).logsumexp(-1)),
       gout=1),
-    R("_fused_attention_backward", lambda s: (
-        s.randn(1, 2, 3, 4), s.randn(1, 2, 3, 4), s.randn(1, 2, 5, 4), s.randn(1, 2, 5, 4),
-        s.rand(3, 5) > 0.2, s.randn(1, 2, 3, 4), s.randn(1, 2, 3), False, 0.5), ref=False,
-      grad=False),
+    R("_fused_attention_backward", lambda s: _attn_bwd_args(
+        s, np.arange(5) <= np.arange(3)[:, None] + 1, 0.5), ref=False, grad=False),
     R("_nn_normalize", lambda s: (s.randn(3, 4),), ref=_F("normalize")),
     R("cosine_similarity", lambda s: (s.randn(3, 4), s.randn(3, 4))),
     R("pairwise_distance", lambda s: (s.randn(3, 4), s.randn(3, 4))),
