@@ -68,6 +68,17 @@ F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
 F.scaled_dot_product_attention(q[0], q[0], q[0])
 F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
 assert A.calls == c0, A.calls
+# both fused roles turned off (torch.backends.cuda's switches): the decomposition
+ember.backends.cuda.enable_flash_sdp(False)
+ember.backends.cuda.enable_mem_efficient_sdp(False)
+try:
+    F.scaled_dot_product_attention(q, q, q, is_causal=True)
+finally:
+    ember.backends.cuda.enable_flash_sdp(True)
+    ember.backends.cuda.enable_mem_efficient_sdp(True)
+assert A.calls == c0, A.calls
+F.scaled_dot_product_attention(q, q, q, is_causal=True)
+assert A.calls["forward"] == c0["forward"] + 1, A.calls
 # a mask together with is_causal: PyTorch's error
 try:
     F.scaled_dot_product_attention(q, q, q, attn_mask=ember.ones(8, 8, device="cuda").bool(),

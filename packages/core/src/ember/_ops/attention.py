@@ -37,6 +37,9 @@ def fused_eligible(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa) -> bool
         return False
     if dropout_p or enable_gqa or q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         return False
+    from ..backends.cuda import _SDP  # (enable_flash_sdp / enable_mem_efficient_sdp)
+    if not (_SDP["flash"] or _SDP["mem_efficient"]):
+        return False
     if q.dtype not in _FLOATS or k.dtype is not q.dtype or v.dtype is not q.dtype:
         return False
     B, H, L, E = q.shape

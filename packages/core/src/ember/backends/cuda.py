@@ -1,4 +1,5 @@
-"""`ember.backends.cuda`: matmul precision flags (read by ember-devices' matmul)."""
+"""`ember.backends.cuda`: matmul precision flags (read by ember-devices' matmul) and the
+scaled_dot_product_attention paths allowed (read by core's `_ops/attention.py`)."""
 
 
 class _MatmulFlags:
@@ -27,17 +28,30 @@ def is_built() -> bool:
     return "cuda" in _BACKENDS
 
 
+# which scaled_dot_product_attention paths cuda may take: ember's one fused kernel pair serves
+# PyTorch's flash and memory-efficient roles; with both off the decomposition (math) runs
+_SDP = {"flash": True, "mem_efficient": True, "math": True}
+
+
 def flash_sdp_enabled() -> bool:
-    return True
+    return _SDP["flash"]
 
 
 def enable_flash_sdp(enabled: bool) -> None:
-    pass
+    _SDP["flash"] = bool(enabled)
+
+
+def math_sdp_enabled() -> bool:
+    return _SDP["math"]
 
 
 def enable_math_sdp(enabled: bool) -> None:
-    pass
+    _SDP["math"] = bool(enabled)
+
+
+def mem_efficient_sdp_enabled() -> bool:
+    return _SDP["mem_efficient"]
 
 
 def enable_mem_efficient_sdp(enabled: bool) -> None:
-    pass
+    _SDP["mem_efficient"] = bool(enabled)
