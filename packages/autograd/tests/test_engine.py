@@ -128,6 +128,21 @@ def test_no_saved_tensors_backward_twice_ok():
     assert x.grad.tolist() == [2.0, 2.0, 2.0]
 
 
+def test_view_nodes_save_no_values_backward_twice_ok():
+    """q/k/v views of one split, reused by two graphs: the view nodes (a vjp taking *rest
+    included) save sizes only, so the second backward runs, as in PyTorch."""
+    def run(t):
+        x = t.arange(12.0).reshape(2, 6).requires_grad_()
+        q, k, _ = (x + 1).split(2, dim=1)
+        q = q.view(2, 2, 1).transpose(1, 2)
+        k = k.squeeze(-1).view(2, 1, 2)
+        for _ in range(2):
+            (q * k).sum().backward()
+            (q @ k.transpose(-1, -2)).exp().sum().backward()
+        return x.grad
+    compare(run(ember), run(torch))
+
+
 def test_retain_graph_and_grad_outputs():
     eo, to, el, tl = both(lambda t, x, y: (x * y).exp(), A, B)
     g = RNG.uniform(-1, 1, (3, 4)).astype("float32")

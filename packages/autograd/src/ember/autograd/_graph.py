@@ -191,8 +191,9 @@ def used_params(fn) -> tuple | None:
     """How a vjp uses each parameter (by bytecode): NONE, META (only shape/dtype/device: saved
     without the data, like PyTorch saving sizes) or FULL. None: cannot tell (save everything)."""
     code = getattr(fn, "__code__", None)
-    if code is None or code.co_flags & 0x0C:  # *args / **kwargs: cannot tell
+    if code is None or code.co_flags & 0x08:  # **kwargs: cannot tell
         return None
+    # a *rest parameter is left out: the caller counts the arguments it takes as FULL
     params = code.co_varnames[:code.co_argcount]
     use = dict.fromkeys(params, NONE)
     for p in code.co_cellvars:
