@@ -1,12 +1,13 @@
 """The workloads' GPT train step through backend="inductor" on cuda tensors (AdamW, three
 steps): losses equal eager's. On the H200 a factory recomputed in the backward graph ended in an
 illegal memory access here (the partitioner saves CUDA factories now). Runs on the fake device
-(Triton's interpreter) where there is no GPU."""
+(Triton's interpreter) where there is no GPU. The script asserts the step compiled as one
+graph (the block's generator expression once ran the whole forward eagerly)."""
 from cuda_helpers import run_script
 
 SCRIPT = r"""
 import math
-import numpy as np, ember
+import numpy as np, ember, ember._dynamo.backends
 nn, F = ember.nn, ember.nn.functional
 C, H, V, T = 16, 2, 32, 8
 
@@ -39,12 +40,17 @@ class GPT(nn.Module):
         logits = self.head(self.ln(self.block(x)))
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
+graphs = []
+def inductor(gm, example_inputs):   # backend="inductor", keeping the graphs it is handed
+    graphs.append(gm)
+    return ember._dynamo.backends.inductor(gm, example_inputs)
+
 def run(compiled):
     ember.manual_seed(0)
     model = GPT().cuda()
     opt = ember.optim.AdamW(model.parameters(), lr=1e-2)
     idx = ember.randint(0, 32, (2, 8), device="cuda")
-    m = ember.compile(model) if compiled else model
+    m = ember.compile(model, backend=inductor, fullgraph=True) if compiled else model
     losses = []
     for _ in range(3):
         opt.zero_grad()
@@ -55,6 +61,10 @@ def run(compiled):
     return losses
 
 np.testing.assert_allclose(run(True), run(False), rtol=1e-4, atol=1e-5)
+# compiled whole (the generator expression over q, k, v inlined): one graph, every op in it
+(gm,) = graphs
+ops = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+assert "<OpDef softmax>" in ops and "<OpDef nll_loss_forward>" in ops and len(ops) > 30, ops
 print("ok")
 """
 

@@ -149,11 +149,18 @@ def inline_call(tr, fn, args, kwargs, depth):
                  for i, c in enumerate(fn.__closure__ or ())]
         defaults = tuple(tr.to_v(d) for d in (fn.__defaults__ or ()))
         kwdefaults = {k: tr.to_v(d) for k, d in (fn.__kwdefaults__ or {}).items()}
-    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
-                        inspect.CO_ASYNC_GENERATOR):
+    gen = bool(code.co_flags & inspect.CO_GENERATOR)
+    if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) or (
+            gen and tr.top is None):
         raise GraphBreak(f"generator or coroutine {code.co_name} is not modelled")
     local = bind_args(tr, code, code.co_name, defaults, kwdefaults, args, kwargs)
     f = Frame(tr, code, globs, local, cells, depth)
+    if gen:
+        # inlined as PyTorch's dynamo does: run to its end at the call, its values handed out
+        # by an iterator (a generator expression's body runs before it is consumed)
+        f.yielded = []
+        f.run()
+        return V(Iter(f.yielded))
     if tr.top is None:
         tr.top = f
         f.fn = None if isinstance(fn, LocalFunction) else fn
@@ -176,6 +183,7 @@ class Frame:
         self.index = {ins.offset: i for i, ins in enumerate(self.instrs)}
         self.line = code.co_firstlineno
         self.fn = None
+        self.yielded = None  # a generator's values (see inline_call)
 
     def where(self) -> str:
         return f"{self.code.co_filename}:{self.line}"
@@ -451,6 +459,15 @@ class Frame:
     def op_RETURN_VALUE(self, ins):
         return _RETURN
 
+    def op_RETURN_GENERATOR(self, ins):
+        self.push(V(None))  # (what the first resume sends: popped by the next POP_TOP)
+
+    def op_YIELD_VALUE(self, ins):
+        if self.yielded is None:
+            raise GraphBreak("yield outside a generator the frame inlines")
+        self.yielded.append(self.pop())
+        self.push(V(None))  # the value sent back by next()
+
     def op_RETURN_CONST(self, ins):
         self.push(self.tr.to_v(ins.argval))
         return _RETURN
@@ -585,7 +602,22 @@ class Frame:
         self.push(V(list(self.popn(ins.arg)), None, list))
 
     def op_BUILD_SET(self, ins):
-        raise GraphBreak("sets are not modelled")
+        self.push(V({self.set_key(v) for v in self.popn(ins.arg)}, None, set))
+
+    def set_key(self, v):
+        """A set element: plain values only (a set of tensors would order by id)."""
+        k = self.tr.unwrap(v)
+        if isinstance(k, (FakeTensor, list, dict, set)) or type(k).__module__ == __name__:
+            raise GraphBreak(f"a {type(k).__name__} in a set is not modelled")
+        return k
+
+    def op_SET_ADD(self, ins):
+        v = self.pop()
+        self._container(ins.arg).val.add(self.set_key(v))
+
+    def op_SET_UPDATE(self, ins):
+        v = self.pop()
+        self._container(ins.arg).val.update(self.set_key(x) for x in self.items(v))
 
     def op_BUILD_MAP(self, ins):
         items = self.popn(2 * ins.arg)
@@ -654,7 +686,7 @@ class Frame:
             r = it.items[it.pos:]
             it.pos = len(it.items)
             return r
-        if v.ctype is dict:
+        if v.ctype is dict or v.ctype is set:
             return [V(k) for k in v.val]
         if v.ctype is not None:
             return list(v.val)
