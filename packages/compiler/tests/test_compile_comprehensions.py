@@ -95,3 +95,17 @@ def test_gpt_attention_generator_expression_compiles():
     # the generator expression's three views and transposes are in the graph, with the rest
     assert ops.count("<OpDef view>") == 4 and ops.count("<OpDef softmax>") == 1, ops
     assert dynamo.explain(m)(x).break_reasons == []
+
+
+def test_endless_generator_breaks_with_a_reason():
+    def count():
+        i = 0
+        while True:
+            yield i
+            i += 1
+
+    def f(x):
+        return [x * i for _, i in zip(range(3), count())]
+    reasons = dynamo.explain(f)(X).break_reasons
+    assert reasons and "endless" in reasons[0].reason
+    close(ember.compile(f, backend="eager")(X), f(X))

@@ -8,6 +8,8 @@ from .tracer import V
 
 __all__ = ["FlowOps"]
 
+MAX_YIELDS = 10_000
+
 
 class FlowOps:
     """Opcode handlers that move the program counter or call out (they use Frame's helpers)."""
@@ -22,6 +24,8 @@ class FlowOps:
     def op_YIELD_VALUE(self, ins):
         if self.yielded is None:
             raise GraphBreak("yield outside a generator the frame inlines")
+        if len(self.yielded) >= MAX_YIELDS:  # (run whole at its call: an endless one must stop)
+            raise GraphBreak(f"a generator yielded over {MAX_YIELDS} values (endless?)")
         self.yielded.append(self.pop())
         self.push(V(None))  # the value sent back by next()
 
