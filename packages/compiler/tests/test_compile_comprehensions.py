@@ -32,6 +32,7 @@ CASES = {
     "listcomp_nested": lambda x: [[t * j for j in range(2)] for t in (x, x.tanh())],
     "dictcomp": lambda x: {f"k{i}": t.abs() for i, t in enumerate(x.unbind(0))},
     "setcomp_of_sizes": lambda x: (x * len({s % 4 for s in x.shape}), {s * 2 for s in x.shape}),
+    "set_of_sizes": lambda x: x * len(set(x.shape)) + len(set()),
 }
 
 

@@ -462,6 +462,10 @@ def _b_hasattr(frame, args, kwargs):
     return V(hasattr(frame.tr.unwrap(args[0]), frame.tr.unwrap(args[1])))
 
 
+def _b_set(frame, args, kwargs):
+    return V({frame.set_key(x) for x in frame.items(args[0])} if args else set(), None, set)
+
+
 def _b_chain(frame, args, kwargs):
     from .interp import Iter
     return V(Iter([x for a in args for x in frame.items(a)]))
@@ -470,7 +474,7 @@ def _b_chain(frame, args, kwargs):
 _SPECIAL = {itertools.chain: _b_chain, builtins.len: _b_len, builtins.range: _b_range,
             builtins.enumerate: _b_enumerate,
             builtins.zip: _b_zip, builtins.reversed: _b_reversed, builtins.list: _b_list,
-            builtins.tuple: _b_tuple, builtins.dict: _b_dict,
+            builtins.tuple: _b_tuple, builtins.dict: _b_dict, builtins.set: _b_set,
             builtins.isinstance: _b_isinstance, builtins.print: _b_print,
             builtins.super: _b_super, builtins.iter: _b_iter, builtins.next: _b_next,
             builtins.getattr: _b_getattr, builtins.hasattr: _b_hasattr}
