@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import test_op_table as T
+from autograd_helpers import Square
 from harness import torch
 from opdb import Samples
 
@@ -140,16 +141,7 @@ def _z(*vals):
 
 
 def test_gradcheck_complex_catches_a_missing_conjugate():
-    class Bad(ember.autograd.Function):  # d(x^2) without the conjugate: wrong for complex
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            return 2 * g * x
+    Bad = Square  # d(x^2) without the conjugate: wrong for complex
     x = _z(0.5 + 0.2j, 1.5 - 0.3j)
     assert not ember.autograd.gradcheck(Bad.apply, (x,), raise_exception=False)
     with pytest.raises(RuntimeError, match="Jacobian mismatch"):

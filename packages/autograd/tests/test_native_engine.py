@@ -2,6 +2,7 @@
 engine (the reference): every test runs with both engines."""
 import numpy as np
 import pytest
+from autograd_helpers import Square
 from harness import torch
 
 import ember
@@ -91,17 +92,6 @@ def test_hooks_order_and_retain_grad(engine):
 
 
 def test_multi_output_custom_function_and_views(engine):
-    class Square(ember.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            return 2 * x * g
-
     def f(t, sq):
         x, = leaves(t, A)
         a, b = x.split(2, dim=1)  # views

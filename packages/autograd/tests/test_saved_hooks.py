@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from autograd_helpers import Square
 from harness import compare, torch
 
 import ember
@@ -50,23 +51,13 @@ def test_pack_unpack_called_and_grads_unchanged():
 
 
 def test_innermost_hooks_win_and_custom_functions_use_them():
-    class Sq(ember.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            return 2 * g * x
     log = []
     a = ember.tensor(X, requires_grad=True)
     with ember.autograd.graph.saved_tensors_hooks(lambda x: log.append("outer") or x,
                                                   lambda x: x):
         with ember.autograd.graph.saved_tensors_hooks(lambda x: log.append("inner") or x,
                                                       lambda x: log.append("unpack") or x):
-            y = Sq.apply(a)
+            y = Square.apply(a)
     y.sum().backward()
     assert log == ["inner", "unpack"]
     np.testing.assert_allclose(a.grad.numpy(), 2 * X)

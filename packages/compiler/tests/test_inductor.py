@@ -7,11 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from inductor_helpers import Recorder
 
 import ember
 import ember._dynamo as dynamo
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
 from ember._inductor.graph import deferred
 
 
@@ -19,23 +18,6 @@ from ember._inductor.graph import deferred
 def _reset():
     dynamo.reset()
     yield
-
-
-class Recorder:
-    """A backend that compiles with inductor and keeps the compiled graphs."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        def rec(g, ex=None):
-            c = compile_graph(g, ex)
-            self.graphs.append(c)
-            return c
-        return aot_module(gm, example_inputs, fw_compiler=rec, bw_compiler=rec)
-
-    def counts(self):
-        return [(g.last.n_kernels, g.last.n_extern) for g in self.graphs if g.last is not None]
 
 
 def _run(fn, *xs):

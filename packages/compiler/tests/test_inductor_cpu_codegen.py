@@ -7,29 +7,16 @@ import math
 import numpy as np
 import pytest
 import torch
+from inductor_helpers import Recorder
 
 import ember
 import ember._dynamo as dynamo
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
 
 
 @pytest.fixture(autouse=True)
 def _reset():
     dynamo.reset()
     yield
-
-
-class Recorder:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        def rec(g, ex=None):
-            c = compile_graph(g, ex)
-            self.graphs.append(c)
-            return c
-        return aot_module(gm, example_inputs, fw_compiler=rec, bw_compiler=rec)
 
 
 def _run(fn, *args):

@@ -5,11 +5,10 @@ the tests check distributions, that every call draws new numbers, that `manual_s
 them, dropout's scaling and mask (forward and gradient), and train vs eval."""
 import numpy as np
 import pytest
+from inductor_helpers import Recorder
 
 import ember
 import ember._dynamo as dynamo
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
 
 F = ember.nn.functional
 
@@ -18,21 +17,6 @@ F = ember.nn.functional
 def _reset():
     dynamo.reset()
     yield
-
-
-class Recorder:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        def rec(g, ex=None):
-            c = compile_graph(g, ex)
-            self.graphs.append(c)
-            return c
-        return aot_module(gm, example_inputs, fw_compiler=rec, bw_compiler=rec)
-
-    def last(self, i=0):
-        return self.graphs[i].last
 
 
 def test_distributions_fused_and_seeded():

@@ -1,6 +1,7 @@
 """Generated Triton kernels are named by their text with the buffer-derived accumulator names
 (acc_buf13, red_buf13) numbered by order of appearance: the same block of every layer is one
-kernel, compiled once (a 4-block model has the 2-block model's kernel set). On a GPU in-process,
+kernel, compiled once (a 4-block model has the 2-block model's kernel set; a 2-layer GPT adds no
+kernel to a 1-layer one's but its horizontal fusions over every layer). On a GPU in-process,
 else on the fake device (Triton's interpreter) in a subprocess (cuda_helpers)."""
 from cuda_helpers import run_script
 
@@ -50,6 +51,37 @@ print("ok")
 
 def test_equal_blocks_share_kernels():
     run_script(SCRIPT, "test_cuda_dedup")
+
+
+GPT_LAYERS = r"""
+import ember, ember._dynamo
+from inductor_helpers import GPT, V, T, record_triton_kernels
+
+srcs = record_triton_kernels()
+
+def kernels(n):
+    srcs.clear()
+    ember._dynamo.reset()
+    ember.manual_seed(0)
+    m = GPT(n).cuda()
+    idx = ember.randint(0, V, (2, T), device="cuda")
+    ember.compile(m)(idx, idx).backward()
+    return set(srcs)
+
+# a second layer adds no kernel: its kernels are the first's (before: one more kernel per
+# layer for each of ~12 kernels). Two kernels differ: the horizontal fusions over every layer
+# (a layer norm's rstd, the residual adds), whose operand lists grow with the layer count
+one, two = kernels(1), kernels(2)
+assert len(one) > 20 and len(two) == len(one) and len(two - one) <= 2, (sorted(one),
+                                                                        sorted(two))
+print("ok")
+"""
+
+
+def test_inductor_cuda_kernels_of_identical_layers_compile_once():
+    # a kernel's name is the hash of its text, which never holds buffer names: the second
+    # layer's kernels are the first's (before: one more kernel per layer and reduction)
+    run_script(GPT_LAYERS, "test_cuda_inductor_dedup")
 
 
 def test_ordinal_buffers_renames_accumulators_only():

@@ -7,20 +7,10 @@ from cuda_helpers import run_script
 
 SCRIPT = r"""
 import numpy as np, ember
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
+from inductor_helpers import Recorder, close
 
-graphs = []
-def backend(gm, ex):
-    def rec(g, e=None):
-        c = compile_graph(g, e)
-        graphs.append(c)
-        return c
-    return aot_module(gm, ex, fw_compiler=rec, bw_compiler=rec)
-
-def close(a, b, tol=1e-4):
-    np.testing.assert_allclose(a.detach().cpu().numpy(), b.detach().cpu().numpy(), rtol=tol,
-                               atol=tol)
+backend = Recorder()
+graphs = backend.graphs
 
 F = ember.nn.functional
 fn = lambda x, y: (F.softmax(x * 2, -1) + x.mean()) * y.sum() + x.amax(1, keepdim=True)

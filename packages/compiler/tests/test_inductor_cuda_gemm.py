@@ -9,24 +9,16 @@ from cuda_helpers import run_script
 SCRIPT = r"""
 import os, tempfile
 import numpy as np, ember
-from ember._dynamo.aot import aot_module
-from ember._inductor import autotune, codecache, compile_graph
+from ember._inductor import autotune, codecache
+from inductor_helpers import Recorder, close
 
 os.environ["EMBER_FX_GRAPH_CACHE"] = "0"       # compile here, not from an earlier run
 F = ember.nn.functional
 graphs = []
-def backend_with(options):
-    def backend(gm, ex):
-        def rec(g, e=None):
-            c = compile_graph(g, e, options)
-            graphs.append(c)
-            return c
-        return aot_module(gm, ex, fw_compiler=rec, bw_compiler=rec)
+def backend_with(options):   # inductor with these options, its graphs kept in `graphs`
+    backend = Recorder(options)
+    backend.graphs = graphs
     return backend
-
-def close(a, b, tol=1e-4):
-    np.testing.assert_allclose(a.detach().cpu().numpy(), b.detach().cpu().numpy(), rtol=tol,
-                               atol=tol)
 
 ember.manual_seed(0)
 x, w, b, r = (ember.randn(*s, device="cuda") for s in ((40, 24), (48, 24), (48,), (40, 48)))

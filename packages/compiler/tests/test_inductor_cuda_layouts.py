@@ -12,18 +12,13 @@ from cuda_helpers import run_script
 SCRIPT = r"""
 import math, os, sys
 import numpy as np, ember
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph, decompositions
+from ember._inductor import decompositions
+from inductor_helpers import Recorder
 
 os.environ["EMBER_FX_GRAPH_CACHE"] = "0"       # compile here, not from an earlier run
 F = ember.nn.functional
-graphs = []
-def backend(gm, ex):
-    def rec(g, e=None):
-        c = compile_graph(g, e, None)
-        graphs.append(c)
-        return c
-    return aot_module(gm, ex, fw_compiler=rec, bw_compiler=rec)
+backend = Recorder()
+graphs = backend.graphs
 
 def close(a, b, tol=1e-4):
     np.testing.assert_allclose(a.detach().cpu().float().numpy(), b.detach().cpu().float().numpy(),
@@ -180,19 +175,12 @@ def test_nll_loss_backward_lowered_on_cpu():
     """The same lowering in C++: no extern call in the backward, gradients equal PyTorch's."""
     import numpy as np
     import torch
+    from inductor_helpers import Recorder
 
     import ember
     import ember._dynamo as dynamo
-    from ember._dynamo.aot import aot_module
-    from ember._inductor import compile_graph
-    graphs = []
-
-    def backend(gm, ex):
-        def rec(g, e=None):
-            c = compile_graph(g, e)
-            graphs.append(c)
-            return c
-        return aot_module(gm, ex, fw_compiler=rec, bw_compiler=rec)
+    backend = Recorder()
+    graphs = backend.graphs
     rng = np.random.default_rng(0)
     x = rng.standard_normal((7, 11)).astype(np.float32)
     t = np.array([1, 0, 10, -100, 3, 3, 5])
@@ -219,19 +207,12 @@ def test_tril_triu_lowered_on_cpu():
     values equal PyTorch's."""
     import numpy as np
     import torch
+    from inductor_helpers import Recorder
 
     import ember
     import ember._dynamo as dynamo
-    from ember._dynamo.aot import aot_module
-    from ember._inductor import compile_graph
-    graphs = []
-
-    def backend(gm, ex):
-        def rec(g, e=None):
-            c = compile_graph(g, e)
-            graphs.append(c)
-            return c
-        return aot_module(gm, ex, fw_compiler=rec, bw_compiler=rec)
+    backend = Recorder()
+    graphs = backend.graphs
     x = np.random.default_rng(0).standard_normal((3, 5, 7)).astype(np.float32)
 
     def causal(m, t):

@@ -8,17 +8,11 @@ from cuda_helpers import run_script
 SCRIPT = r"""
 import numpy as np, ember
 import ember._dynamo.cudagraphs as cg
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
+from inductor_helpers import Recorder
 
 F = ember.nn.functional
-graphs = []
-def backend(gm, ex):
-    def rec(g, e=None):
-        c = compile_graph(g, e)
-        graphs.append(c)
-        return c
-    return aot_module(gm, ex, fw_compiler=rec, bw_compiler=rec)
+backend = Recorder()
+graphs = backend.graphs
 
 # rand_like / randn_like / bernoulli: eager's distributions, fresh per call, repeatable
 x = ember.zeros(64, 64, device="cuda")

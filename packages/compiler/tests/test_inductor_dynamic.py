@@ -4,13 +4,12 @@ AOT autograd's forward and backward graphs, which use sizes as values); values a
 equal eager."""
 import numpy as np
 import pytest
+from inductor_helpers import Recorder
 
 import ember
 import ember._dynamo as dynamo
 import ember.nn as nn
 import ember.nn.functional as F
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
 
 
 @pytest.fixture(autouse=True)
@@ -18,18 +17,6 @@ def _reset():
     dynamo.reset()
     yield
     dynamo.reset()
-
-
-class Recorder:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        def rec(g, ex=None):
-            c = compile_graph(g, ex)
-            self.graphs.append(c)
-            return c
-        return aot_module(gm, example_inputs, fw_compiler=rec, bw_compiler=rec)
 
 
 FNS = [

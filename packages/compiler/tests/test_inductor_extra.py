@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 import sympy
 import torch
+from inductor_helpers import Recorder
 
 import ember
 import ember._dynamo as dynamo
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
 from ember._inductor.sizevars import SizeVars, decompose, divide
 
 
@@ -17,23 +16,6 @@ from ember._inductor.sizevars import SizeVars, decompose, divide
 def _reset():
     dynamo.reset()
     yield
-
-
-class Recorder:
-    """An inductor backend keeping its compiled graphs (for kernel and extern counts)."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        def rec(g, ex=None):
-            c = compile_graph(g, ex)
-            self.graphs.append(c)
-            return c
-        return aot_module(gm, example_inputs, fw_compiler=rec, bw_compiler=rec)
-
-    def counts(self):
-        return [(g.last.n_kernels, g.last.n_extern) for g in self.graphs if g.last is not None]
 
 
 def _inputs(shapes, kind, grad=False):

@@ -4,11 +4,10 @@ PyTorch eager, values and gradients, with kernel counts."""
 import numpy as np
 import pytest
 import torch
+from inductor_helpers import Recorder
 
 import ember
 import ember._dynamo as dynamo
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
 
 
 @pytest.fixture(autouse=True)
@@ -16,21 +15,6 @@ def _reset():
     dynamo.reset()
     yield
     dynamo.reset()
-
-
-class Recorder:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        def rec(g, ex=None):
-            c = compile_graph(g, ex)
-            self.graphs.append(c)
-            return c
-        return aot_module(gm, example_inputs, fw_compiler=rec, bw_compiler=rec)
-
-    def counts(self):
-        return [(g.last.n_kernels, g.last.n_extern) for g in self.graphs if g.variants]
 
 
 @pytest.mark.parametrize("dim, keepdim", [(1, False), (0, True), ((0, 1), False), (-1, True)])

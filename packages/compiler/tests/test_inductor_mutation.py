@@ -4,13 +4,12 @@ values are computed by generated kernels and copied into the inputs at the end):
 (losses, parameters, optimizer state, running statistics), with their kernel counts."""
 import numpy as np
 import pytest
+from inductor_helpers import Recorder
 
 import ember
 import ember._dynamo as dynamo
 import ember.nn as nn
 import ember.nn.functional as F
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
 
 OPTS = {
     "sgd_momentum": lambda p: ember.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01),
@@ -24,25 +23,6 @@ def _reset():
     dynamo.reset()
     yield
     dynamo.reset()
-
-
-class Recorder:
-    """Inductor, keeping the compiled graphs (their kernel and extern counts)."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        def rec(g, ex=None):
-            c = compile_graph(g, ex)
-            self.graphs.append(c)
-            return c
-        return aot_module(gm, example_inputs, fw_compiler=rec, bw_compiler=rec)
-
-    def counts(self):
-        ran = [g for g in self.graphs if g.variants]
-        assert all(g.last is not None for g in ran), "a graph ran as captured"
-        return [(g.last.n_kernels, g.last.n_extern) for g in self.graphs if g.last is not None]
 
 
 def _close(a, b):

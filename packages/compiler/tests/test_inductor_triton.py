@@ -12,16 +12,10 @@ pytest.importorskip("triton")
 
 SCRIPT = r"""
 import numpy as np, ember
-from ember._dynamo.aot import aot_module
-from ember._inductor import compile_graph
+from inductor_helpers import Recorder
 
-graphs = []
-def backend(gm, ex):
-    def rec(g, e=None):
-        c = compile_graph(g, e)
-        graphs.append(c)
-        return c
-    return aot_module(gm, ex, fw_compiler=rec, bw_compiler=rec)
+backend = Recorder()
+graphs = backend.graphs
 
 def close(a, b, tol=1e-5):
     np.testing.assert_allclose(a.detach().cpu().numpy(), b.detach().cpu().numpy(), rtol=tol,

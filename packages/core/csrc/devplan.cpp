@@ -252,6 +252,24 @@ const DevPlan* find(DevEntry* e, PyObject* args, uint64_t* addrs, bool* blocked)
   return nullptr;
 }
 
+char miss_tag;
+PyObject* const kMiss = reinterpret_cast<PyObject*>(&miss_tag);  // (no object's address)
+
+// The replay of this call's plan when one matches and may run (a hit: a new Tensor, or nullptr
+// with an error), else kMiss (counted; *blocked: one matched but may not run now). only: that
+// plan alone (one just built for this call), neither hit nor miss counted.
+PyObject* replay_hit(DevEntry* e, PyObject* args, bool* blocked, const DevPlan* only = nullptr) {
+  uint64_t addrs[kMaxParams];
+  const DevPlan* p = find(e, args, addrs, blocked);
+  if (only != nullptr) return p == only ? replay(p, args, addrs) : kMiss;
+  if (p == nullptr) {
+    ++D.misses;
+    return kMiss;
+  }
+  ++D.hits;
+  return replay(p, args, addrs);
+}
+
 DevEntry* entry(PyObject* op) {
   auto it = g_dev.find(op);
   if (it != g_dev.end()) return it->second;
@@ -332,21 +350,16 @@ PyObject* devplan_call(PyObject* op, PyObject* args, PyObject* first, PyObject* 
     return PyObject_Call(kernel, args, nullptr);
   }
   DevEntry* e = entry(op);
-  uint64_t addrs[kMaxParams];
   bool blocked = false;
-  const DevPlan* p = find(e, args, addrs, &blocked);
-  if (p != nullptr) {
-    ++D.hits;
-    return replay(p, args, addrs);
-  }
-  ++D.misses;
+  PyObject* r = replay_hit(e, args, &blocked);
+  if (r != kMiss) return r;
   if (kernel == nullptr) {  // autograd's recording: a plan the Python path built meanwhile
     if (blocked) return Py_None;
-    p = ask(e, op, args, reg_of(tslot(first, DEVICE)));
-    if (p == nullptr || find(e, args, addrs, &blocked) != p) return Py_None;
-    return replay(p, args, addrs);
+    const DevPlan* p = ask(e, op, args, reg_of(tslot(first, DEVICE)));
+    r = p != nullptr ? replay_hit(e, args, &blocked, p) : kMiss;
+    return r == kMiss ? Py_None : r;
   }
-  PyObject* r = PyObject_Call(kernel, args, nullptr);
+  r = PyObject_Call(kernel, args, nullptr);
   if (r != nullptr && !blocked && (Py_TYPE(r) == D.tensor || PyTuple_CheckExact(r)))
     ask(e, op, args, reg_of(tslot(first, DEVICE)));
   return r;
@@ -362,14 +375,9 @@ PyObject* devplan_factory(PyObject* op, PyObject* args, PyObject* dev) {
   int reg = reg_of_arg(dev);
   if (reg < 0) return Py_None;
   DevEntry* e = entry(op);
-  uint64_t addrs[kMaxParams];
   bool blocked = false;
-  const DevPlan* p = find(e, args, addrs, &blocked);
-  if (p != nullptr) {
-    ++D.hits;
-    return replay(p, args, addrs);
-  }
-  ++D.misses;
+  PyObject* r = replay_hit(e, args, &blocked);
+  if (r != kMiss) return r;
   PyObject* kernels = PyObject_GetAttrString(op, "kernels");
   if (kernels == nullptr) return nullptr;
   PyObject* k = nullptr;
@@ -377,7 +385,7 @@ PyObject* devplan_factory(PyObject* op, PyObject* args, PyObject* dev) {
   Py_XINCREF(k);
   Py_DECREF(kernels);
   if (k == nullptr) return Py_None;  // (no slot: dispatch's no_kernel rule)
-  PyObject* r = PyObject_Call(k, args, nullptr);
+  r = PyObject_Call(k, args, nullptr);
   Py_DECREF(k);
   if (r == Py_NotImplemented) {
     Py_DECREF(r);

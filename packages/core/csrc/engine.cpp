@@ -14,6 +14,7 @@
 // `_node_step` (hooks, retain_grad, apply, release: the Python engine's own code).
 
 #include "fastpath.h"
+#include "slots.h"
 
 #include <algorithm>
 #include <queue>
@@ -27,7 +28,7 @@ using ember_native::member_offset;
 
 namespace {
 
-struct EngineGlobals {
+struct EngineGlobals : ember_native::GraphSlots {  // (+ the slots' offsets)
   bool ready = false;
   PyTypeObject* node_t = nullptr;  // Node (every graph node's base: next_functions, _seq slots)
   PyTypeObject* op_t = nullptr;    // OpNode
@@ -38,12 +39,7 @@ struct EngineGlobals {
   PyObject* hook_names[4] = {};    // _tensor_hooks, _retain, _pre_hooks, _hooks
   PyObject* fix_grads = nullptr;   // _graph.fix_grads([g], [meta]) -> [g'] (sum_to, casts)
   PyObject* s_out = nullptr, *s_freed = nullptr, *s_out_meta = nullptr, *s_cat = nullptr;
-  Py_ssize_t n_next = 0, n_seq = 0;
-  // OpNode's, _OpInfo's, _Saved's, Tensor's and Storage's slots
-  Py_ssize_t n_info = 0, n_args = 0, n_saved = 0, n_in_meta = 0;
-  Py_ssize_t i_vjp = 0, i_cwrap = 0, i_no_list = 0;
-  Py_ssize_t s_t = 0, s_version = 0, s_is_output = 0, s_unpack_hook = 0;
-  Py_ssize_t t_st = 0, t_shape = 0, t_dtype = 0, t_device = 0, st_version = 0;
+  Py_ssize_t i_vjp = 0, i_cwrap = 0, i_no_list = 0;  // _OpInfo's slots
   PyTypeObject* tensor_t = nullptr;
   PyTypeObject* saved_t = nullptr;
   std::unordered_map<PyObject*, bool> complex_dtype;  // dtype -> dtype._cat == 3 (kept alive)
@@ -666,8 +662,6 @@ void engine_init(py::dict g) {
   E.s_seq = PyUnicode_InternFromString("_seq");
   const char* hooks[4] = {"_tensor_hooks", "_retain", "_pre_hooks", "_hooks"};
   for (int i = 0; i < 4; ++i) E.hook_names[i] = PyUnicode_InternFromString(hooks[i]);
-  E.n_next = member_offset(g["Node"].ptr(), "next_functions");
-  E.n_seq = member_offset(g["Node"].ptr(), "_seq");
   E.fix_grads = keep_obj(g["fix_grads"]);
   E.tensor_t = reinterpret_cast<PyTypeObject*>(keep_obj(g["Tensor"]));
   E.saved_t = reinterpret_cast<PyTypeObject*>(keep_obj(g["Saved"]));
@@ -675,26 +669,11 @@ void engine_init(py::dict g) {
   E.s_freed = PyUnicode_InternFromString("freed");
   E.s_out_meta = PyUnicode_InternFromString("out_meta");
   E.s_cat = PyUnicode_InternFromString("_cat");
-  PyObject* N = g["OpNode"].ptr();
-  E.n_info = member_offset(N, "_info");
-  E.n_args = member_offset(N, "args");
-  E.n_saved = member_offset(N, "saved");
-  E.n_in_meta = member_offset(N, "in_meta");
+  E.init_graph_slots(g);
   PyObject* I = g["OpInfo"].ptr();
   E.i_vjp = member_offset(I, "vjp");
   E.i_cwrap = member_offset(I, "cwrap");
   E.i_no_list = member_offset(I, "no_list");
-  PyObject* S = g["Saved"].ptr();
-  E.s_t = member_offset(S, "t");
-  E.s_version = member_offset(S, "version");
-  E.s_is_output = member_offset(S, "is_output");
-  E.s_unpack_hook = member_offset(S, "unpack_hook");
-  PyObject* T = g["Tensor"].ptr();
-  E.t_st = member_offset(T, "_st");
-  E.t_shape = member_offset(T, "_shape");
-  E.t_dtype = member_offset(T, "dtype");
-  E.t_device = member_offset(T, "device");
-  E.st_version = member_offset(g["Storage"].ptr(), "version");
   E.ready = true;
 }
 

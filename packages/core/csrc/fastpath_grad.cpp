@@ -9,6 +9,7 @@
 // list arguments, a replaced hook) is left to `record`.
 
 #include "fastpath.h"
+#include "slots.h"
 
 #include <unordered_map>
 #include <vector>
@@ -31,7 +32,7 @@ struct GradOp {
 
 namespace {
 
-struct AgGlobals {
+struct AgGlobals : GraphSlots {  // (+ the slots' offsets)
   bool ready = false;
   bool on = true;                   // grad_enable(False): Python records every call
   PyObject* record = nullptr;       // ember.autograd._engine.record (the reference)
@@ -51,15 +52,8 @@ struct AgGlobals {
   PyObject* s_grad_fn = nullptr, *s_rg = nullptr, *s_ag = nullptr, *s_base = nullptr;
   PyObject* s_acc = nullptr, *s_acc_edge = nullptr, *s_out = nullptr, *s_cat = nullptr;
   PyObject* s_ag_info = nullptr;
-  // Tensor slots
-  Py_ssize_t t_st, t_shape, t_stride, t_offset, t_dtype, t_device;
-  // OpNode slots
-  Py_ssize_t n_next, n_seq, n_op, n_info, n_args, n_saved, n_in_meta;
-  // _Saved slots
-  Py_ssize_t s_t, s_version, s_is_output, s_output_nr, s_unpack_hook;
   // MetaOnly slots
   Py_ssize_t m_shape, m_stride, m_offset, m_dtype, m_device;
-  Py_ssize_t storage_version;       // Storage.version
   long nodes = 0;                   // nodes built here (tests check the path is taken)
 };
 AgGlobals A;
@@ -113,7 +107,7 @@ PyObject* make_saved(PyObject* t, bool is_output) {
   if (s == nullptr) return nullptr;
   PyObject* st = member(t, A.t_st);
   PyObject* version = A.zero;
-  if (st != nullptr && st != Py_None) version = member(st, A.storage_version);
+  if (st != nullptr && st != Py_None) version = member(st, A.st_version);
   if (is_output) {  // as _Saved: the output's alias, so output -> node -> saved is no cycle
     PyObject* a = PyObject_CallOneArg(A.same_data, t);
     if (a == nullptr) {
@@ -440,34 +434,13 @@ void grad_init(py::dict g) {
   A.s_out = PyUnicode_InternFromString("out");
   A.s_cat = PyUnicode_InternFromString("_cat");
   A.s_ag_info = PyUnicode_InternFromString("_ag_info");
-  PyObject* T = g["Tensor"].ptr();
-  A.t_st = member_offset(T, "_st");
-  A.t_shape = member_offset(T, "_shape");
-  A.t_stride = member_offset(T, "_stride");
-  A.t_offset = member_offset(T, "_offset");
-  A.t_dtype = member_offset(T, "dtype");
-  A.t_device = member_offset(T, "device");
-  PyObject* N = g["OpNode"].ptr();
-  A.n_next = member_offset(N, "next_functions");
-  A.n_seq = member_offset(N, "_seq");
-  A.n_op = member_offset(N, "op");
-  A.n_info = member_offset(N, "_info");
-  A.n_args = member_offset(N, "args");
-  A.n_saved = member_offset(N, "saved");
-  A.n_in_meta = member_offset(N, "in_meta");
-  PyObject* S = g["Saved"].ptr();
-  A.s_t = member_offset(S, "t");
-  A.s_version = member_offset(S, "version");
-  A.s_is_output = member_offset(S, "is_output");
-  A.s_output_nr = member_offset(S, "output_nr");
-  A.s_unpack_hook = member_offset(S, "unpack_hook");
+  A.init_graph_slots(g);
   PyObject* M = g["MetaOnly"].ptr();
   A.m_shape = member_offset(M, "_shape");
   A.m_stride = member_offset(M, "_stride");
   A.m_offset = member_offset(M, "_offset");
   A.m_dtype = member_offset(M, "dtype");
   A.m_device = member_offset(M, "device");
-  A.storage_version = member_offset(g["Storage"].ptr(), "version");
   A.ready = true;
 }
 

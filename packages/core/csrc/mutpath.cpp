@@ -14,13 +14,13 @@
 // given to a factory that is not the CPU.
 
 #include "fastpath.h"
+#include "slots.h"
 
 #include <cstring>
 #include <unordered_map>
 
 namespace py = pybind11;
 using ember_native::member;
-using ember_native::member_offset;
 
 PyObject* fastpath_compute(PyObject* op, PyObject* args);  // fastpath.cpp: a hit, or Py_None
 PyObject* devplan_factory(PyObject* op, PyObject* args, PyObject* dev);  // devplan.cpp
@@ -43,7 +43,7 @@ constexpr int kCContiguous = 0x0001;
 // the kinds (ember/_native.py's view_kind gives the same numbers)
 enum Kind { kInplace = 50, kZero = 51, kFill = 52, kCopy = 53, kFactory = 60 };
 
-struct MGlobals {
+struct MGlobals : ember_native::TensorSlots {  // (+ Tensor's slots' offsets)
   bool ready = false;
   PyTypeObject* tensor = nullptr;
   PyTypeObject* ndarray = nullptr;
@@ -55,14 +55,12 @@ struct MGlobals {
   PyObject* f8a = nullptr, *f8b = nullptr;
   PyObject *s_grad, *s_hook, *s_rg, *s_np, *s_storage, *s_kernels, *s_cpu, *s_inplace_of;
   PyObject *s_stack, *s_default, *s_unsafe, *kw_casting, *one;
-  Py_ssize_t off[7] = {0};          // Tensor: _st _shape _stride _offset dtype device _npc
-  Py_ssize_t st_version = 0;
   long hits = 0;
 };
 MGlobals M;
-enum Slot { ST, SHAPE, STRIDE, OFFSET, DTYPE, DEVICE, NPC };
+enum Slot { ST, SHAPE, STRIDE, OFFSET, DTYPE, DEVICE, NPC };  // (TensorSlots::at's order)
 
-inline PyObject* slot(PyObject* t, Slot s) { return member(t, M.off[s]); }
+inline PyObject* slot(PyObject* t, Slot s) { return member(t, M.at(s)); }
 
 bool is_tensor(PyObject* v) { return PyObject_TypeCheck(v, M.tensor); }
 
@@ -163,7 +161,7 @@ PyObject* shadow(PyObject* self) {
   if (t == nullptr) return nullptr;
   for (int s = ST; s <= NPC; ++s) {
     PyObject* v = slot(self, static_cast<Slot>(s));
-    ember_native::init_member(t, M.off[s], v != nullptr ? v : Py_None);
+    ember_native::init_member(t, M.at(s), v != nullptr ? v : Py_None);
   }
   return t;
 }
@@ -382,9 +380,7 @@ void mutpath_init(py::dict g) {
   M.s_unsafe = PyUnicode_InternFromString("unsafe");
   M.kw_casting = Py_BuildValue("(s)", "casting");
   M.one = PyLong_FromLong(1);
-  const char* names[7] = {"_st", "_shape", "_stride", "_offset", "dtype", "device", "_npc"};
-  for (int i = 0; i < 7; ++i) M.off[i] = member_offset(g["Tensor"].ptr(), names[i]);
-  M.st_version = member_offset(g["Storage"].ptr(), "version");
+  M.init_tensor_slots(g);
   M.ready = true;
 }
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from native_helpers import both_paths
 from opdb import RECORDS, DType, Samples
 from opdb_errors import ERRORS
 
@@ -158,18 +159,6 @@ def test_results_never_alias_inputs():
 
 
 # ---- autograd: the native node against record's -----------------------------------------------
-def _both(fn):
-    """fn() with the native path off, then on: its results (or its error: type and message)."""
-    res = []
-    for on in (False, True):
-        _native.set_enabled(on)
-        try:
-            res.append(fn())
-        except Exception as e:  # noqa: BLE001 - the error itself is what is compared
-            res.append(("E", type(e).__name__, str(e)))
-        finally:
-            _native.set_enabled(True)
-    return res
 
 
 def _leaf(*vals):
@@ -270,17 +259,17 @@ def _parameters():
                                 _views_and_no_grad, _anomaly_and_saved_hooks, _double_backward],
                          ids=lambda f: f.__name__.strip("_"))
 def test_autograd_matches_python(fn):
-    off, on = _both(fn)
+    off, on = both_paths(fn)
     assert off == on
 
 
 def test_errors_are_raised():
     """The comparisons above see the errors PyTorch raises (not two equal non-errors)."""
-    off, on = _both(_twice_without_retain)
+    off, on = both_paths(_twice_without_retain)
     assert on[0] == "E" and "second time" in on[2]
-    off, on = _both(_saved_input_modified)
+    off, on = both_paths(_saved_input_modified)
     assert on[0] == "E" and "is at version 2; expected version 1" in on[2]
-    off, on = _both(_saved_output_modified)
+    off, on = both_paths(_saved_output_modified)
     assert on[0] == "E" and "output 0 of Exp" in on[2]
 
 

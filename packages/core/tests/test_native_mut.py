@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from native_helpers import both_paths
 
 import ember
 from ember import _native
@@ -159,20 +160,7 @@ def test_factories_follow_the_default_device():
         finally:
             ember.set_default_device(None)
         return a.device.type, b.device.type, ember.zeros(1).device.type
-    assert _both_call(run) == [("meta", "meta", "cpu")] * 2
-
-
-def _both_call(fn):
-    res = []
-    for on in (False, True):
-        _native.set_enabled(on)
-        try:
-            res.append(fn())
-        except Exception as e:  # noqa: BLE001 - the error itself is what is compared
-            res.append(("E", type(e).__name__, str(e)))
-        finally:
-            _native.set_enabled(True)
-    return res
+    assert both_paths(run) == [("meta", "meta", "cpu")] * 2
 
 
 def _leaf_in_place(lib):
@@ -214,7 +202,7 @@ def _recorded_in_place(lib):
 @pytest.mark.parametrize("fn", [_leaf_in_place, _view_of_leaf_in_place, _saved_then_written,
                                 _param_under_no_grad, _recorded_in_place])
 def test_autograd_in_place_checks(fn):
-    off, on = _both_call(lambda: fn(ember))
+    off, on = both_paths(lambda: fn(ember))
     assert on == off
     try:
         ref = fn(torch)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from native_helpers import both_paths
 
 import ember
 from ember import _native
@@ -218,21 +219,8 @@ def _version_story(lib):
 
 
 def test_version_counters_shared():
-    (off, on) = _both_plain(lambda: _version_story(ember))
+    (off, on) = both_paths(lambda: _version_story(ember))
     assert on == off == _version_story(torch)
-
-
-def _both_plain(fn):
-    res = []
-    for on in (False, True):
-        _native.set_enabled(on)
-        try:
-            res.append(fn())
-        except Exception as e:  # noqa: BLE001 - the error itself is what is compared
-            res.append(("E", type(e).__name__, str(e)))
-        finally:
-            _native.set_enabled(True)
-    return res
 
 
 def _no_grad_view_written(lib):
@@ -244,7 +232,7 @@ def _no_grad_view_written(lib):
 
 
 def test_no_grad_view_written_in_place_raises():
-    off, on = _both_plain(lambda: _no_grad_view_written(ember))
+    off, on = both_paths(lambda: _no_grad_view_written(ember))
     assert off[:2] == ("E", "RuntimeError") and on == off
     with pytest.raises(RuntimeError):
         _no_grad_view_written(torch)
@@ -263,7 +251,7 @@ def _rebased(lib):
 
 
 def test_views_rebased_after_in_place():
-    off, on = _both_plain(lambda: _rebased(ember))
+    off, on = both_paths(lambda: _rebased(ember))
     assert on == off == _rebased(torch)
 
 
@@ -272,7 +260,7 @@ def test_view_of_view_writes_through_base():
         x = lib.arange(12.0).reshape(3, 4)
         x.t()[1:, 0].unsqueeze(0).mul_(10)
         return x.tolist(), x._version
-    off, on = _both_plain(lambda: run(ember))
+    off, on = both_paths(lambda: run(ember))
     assert on == off == run(torch)
 
 
@@ -293,7 +281,7 @@ def test_native_views_are_taken():
 def test_cuda_like_device_views():
     """Views are metadata only: a tensor of another device (meta here) gets the same views."""
     x = ember.empty(4, 5, device="meta")
-    off, on = _both_plain(lambda: [(tuple(v.shape), v.stride(), v.storage_offset(), v.device.type)
+    off, on = both_paths(lambda: [(tuple(v.shape), v.stride(), v.storage_offset(), v.device.type)
                                    for v in (x.t(), x[1:, ::2], x.view(20), x.unsqueeze(1))])
     assert on == off
 

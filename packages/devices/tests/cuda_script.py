@@ -42,3 +42,24 @@ def run_script(script: str, name: str, timeout: int = 900) -> None:
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                        timeout=timeout)
     assert r.returncode == 0, f"{name}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+
+
+def run_plan_script(script: str, name: str, monkeypatch, timeout: int = 600) -> None:
+    """A script about native launch plans: on a real GPU in a fresh process (plans are capped
+    per op and per call pattern for a process's life: earlier tests in a pytest worker would
+    leave it fewer hits), else run_script with EMBER_CUDA_FAKE_PLANS=1 (the fake device keeps
+    plans too). In-process, the native path and its graph nodes are on again after it."""
+    from ember import _native
+    from ember.cuda.runtime import driver as rt
+    monkeypatch.setenv("EMBER_CUDA_FAKE_PLANS", "1")
+    if ember.cuda.is_available() and not rt.FAKE:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, timeout=timeout)
+        assert r.returncode == 0, f"{name}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+        return
+    try:
+        run_script(script, name, timeout=timeout)
+    finally:  # (a failure must not leave them off)
+        _native.set_enabled(True)
+        _native.set_native_grad(True)

@@ -13,7 +13,7 @@ On a GPU in this process; without one on the fake device (EMBER_CUDA_FAKE=1 TRIT
 EMBER_CUDA_FAKE_PLANS=1), where plans run the interpreter / numpy from the parameters C++
 packed."""
 import pytest
-from cuda_script import run_script
+from cuda_script import run_plan_script
 
 from ember import _native
 
@@ -272,41 +272,21 @@ needs_c = pytest.mark.skipif(_native._C is None or not hasattr(_native._C, "devp
                              reason="ember._C not built (python tools/build_native.py)")
 
 
-def _run(script, name, monkeypatch):
-    import ember
-    from ember.cuda.runtime import driver as rt
-    monkeypatch.setenv("EMBER_CUDA_FAKE_PLANS", "1")  # (the fake device's subprocess)
-    if ember.cuda.is_available() and not rt.FAKE:
-        # a real GPU: a fresh process (the caps on plans and recordings per op and process)
-        import os
-        import subprocess
-        import sys
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                           text=True, timeout=600)
-        assert r.returncode == 0, f"{name}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
-        return
-    try:
-        run_script(script, name, timeout=600)
-    finally:
-        _native.set_enabled(True)
-
-
 @needs_c
 def test_native_cuda_factories(monkeypatch):
-    _run(FACTORIES, "native_cuda_factories", monkeypatch)
+    run_plan_script(FACTORIES, "native_cuda_factories", monkeypatch)
 
 
 @needs_c
 def test_native_cuda_backward_plans(monkeypatch):
-    _run(BACKWARDS, "native_cuda_backward_plans", monkeypatch)
+    run_plan_script(BACKWARDS, "native_cuda_backward_plans", monkeypatch)
 
 
 @needs_c
 def test_native_cuda_embedding(monkeypatch):
-    _run(EMBEDDING, "native_cuda_embedding", monkeypatch)
+    run_plan_script(EMBEDDING, "native_cuda_embedding", monkeypatch)
 
 
 @needs_c
 def test_native_cuda_composites(monkeypatch):
-    _run(COMPOSITES, "native_cuda_composites", monkeypatch)
+    run_plan_script(COMPOSITES, "native_cuda_composites", monkeypatch)

@@ -6,7 +6,7 @@ timing assertion); without one on the fake device (EMBER_CUDA_FAKE=1 TRITON_INTE
 EMBER_CUDA_FAKE_PLANS=1), where the parameters C++ packed are decoded and compared with the
 ones the Python path passed to the same kernel."""
 import pytest
-from cuda_script import run_script
+from cuda_script import run_plan_script
 
 import ember
 from ember import _native
@@ -180,23 +180,7 @@ print("native device stats", stats())
                     or not hasattr(_native._C, "devplan_register"),
                     reason="ember._C not built (python tools/build_native.py)")
 def test_native_cuda_launch(monkeypatch):
-    monkeypatch.setenv("EMBER_CUDA_FAKE_PLANS", "1")  # (the fake device's subprocess)
-    from ember.cuda.runtime import driver as rt
-    if ember.cuda.is_available() and not rt.FAKE:
-        # a real GPU: a fresh process too. Plans are capped per op and per call pattern for
-        # the process's life, so earlier tests in a pytest worker leave this one fewer hits
-        import os
-        import subprocess
-        import sys
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                           text=True, timeout=600)
-        assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
-        return
-    try:
-        run_script(SCRIPT, "native_cuda_launch", timeout=600)
-    finally:
-        _native.set_enabled(True)  # (in-process on a GPU: a failure must not leave it off)
+    run_plan_script(SCRIPT, "native_cuda_launch", monkeypatch)
 
 
 def _records():

@@ -7,7 +7,7 @@ On a GPU in a fresh process; without one on the fake device (EMBER_CUDA_FAKE=1
 TRITON_INTERPRET=1 EMBER_CUDA_FAKE_PLANS=1), where plans run the interpreter / numpy from the
 parameters C++ packed."""
 import pytest
-from cuda_script import run_script
+from cuda_script import run_plan_script
 
 from ember import _native
 
@@ -192,20 +192,4 @@ print("native device stats", stats(), "grad nodes", _native.grad_stats())
 @pytest.mark.skipif(_native._C is None or not hasattr(_native._C, "devplan_register"),
                     reason="ember._C not built (python tools/build_native.py)")
 def test_native_cuda_ops(monkeypatch):
-    import ember
-    monkeypatch.setenv("EMBER_CUDA_FAKE_PLANS", "1")  # (the fake device's subprocess)
-    from ember.cuda.runtime import driver as rt
-    if ember.cuda.is_available() and not rt.FAKE:  # a real GPU: a fresh process (plan caps)
-        import os
-        import subprocess
-        import sys
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                           text=True, timeout=600)
-        assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
-        return
-    try:
-        run_script(SCRIPT, "native_cuda_ops", timeout=600)
-    finally:
-        _native.set_enabled(True)
-        _native.set_native_grad(True)
+    run_plan_script(SCRIPT, "native_cuda_ops", monkeypatch)

@@ -2,21 +2,19 @@
 single-process numpy reference built from all ranks' inputs (each rank can rebuild them all).
 A failed check ends the job (MPI_Abort) and every wait gives up within 60 s: a run never hangs."""
 import datetime
-import sys
-import traceback
 
 import numpy as np
+from worker_check import check as _check
+from worker_check import finish
 
 import ember
 import ember.distributed as dist
-from ember.distributed._mpi import abort_job
 
 # Every wait of the run gives up within a minute (the harness allows 180 s): a rank that skips or
 # reorders a collective makes its peers raise DistBackendError here, not hang for the default
 # 10 minutes.
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
 R, N = dist.get_rank(), dist.get_world_size()
-FAILED = []
 # The timeouts of the groups whose collectives rank 0 enters alone: it waits that long, then
 # meets the peers in a world barrier; after it the peers' whole collective (for
 # large_messages_on_the_comm_thread a 1 MiB all_reduce in pieces, with 4 ranks on a loaded 2-core
@@ -26,20 +24,7 @@ ALONE, ALONE_SMALL = 5.0, 2.0
 LATE = datetime.timedelta(seconds=60)
 
 
-def check(fn):
-    try:
-        fn()
-        print(f"CHECK {R} {fn.__name__} OK", flush=True)
-    except Exception as e:
-        FAILED.append(fn.__name__)
-        msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
-        print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
-        traceback.print_exc()
-        # a check that failed midway skipped some of its collectives: the ranks' sequences no
-        # longer match (the next one would pair with a different call of a peer, or wait for
-        # one that never comes), so end the whole job now; the test names this failure
-        abort_job(1)
-    return fn
+check = _check(R)
 
 
 def data(rank, shape, dtype="float32", salt=0):
@@ -461,5 +446,4 @@ def large_collectives_in_pieces():
 dist.barrier()
 dist.destroy_process_group()
 assert not dist.is_initialized()
-print(f"DONE {R} failed={FAILED}", flush=True)
-sys.exit(1 if FAILED else 0)
+finish(R)  # (the group is gone: finish only reports)

@@ -1,10 +1,10 @@
 """Worker (run under mpiexec, 2 ranks): DDP training equals single-process training on the same
 data: plain steps, gradient accumulation under no_sync, an unused parameter
 (find_unused_parameters), the start-up broadcast of rank 0's state, buffer broadcast."""
-import sys
-import traceback
 
 import numpy as np
+from worker_check import check as _check
+from worker_check import finish
 
 import ember
 import ember.distributed as dist
@@ -15,19 +15,9 @@ from ember.utils.data.distributed import DistributedSampler
 
 dist.init_process_group("gloo")
 R, N = dist.get_rank(), dist.get_world_size()
-FAILED = []
 
 
-def check(fn):
-    try:
-        fn()
-        print(f"CHECK {R} {fn.__name__} OK", flush=True)
-    except Exception as e:
-        FAILED.append(fn.__name__)
-        msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
-        print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
-        traceback.print_exc()
-    return fn
+check = _check(R)
 
 
 class Net(nn.Module):
@@ -216,6 +206,4 @@ def comm_hooks():
 
 
 dist.barrier()
-dist.destroy_process_group()
-print(f"DONE {R} failed={FAILED}", flush=True)
-sys.exit(1 if FAILED else 0)
+finish(R)

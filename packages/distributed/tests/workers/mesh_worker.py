@@ -1,11 +1,11 @@
 """Worker (mpiexec, 4 ranks): DeviceMesh (2-D, named dims, slicing, groups per dim) and the
 functional collectives, against numpy."""
 import datetime
-import sys
 import time
-import traceback
 
 import numpy as np
+from worker_check import check as _check
+from worker_check import finish
 
 import ember
 import ember.distributed as dist
@@ -16,21 +16,9 @@ from ember.distributed.tensor._placements import shard_sizes
 
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))  # (no hang: raise)
 R, N = dist.get_rank(), dist.get_world_size()
-FAILED = []
 
 
-def check(fn):
-    try:
-        fn()
-        print(f"CHECK {R} {fn.__name__} OK", flush=True)
-    except Exception as e:
-        FAILED.append(fn.__name__)
-        msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
-        print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
-        traceback.print_exc()
-        from ember.distributed._mpi import abort_job
-        abort_job(1)  # the ranks' collectives no longer match: end the job (no hang)
-    return fn
+check = _check(R)
 
 
 MESH = np.arange(N).reshape(2, N // 2)
@@ -263,6 +251,4 @@ def dtensor_partial():
     assert m.full_tensor().tolist() == [float(N - 1)] * 2
 
 
-dist.destroy_process_group()
-print(f"DONE {R} failed={FAILED}", flush=True)
-sys.exit(1 if FAILED else 0)
+finish(R)

@@ -3,10 +3,10 @@ workers/fake_nccl on PYTHONPATH): a "cpu:gloo,cuda:nccl" group sends cuda tensor
 engine and cpu tensors through MPI; each result against numpy.
 With EMBER_REAL_NCCL=1 (gpu_nccl_check.py on a GPU machine): backend "nccl", real nccl4py."""
 import os
-import sys
-import traceback
 
 import numpy as np
+from worker_check import check as _check
+from worker_check import finish
 
 import ember
 import ember.distributed as dist
@@ -16,19 +16,9 @@ if REAL:
     ember.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
 dist.init_process_group("nccl" if REAL else "cpu:gloo,cuda:nccl")
 R, N = dist.get_rank(), dist.get_world_size()
-FAILED = []
 
 
-def check(fn):
-    try:
-        fn()
-        print(f"CHECK {R} {fn.__name__} OK", flush=True)
-    except Exception as e:
-        FAILED.append(fn.__name__)
-        msg = "".join(traceback.format_exception_only(type(e), e)).strip().replace("\n", " | ")
-        print(f"CHECK {R} {fn.__name__} FAIL {msg}", flush=True)
-        traceback.print_exc()
-    return fn
+check = _check(R)
 
 
 def data(rank, shape, salt=0):
@@ -130,6 +120,4 @@ if not REAL:
     check(cpu_tensors_still_use_mpi)
 
 
-dist.destroy_process_group()
-print(f"DONE {R} failed={FAILED}", flush=True)
-sys.exit(1 if FAILED else 0)
+finish(R)

@@ -35,6 +35,19 @@ def _grads(group, p):
     return -p.grad if group["maximize"] else p.grad
 
 
+def _state(opt, p, *zeros: str, mu_product: bool = False) -> dict:
+    """p's state in opt; on its first step: the step counter, NAdam's mu_product (1), and
+    zero tensors like p named `zeros` (in this order: state_dict's)."""
+    state = opt.state[p]
+    if len(state) == 0:
+        state["step"] = _step_tensor()
+        if mu_product:
+            state["mu_product"] = ember.tensor(1.0, dtype=ember.float32)
+        for name in zeros:
+            state[name] = ember.zeros_like(p)
+    return state
+
+
 _FUSED_DTYPES = (ember.float32, ember.float64)
 
 
@@ -243,11 +256,7 @@ class Adamax(Optimizer):
                 if p.grad is None:
                     continue
                 grad = _grads(group, p)
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = _step_tensor()
-                    state["exp_avg"] = ember.zeros_like(p)
-                    state["exp_inf"] = ember.zeros_like(p)
+                state = _state(self, p, "exp_avg", "exp_inf")
                 step_t, exp_avg, exp_inf = state["step"], state["exp_avg"], state["exp_inf"]
                 _inc_step(step_t)
                 if wd != 0:
@@ -285,12 +294,7 @@ class NAdam(Optimizer):
                 if p.grad is None:
                     continue
                 grad = _grads(group, p)
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = _step_tensor()
-                    state["mu_product"] = ember.tensor(1.0, dtype=ember.float32)
-                    state["exp_avg"] = ember.zeros_like(p)
-                    state["exp_avg_sq"] = ember.zeros_like(p)
+                state = _state(self, p, "exp_avg", "exp_avg_sq", mu_product=True)
                 step_t, mu_product = state["step"], state["mu_product"]
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 _inc_step(step_t)
@@ -337,11 +341,7 @@ class RAdam(Optimizer):
                 if p.grad is None:
                     continue
                 grad = _grads(group, p)
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = _step_tensor()
-                    state["exp_avg"] = ember.zeros_like(p)
-                    state["exp_avg_sq"] = ember.zeros_like(p)
+                state = _state(self, p, "exp_avg", "exp_avg_sq")
                 step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
                 _inc_step(step_t)
                 step = _get_value(step_t)

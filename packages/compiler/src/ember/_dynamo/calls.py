@@ -143,6 +143,12 @@ def call_value(frame, fnv: V, args: list, kwargs: dict) -> V:
             getattr(fn, "__self__", None), FakeTensor):
         raise GraphBreak(f"{fn.__name__}() changes global state (run in Python)")
     if _is_library(fn, tr):
+        if _hashable(fn) and fn in PURE:
+            from .interp import Iter
+            # an iterator (a generator expression's) reaches a builtin as the list it yields:
+            # sum/any/all/min/max/sorted consume it whole (other library code never sees one)
+            args = [V(frame.items(a), None, list) if isinstance(a.val, Iter) else a
+                    for a in args]
         # (functions marked `_ember_allow_in_graph` by their package, as ember.distributed's
         # functional collectives, take any argument: they only read it at capture time)
         if getattr(fn, "_ember_allow_in_graph", False) is True:  # (flex_attention's)
@@ -242,6 +248,8 @@ def _is_module_class(cls) -> bool:
 def _container_call(frame, m: ContainerMethod, args, kwargs) -> V:
     obj, name = m.obj, m.name
     tr = frame.tr
+    if obj.ctype is set:
+        return _set_call(frame, obj, name, args, kwargs)
     if name in _MUTATING:
         if obj.src is not None:
             raise GraphBreak(f"{obj.ctype.__name__}.{name} on a container from outside the "
@@ -282,6 +290,29 @@ def _container_call(frame, m: ContainerMethod, args, kwargs) -> V:
         return V(getattr(plain, name)(*[tr.unwrap(a) for a in args]))
     # tuple subclasses (Size, namedtuples): their own methods on the plain value
     return tr.call_library(getattr(tr.unwrap(obj), name), args, kwargs, f".{name}")
+
+
+_SET_MUTATING = {"add", "discard", "remove", "pop", "clear", "update", "difference_update",
+                 "intersection_update", "symmetric_difference_update"}
+
+
+def _set_call(frame, obj: V, name: str, args, kwargs) -> V:
+    """A method of a set of plain values (the frame holds it as a real set)."""
+    if kwargs:
+        raise GraphBreak(f"set.{name} with keyword arguments")
+    if name in _SET_MUTATING:
+        if obj.src is not None:
+            raise GraphBreak(f"set.{name} on a set from outside the frame (side effect)")
+        frame.tr.mutations += 1
+    if name in ("add", "discard", "remove", "__contains__"):
+        plain = [frame.set_key(a) for a in args]
+    else:  # the others take iterables
+        plain = [{frame.set_key(x) for x in frame.items(a)} for a in args]
+    try:
+        r = getattr(obj.val, name)(*plain)
+    except (KeyError, AttributeError, TypeError) as e:
+        raise GraphBreak(f"set.{name}: {type(e).__name__}: {e}") from None
+    return V(r, None, set) if isinstance(r, set) else frame.tr.to_v(r)
 
 
 # ---- modules -----------------------------------------------------------------------------------
@@ -431,6 +462,10 @@ def _b_hasattr(frame, args, kwargs):
     return V(hasattr(frame.tr.unwrap(args[0]), frame.tr.unwrap(args[1])))
 
 
+def _b_set(frame, args, kwargs):
+    return V({frame.set_key(x) for x in frame.items(args[0])} if args else set(), None, set)
+
+
 def _b_chain(frame, args, kwargs):
     from .interp import Iter
     return V(Iter([x for a in args for x in frame.items(a)]))
@@ -439,7 +474,7 @@ def _b_chain(frame, args, kwargs):
 _SPECIAL = {itertools.chain: _b_chain, builtins.len: _b_len, builtins.range: _b_range,
             builtins.enumerate: _b_enumerate,
             builtins.zip: _b_zip, builtins.reversed: _b_reversed, builtins.list: _b_list,
-            builtins.tuple: _b_tuple, builtins.dict: _b_dict,
+            builtins.tuple: _b_tuple, builtins.dict: _b_dict, builtins.set: _b_set,
             builtins.isinstance: _b_isinstance, builtins.print: _b_print,
             builtins.super: _b_super, builtins.iter: _b_iter, builtins.next: _b_next,
             builtins.getattr: _b_getattr, builtins.hasattr: _b_hasattr}

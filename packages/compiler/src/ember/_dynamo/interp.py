@@ -1,6 +1,7 @@
 """A symbolic interpreter of CPython 3.11/3.12 bytecode: one `Frame` per inlined function.
 
-Each instruction pops and pushes `V`s (see tracer.py). Tensor work runs on fake tensors and is
+Each instruction pops and pushes `V`s (see tracer.py); its handler is a method of the mixins
+DataOps (interp_data.py) or FlowOps (interp_flow.py). Tensor work runs on fake tensors and is
 recorded into the tracer's fx graph; Python values are computed for real; anything this file does
 not model (data-dependent branches, mutation of objects that exist outside the frame, unknown
 calls, exceptions) raises GraphBreak with the reason and the user's file:line.
@@ -10,73 +11,20 @@ from __future__ import annotations
 import dis
 import inspect
 import keyword
-import operator
-import sys
-import types
 
 from ember._subclasses.fake_tensor import FakeTensor
 
 from .calls import call_value
 from .exc import GraphBreak
-from .tracer import V, attr_src
+from .interp_data import DataOps
+from .interp_flow import FlowOps
+from .interp_values import NULL, RETURN, Cell, Iter, LocalFunction, _is_user_fn
+from .tracer import V
 
-__all__ = ["Frame", "inline_call", "NULL", "Cell", "LocalFunction"]
+__all__ = ["Frame", "inline_call", "NULL", "Cell", "LocalFunction", "Iter", "_is_user_fn"]
 
-PY312 = sys.version_info >= (3, 12)
-NULL = V("<NULL>")
 MAX_DEPTH = 48
 MAX_STEPS = 2_000_000
-
-_BINOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-           "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
-           "&": operator.and_, "|": operator.or_, "^": operator.xor, "<<": operator.lshift,
-           ">>": operator.rshift}
-_INPLACE = {"+=": operator.iadd, "-=": operator.isub, "*=": operator.imul,
-            "/=": operator.itruediv, "//=": operator.ifloordiv, "%=": operator.imod,
-            "**=": operator.ipow, "@=": operator.imatmul, "&=": operator.iand,
-            "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift,
-            ">>=": operator.irshift}
-_CMP = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
-        ">": operator.gt, ">=": operator.ge}
-_NB = [sym for _, sym in dis._nb_ops]
-_UNARY = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos,
-          "UNARY_INVERT": operator.invert}
-
-
-class Cell:
-    """A closure cell of a frame the interpreter runs (holds a V)."""
-    __slots__ = ("v",)
-
-    def __init__(self, v=None):
-        self.v = v
-
-
-class LocalFunction:
-    """A function made by MAKE_FUNCTION inside the trace (its cells hold V's)."""
-
-    def __init__(self, code, globs, defaults, kwdefaults, cells, name):
-        self.code, self.globals, self.cells = code, globs, cells
-        self.defaults, self.kwdefaults, self.__name__ = defaults or (), kwdefaults or {}, name
-
-
-class Iter:
-    """An iterator over a fixed list of V's (for loops are unrolled)."""
-    __slots__ = ("items", "pos")
-
-    def __init__(self, items):
-        self.items, self.pos = list(items), 0
-
-
-def _is_user_fn(fn) -> bool:
-    from .eval_frame import _ALLOW_IN_GRAPH
-    mod = getattr(fn, "__module__", "") or ""
-    # ember.optim's steps are inlined like user code (their per-parameter updates captured)
-    return (isinstance(fn, types.FunctionType) and (not mod.startswith("ember") or
-                                                    mod.startswith(_INLINED))
-            and fn not in _ALLOW_IN_GRAPH)
-
-
-_INLINED = ("ember.optim.",)
 
 
 def bind_args(tr, code, name, defaults, kwdefaults, args, kwargs) -> dict:
@@ -149,18 +97,25 @@ def inline_call(tr, fn, args, kwargs, depth):
                  for i, c in enumerate(fn.__closure__ or ())]
         defaults = tuple(tr.to_v(d) for d in (fn.__defaults__ or ()))
         kwdefaults = {k: tr.to_v(d) for k, d in (fn.__kwdefaults__ or {}).items()}
-    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
-                        inspect.CO_ASYNC_GENERATOR):
+    gen = bool(code.co_flags & inspect.CO_GENERATOR)
+    if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) or (
+            gen and tr.top is None):
         raise GraphBreak(f"generator or coroutine {code.co_name} is not modelled")
     local = bind_args(tr, code, code.co_name, defaults, kwdefaults, args, kwargs)
     f = Frame(tr, code, globs, local, cells, depth)
+    if gen:
+        # inlined as PyTorch's dynamo does: run to its end at the call, its values handed out
+        # by an iterator (a generator expression's body runs before it is consumed)
+        f.yielded = []
+        f.run()
+        return V(Iter(f.yielded))
     if tr.top is None:
         tr.top = f
         f.fn = None if isinstance(fn, LocalFunction) else fn
     return f.run()
 
 
-class Frame:
+class Frame(DataOps, FlowOps):
     """The interpreter of one code object."""
 
     def __init__(self, tr, code, globs, local, cells, depth):
@@ -176,6 +131,7 @@ class Frame:
         self.index = {ins.offset: i for i, ins in enumerate(self.instrs)}
         self.line = code.co_firstlineno
         self.fn = None
+        self.yielded = None  # a generator's values (see inline_call)
 
     def where(self) -> str:
         return f"{self.code.co_filename}:{self.line}"
@@ -208,7 +164,7 @@ class Frame:
                 raise
             if r is None:
                 pc += 1
-            elif r is _RETURN:
+            elif r is RETURN:
                 return self.stack.pop()
             else:
                 pc = self.index[r]
@@ -279,558 +235,3 @@ class Frame:
             return bool(v.val)
         except Exception as e:
             raise GraphBreak(f"truth value of {type(v.val).__name__}: {e}") from None
-
-    # ---- no-ops ----------------------------------------------------------------------------
-    def op_NOP(self, ins):
-        pass
-
-    op_RESUME = op_PRECALL = op_CACHE = op_EXTENDED_ARG = op_NOP
-
-    def op_COPY_FREE_VARS(self, ins):
-        pass
-
-    def op_MAKE_CELL(self, ins):
-        name = ins.argval
-        if name not in self.cells:
-            self.cells[name] = Cell(self.locals.pop(name, None))
-
-    # ---- loads and stores ------------------------------------------------------------------
-    def op_LOAD_CONST(self, ins):
-        self.push(V(ins.argval) if not isinstance(ins.argval, tuple)
-                  else self.tr.to_v(ins.argval))
-
-    def op_LOAD_FAST(self, ins):
-        v = self.locals.get(ins.argval)
-        if v is None:
-            raise GraphBreak(f"local {ins.argval!r} read before assignment")
-        self.push(v)
-
-    op_LOAD_FAST_CHECK = op_LOAD_FAST
-
-    def op_LOAD_FAST_AND_CLEAR(self, ins):
-        self.push(self.locals.pop(ins.argval, V(None)))
-
-    def op_STORE_FAST(self, ins):
-        self.locals[ins.argval] = self.pop()
-
-    def op_DELETE_FAST(self, ins):
-        self.locals.pop(ins.argval, None)
-
-    def op_LOAD_GLOBAL(self, ins):
-        name = ins.argval
-        if ins.arg & 1:  # 3.11 and 3.12: NULL below the global
-            self.push(NULL)
-        if name in self.globals:
-            v = self.tr.wrap(self.globals[name], f"{self.gsrc}[{name!r}]")
-        else:
-            import builtins
-            if not hasattr(builtins, name):
-                raise GraphBreak(f"name {name!r} is not defined")
-            self.tr.add_guard(f"{name!r} not in {self.gsrc}", f"global {name} not defined")
-            v = V(getattr(builtins, name))
-        self.push(v)
-
-    def op_PUSH_NULL(self, ins):
-        self.push(NULL)
-
-    def op_LOAD_DEREF(self, ins):
-        c = self.cells.get(ins.argval)
-        if isinstance(c, Cell):
-            self.push(c.v)
-        elif c is not None:
-            try:
-                val = c[0].cell_contents
-            except ValueError:
-                raise GraphBreak(f"free variable {ins.argval!r} is empty") from None
-            self.push(self.tr.wrap(val, c[1]))
-        else:
-            raise GraphBreak(f"cell {ins.argval!r} unknown")
-
-    def op_STORE_DEREF(self, ins):
-        c = self.cells.get(ins.argval)
-        if not isinstance(c, Cell):
-            raise GraphBreak(f"assignment to nonlocal {ins.argval!r} of an outer function "
-                             "(side effect)")
-        self.tr.mutations += 1
-        c.v = self.pop()
-
-    def op_LOAD_CLOSURE(self, ins):
-        c = self.cells.get(ins.argval)
-        if c is None:
-            c = self.cells[ins.argval] = Cell(self.locals.pop(ins.argval, None))
-        self.push(V(c))
-
-    def op_STORE_GLOBAL(self, ins):
-        raise GraphBreak(f"assignment to global {ins.argval!r} (side effect)")
-
-    def op_LOAD_ATTR(self, ins):
-        name = ins.argval
-        obj = self.pop()
-        if PY312 and ins.arg & 1:
-            self.push(NULL)
-            self.push(self.load_attr(obj, name))
-            return
-        self.push(self.load_attr(obj, name))
-
-    def op_LOAD_METHOD(self, ins):
-        obj = self.pop()
-        self.push(NULL)
-        self.push(self.load_attr(obj, ins.argval))
-
-    def load_attr(self, obj: V, name: str) -> V:
-        from .calls import BoundMethod, ContainerMethod
-        tr = self.tr
-        val = obj.val
-        if obj.ctype is not None:
-            return V(ContainerMethod(obj, name))
-        hit = tr.attr_overlay.get((id(val), name))
-        if hit is not None:
-            return V(hit[1])
-        if isinstance(val, FakeTensor):
-            if name == "grad" and obj.src is not None:
-                real = tr.examples[tr.inputs.index(obj.src)] if obj.src in tr.inputs else None
-                if real is not None:
-                    return tr.wrap(real.grad, attr_src(obj.src, "grad"))
-            if name in ("grad", "_base") and obj.src is not None:
-                raise GraphBreak(f"reading tensor.{name} of an input is not modelled")
-            if name in ("requires_grad", "is_leaf") and obj.src is not None:
-                real = tr.examples[tr.inputs.index(obj.src)] if obj.src in tr.inputs else None
-                if real is not None:
-                    return V(getattr(real, name))
-            try:
-                r = getattr(val, name)
-            except AttributeError as e:
-                raise GraphBreak(f"tensor attribute {name!r}: {e}") from None
-            return V(r) if callable(r) else tr.call_library(getattr, [obj, V(name)], {},
-                                                            f"Tensor.{name}")
-        static = inspect.getattr_static(val, name, None)
-        if isinstance(static, types.FunctionType) and not isinstance(val, type) and \
-                _is_user_fn(static) and name not in getattr(val, "__dict__", {}):
-            return V(BoundMethod(static, obj))
-        if isinstance(static, property) and isinstance(static.fget, types.FunctionType) and \
-                _is_user_fn(static.fget):
-            return self.call(V(static.fget), [obj])
-        try:
-            r = getattr(val, name)
-        except AttributeError as e:
-            raise GraphBreak(f"AttributeError: {e}") from None
-        if obj.src is not None:
-            return tr.wrap(r, attr_src(obj.src, name))
-        return tr.to_v(r)
-
-    def op_STORE_ATTR(self, ins):
-        obj = self.pop()
-        val = self.pop()
-        c = self.tr.unwrap(val) if val.ctype is None else None
-        if obj.src is not None and obj.ctype is None and type(c) in (bool, int, float, str,
-                                                                      type(None)) \
-                and not isinstance(obj.val, FakeTensor) and \
-                attr_src(obj.src, ins.argval) not in self.tr._memo:
-            # a constant stored on an object of the guard environment: replayed after the
-            # graph runs (each call), seen by later reads in the frame. (Not where the frame
-            # read it first, `self.calls += 1`: its guard would fail at every call.)
-            self.tr.store_attr(obj, ins.argval, c)
-            return
-        raise GraphBreak(f"assignment to attribute {ins.argval!r} of "
-                         f"{type(obj.val).__name__} (side effect on a Python object)")
-
-    def op_DELETE_ATTR(self, ins):
-        raise GraphBreak(f"del of attribute {ins.argval!r} (side effect)")
-
-    # ---- stack shuffling -------------------------------------------------------------------
-    def op_POP_TOP(self, ins):
-        self.pop()
-
-    def op_COPY(self, ins):
-        self.push(self.stack[-ins.arg])
-
-    def op_SWAP(self, ins):
-        s = self.stack
-        s[-1], s[-ins.arg] = s[-ins.arg], s[-1]
-
-    def op_RETURN_VALUE(self, ins):
-        return _RETURN
-
-    def op_RETURN_CONST(self, ins):
-        self.push(self.tr.to_v(ins.argval))
-        return _RETURN
-
-    # ---- arithmetic ------------------------------------------------------------------------
-    def op_BINARY_OP(self, ins):
-        b, a = self.pop(), self.pop()
-        sym = _NB[ins.arg]
-        fn = _BINOPS.get(sym) or _INPLACE[sym]
-        if sym == "+=" and a.ctype is list and a.src is None:
-            self.tr.mutations += 1
-            a.val.extend(self.items(b))
-            return self.push(a)
-        self.push(self.call(V(fn), [a, b]))
-
-    def op_COMPARE_OP(self, ins):
-        b, a = self.pop(), self.pop()
-        sym = ins.argval if isinstance(ins.argval, str) else dis.cmp_op[ins.arg]
-        self.push(self.call(V(_CMP[sym]), [a, b]))
-
-    def op_IS_OP(self, ins):
-        b, a = self.pop(), self.pop()
-        r = self.tr.unwrap(a) is self.tr.unwrap(b) if a.ctype is None or b.ctype is None \
-            else a is b
-        self.push(V(r != bool(ins.arg)))
-
-    def op_CONTAINS_OP(self, ins):
-        b, a = self.pop(), self.pop()
-        if b.ctype is not None and a.ctype is None and not isinstance(a.val, FakeTensor):
-            keys = b.val if b.ctype is dict else [self.tr.unwrap(e) for e in b.val]
-            r = a.val in keys
-        else:
-            r = self.call(V(operator.contains), [b, a]).val
-        self.push(V(bool(r) != bool(ins.arg)))
-
-    def op_UNARY_NOT(self, ins):
-        self.push(V(not self.truth(self.pop())))
-
-    def _unary(self, ins):
-        self.push(self.call(V(_UNARY[ins.opname]), [self.pop()]))
-
-    op_UNARY_NEGATIVE = op_UNARY_POSITIVE = op_UNARY_INVERT = _unary
-
-    def op_CALL_INTRINSIC_1(self, ins):
-        if ins.argrepr == "INTRINSIC_LIST_TO_TUPLE":
-            v = self.pop()
-            return self.push(V(tuple(v.val), None, tuple))
-        if ins.argrepr == "INTRINSIC_UNARY_POSITIVE":
-            return self.push(self.call(V(operator.pos), [self.pop()]))
-        raise GraphBreak(f"intrinsic {ins.argrepr} is not supported")
-
-    def op_BINARY_SUBSCR(self, ins):
-        idx, obj = self.pop(), self.pop()
-        self.push(self.subscr(obj, idx))
-
-    def subscr(self, obj: V, idx: V) -> V:
-        from ember.nn import Module
-        tr = self.tr
-        key = tr.unwrap(idx)
-        if obj.ctype is not None:
-            if isinstance(key, FakeTensor):
-                raise GraphBreak("indexing a Python container with a tensor")
-            try:
-                r = obj.val[key]
-            except (KeyError, IndexError, TypeError) as e:
-                raise GraphBreak(f"{type(e).__name__} raised (exceptions are not modelled)") \
-                    from None
-            if isinstance(key, slice):
-                return V(list(r) if obj.ctype is list else tuple(r), None,
-                         list if obj.ctype is list else tuple)
-            return r
-        if isinstance(obj.val, Module) and obj.src is not None and not isinstance(key, slice):
-            return tr.wrap(obj.val[key], f"{obj.src}[{key!r}]")
-        if isinstance(obj.val, dict) and isinstance(key, FakeTensor):
-            return self._tensor_keyed(obj, idx)
-        return self.call(V(operator.getitem), [obj, idx])
-
-    def _tensor_keyed(self, obj: V, idx: V) -> V:
-        """`optimizer.state[p]`: a dict keyed by an input tensor (by identity), read at capture
-        and guarded to hold that key."""
-        tr = self.tr
-        if obj.src is None or idx.src is None or idx.src not in tr.inputs:
-            raise GraphBreak("a dict keyed by a tensor made in the frame")
-        real = tr.examples[tr.inputs.index(idx.src)]
-        if real not in obj.val.keys():
-            # the frame runs in Python this time; once the key exists, a capture again
-            tr.add_guard(f"{idx.src} not in {obj.src}.keys()",
-                         f"{idx.src} is not a key of {obj.src}")
-            raise GraphBreak("a tensor-keyed dict without that key (reading it would add it)")
-        tr.add_guard(f"{idx.src} in {obj.src}.keys()", f"{idx.src} is a key of {obj.src}")
-        return tr.wrap(obj.val[real], f"{obj.src}[{idx.src}]")
-
-    def op_BINARY_SLICE(self, ins):
-        end, start, obj = self.pop(), self.pop(), self.pop()
-        self.push(self.subscr(obj, V(slice(self.tr.unwrap(start), self.tr.unwrap(end)))))
-
-    def op_STORE_SUBSCR(self, ins):
-        idx, obj, val = self.pop(), self.pop(), self.pop()
-        self.store_subscr(obj, idx, val)
-
-    def store_subscr(self, obj, idx, val):
-        if obj.ctype in (list, dict) and obj.src is None:
-            self.tr.mutations += 1
-            obj.val[self.tr.unwrap(idx)] = val
-        elif isinstance(obj.val, FakeTensor):
-            self.call(V(operator.setitem), [obj, idx, val])
-        else:
-            raise GraphBreak(f"item assignment on {type(obj.val).__name__} that exists outside "
-                             "the frame (side effect)")
-
-    def op_STORE_SLICE(self, ins):
-        end, start, obj, val = self.pop(), self.pop(), self.pop(), self.pop()
-        self.store_subscr(obj, V(slice(self.tr.unwrap(start), self.tr.unwrap(end))), val)
-
-    def op_DELETE_SUBSCR(self, ins):
-        idx, obj = self.pop(), self.pop()
-        if obj.ctype in (list, dict) and obj.src is None:
-            self.tr.mutations += 1
-            del obj.val[self.tr.unwrap(idx)]
-        else:
-            raise GraphBreak("del of an item outside the frame (side effect)")
-
-    def op_BUILD_SLICE(self, ins):
-        parts = [self.tr.unwrap(v) for v in self.popn(ins.arg)]
-        self.push(V(slice(*parts)))
-
-    # ---- building containers ---------------------------------------------------------------
-    def op_BUILD_TUPLE(self, ins):
-        self.push(V(tuple(self.popn(ins.arg)), None, tuple))
-
-    def op_BUILD_LIST(self, ins):
-        self.push(V(list(self.popn(ins.arg)), None, list))
-
-    def op_BUILD_SET(self, ins):
-        raise GraphBreak("sets are not modelled")
-
-    def op_BUILD_MAP(self, ins):
-        items = self.popn(2 * ins.arg)
-        self.push(V({self.key(items[i]): items[i + 1] for i in range(0, len(items), 2)},
-                    None, dict))
-
-    def key(self, v):
-        k = self.tr.unwrap(v)
-        if isinstance(k, FakeTensor):
-            raise GraphBreak("a tensor as a dict key")
-        return k
-
-    def op_BUILD_CONST_KEY_MAP(self, ins):
-        keys = self.pop().val
-        vals = self.popn(ins.arg)
-        self.push(V({self.key(k): v for k, v in zip(keys, vals)}, None, dict))
-
-    def op_BUILD_STRING(self, ins):
-        self.push(V("".join(self.tr.unwrap(v) for v in self.popn(ins.arg))))
-
-    def op_FORMAT_VALUE(self, ins):
-        spec = self.pop().val if (ins.arg & 0x04) == 0x04 else ""
-        v = self.tr.unwrap(self.pop())
-        if isinstance(v, FakeTensor):
-            raise GraphBreak("formatting a tensor's value")
-        conv = ins.arg & 0x03
-        v = {0: v, 1: str(v), 2: repr(v), 3: ascii(v)}[conv]
-        self.push(V(format(v, spec)))
-
-    def _container(self, i) -> V:
-        c = self.stack[-i]
-        if c.src is not None:
-            raise GraphBreak("mutating a container from outside the frame")
-        self.tr.mutations += 1
-        return c
-
-    def op_LIST_APPEND(self, ins):
-        v = self.pop()
-        self._container(ins.arg).val.append(v)
-
-    def op_LIST_EXTEND(self, ins):
-        v = self.pop()
-        self._container(ins.arg).val.extend(self.items(v))
-
-    def op_LIST_TO_TUPLE(self, ins):
-        self.push(V(tuple(self.pop().val), None, tuple))
-
-    def op_DICT_UPDATE(self, ins):
-        v = self.pop()
-        if v.ctype is not dict:
-            raise GraphBreak("dict update from a non-dict")
-        self._container(ins.arg).val.update(v.val)
-
-    op_DICT_MERGE = op_DICT_UPDATE
-
-    def op_MAP_ADD(self, ins):
-        val, k = self.pop(), self.pop()
-        self._container(ins.arg).val[self.key(k)] = val
-
-    def items(self, v: V) -> list:
-        """The V's an iterable yields (for loops, unpacking, *args)."""
-        from ember.nn import Module
-        tr = self.tr
-        if isinstance(v.val, Iter):
-            it = v.val
-            r = it.items[it.pos:]
-            it.pos = len(it.items)
-            return r
-        if v.ctype is dict:
-            return [V(k) for k in v.val]
-        if v.ctype is not None:
-            return list(v.val)
-        val = v.val
-        if isinstance(val, FakeTensor):
-            if val.ndim == 0:
-                raise GraphBreak("iterating a 0-d tensor")
-            return [tr.call_library(operator.getitem, [v, V(i)], {}, "tensor iteration")
-                    for i in range(val.shape[0])]
-        if isinstance(val, Module) and hasattr(val, "__iter__"):
-            from ember.nn import ModuleDict
-            if isinstance(val, ModuleDict):
-                return [V(k) for k in val.keys()]
-            if v.src is None:
-                raise GraphBreak("iterating a module without a source")
-            mods = list(val)
-            tr.add_guard(f"len({v.src}) == {len(mods)}", f"len({v.src}) == {len(mods)}")
-            return [tr.wrap(m, f"{v.src}[{i}]") for i, m in enumerate(mods)]
-        if isinstance(val, (range, str, bytes)):
-            return [V(x) for x in val]
-        raise GraphBreak(f"iterating {type(val).__name__} is not modelled")
-
-    def op_UNPACK_SEQUENCE(self, ins):
-        vals = self.items(self.pop())
-        if len(vals) != ins.arg:
-            raise GraphBreak(f"unpacking {len(vals)} values into {ins.arg}")
-        self.stack.extend(reversed(vals))
-
-    def op_UNPACK_EX(self, ins):
-        before, after = ins.arg & 0xFF, ins.arg >> 8
-        vals = self.items(self.pop())
-        if len(vals) < before + after:
-            raise GraphBreak("not enough values to unpack")
-        mid = vals[before:len(vals) - after]
-        out = vals[:before] + [V(list(mid), None, list)] + vals[len(vals) - after:]
-        self.stack.extend(reversed(out))
-
-    # ---- control flow ----------------------------------------------------------------------
-    def op_GET_ITER(self, ins):
-        self.push(V(Iter(self.items(self.pop()))))
-
-    def op_FOR_ITER(self, ins):
-        it = self.stack[-1].val
-        if it.pos < len(it.items):
-            self.push(it.items[it.pos])
-            it.pos += 1
-            return None
-        self.pop()
-        target = ins.argval
-        if PY312 and self.instrs[self.index[target]].opname == "END_FOR":
-            return self.instrs[self.index[target] + 1].offset
-        return target
-
-    def op_END_FOR(self, ins):
-        self.pop()
-        self.pop()
-
-    def _jump(self, ins):
-        return ins.argval
-
-    op_JUMP_FORWARD = op_JUMP_BACKWARD = op_JUMP_BACKWARD_NO_INTERRUPT = op_JUMP = _jump
-    op_JUMP_ABSOLUTE = _jump
-
-    def _jump_if(self, ins):
-        v = self.pop()
-        name = ins.opname
-        if name.endswith("_NONE"):
-            cond = self.tr.unwrap(v) is None if v.ctype is None else False
-            if "NOT_NONE" in name:
-                cond = not cond
-        else:
-            cond = self.truth(v)
-            if name.endswith("FALSE"):
-                cond = not cond
-        return ins.argval if cond else None
-
-    op_POP_JUMP_IF_FALSE = op_POP_JUMP_IF_TRUE = _jump_if
-    op_POP_JUMP_IF_NONE = op_POP_JUMP_IF_NOT_NONE = _jump_if
-    op_POP_JUMP_FORWARD_IF_FALSE = op_POP_JUMP_FORWARD_IF_TRUE = _jump_if
-    op_POP_JUMP_BACKWARD_IF_FALSE = op_POP_JUMP_BACKWARD_IF_TRUE = _jump_if
-    op_POP_JUMP_FORWARD_IF_NONE = op_POP_JUMP_FORWARD_IF_NOT_NONE = _jump_if
-    op_POP_JUMP_BACKWARD_IF_NONE = op_POP_JUMP_BACKWARD_IF_NOT_NONE = _jump_if
-
-    def _jump_or_pop(self, ins):
-        v = self.stack[-1]
-        cond = self.truth(v)
-        if cond == ins.opname.startswith("JUMP_IF_TRUE"):
-            return ins.argval
-        self.pop()
-        return None
-
-    op_JUMP_IF_TRUE_OR_POP = op_JUMP_IF_FALSE_OR_POP = _jump_or_pop
-
-    # ---- calls -----------------------------------------------------------------------------
-    def op_KW_NAMES(self, ins):
-        self.kw_names = self.code.co_consts[ins.arg] if not PY312 or not isinstance(
-            ins.argval, tuple) else ins.argval
-
-    def op_CALL(self, ins):
-        n = ins.arg
-        args = self.popn(n)
-        names = self.kw_names
-        self.kw_names = ()
-        kwargs = {}
-        if names:
-            kwargs = dict(zip(names, args[len(args) - len(names):]))
-            args = args[:len(args) - len(names)]
-        b, a = self.pop(), self.pop()
-        if a is NULL:
-            fn = b
-        else:
-            fn, args = a, [b] + args
-        self.push(self.call(fn, args, kwargs))
-
-    def op_CALL_FUNCTION_EX(self, ins):
-        kwargs = self.pop() if ins.arg & 1 else V({}, None, dict)
-        args = self.pop()
-        fn = self.pop()
-        if self.stack and self.stack[-1] is NULL:
-            self.pop()
-        if kwargs.ctype is not dict:
-            raise GraphBreak("**kwargs from a non-dict")
-        self.push(self.call(fn, self.items(args), dict(kwargs.val)))
-
-    def op_MAKE_FUNCTION(self, ins):
-        code = self.pop().val
-        cells = self.pop().val if ins.arg & 0x08 else ()
-        if ins.arg & 0x04:
-            self.pop()
-        kwd = self.pop().val if ins.arg & 0x02 else {}
-        defaults = self.pop().val if ins.arg & 0x01 else ()
-        cells = [c.val for c in cells]
-        self.push(V(LocalFunction(code, self.globals, tuple(defaults), dict(kwd), cells,
-                                  code.co_name)))
-
-    # ---- imports (run for real: importing twice changes nothing) -----------------------------
-    def op_IMPORT_NAME(self, ins):
-        fromlist, level = self.pop(), self.pop()
-        try:
-            mod = __import__(ins.argval, self.globals, None, self.tr.unwrap(fromlist),
-                             self.tr.unwrap(level))
-        except ImportError as e:
-            raise GraphBreak(f"import failed: {e}") from None
-        self.push(V(mod))
-
-    def op_IMPORT_FROM(self, ins):
-        mod = self.stack[-1].val
-        try:
-            self.push(self.tr.to_v(getattr(mod, ins.argval)))
-        except AttributeError as e:
-            raise GraphBreak(f"import failed: {e}") from None
-
-    # ---- with blocks -----------------------------------------------------------------------
-    def op_BEFORE_WITH(self, ins):
-        from ember import device
-
-        from .calls import DeviceCtx, GradCtx
-        ctx = self.pop()
-        if isinstance(ctx.val, device):
-            ctx = V(DeviceCtx(ctx.val))
-        if not isinstance(ctx.val, (GradCtx, DeviceCtx)):
-            raise GraphBreak(f"`with` on {type(ctx.val).__name__} is not modelled")
-        exit_fn, entered = ctx.val.enter(self.tr)
-        self.push(V(exit_fn))
-        self.push(entered)
-
-    def op_LOAD_ASSERTION_ERROR(self, ins):
-        raise GraphBreak("assert statement failed at trace time or raises")
-
-    def op_RAISE_VARARGS(self, ins):
-        raise GraphBreak("raise statement")
-
-
-_RETURN = object()
-
-
-def _tensor_break_names():
-    from .tracer import TENSOR_BREAK
-    return TENSOR_BREAK

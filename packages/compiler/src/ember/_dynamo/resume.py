@@ -274,7 +274,7 @@ def state_spec(tr, roots, outs: list, index: dict, callees=()):
             # fresh cells holding the current values (it runs to completion in that call)
             return ("lf", val.code, val.globals, val.__name__,
                     [spec(x) for x in val.defaults], [_cell_spec(c, spec) for c in val.cells])
-        if type(val).__module__ == "ember._dynamo.interp":  # LocalFunction, Cell
+        if type(val).__module__ == "ember._dynamo.interp_values":  # LocalFunction, Cell
             raise NotResumable(type(val).__name__)
         if v.src is not None and not isinstance(val, (int, float, str, bool, type(None))):
             return ("s", v.src)

@@ -91,7 +91,8 @@ PURE = {builtins.len, builtins.isinstance, builtins.issubclass, builtins.abs, bu
         builtins.max, builtins.int, builtins.float, builtins.bool, builtins.str,
         builtins.round, builtins.divmod, builtins.pow, builtins.hasattr, builtins.getattr,
         builtins.type, builtins.callable, builtins.hash, builtins.id, builtins.repr,
-        builtins.all, builtins.any, builtins.sum, builtins.slice, builtins.format}
+        builtins.all, builtins.any, builtins.sum, builtins.slice, builtins.format,
+        builtins.sorted}
 PURE |= {v for v in vars(math).values() if callable(v)}
 PURE |= {v for k, v in vars(operator).items() if callable(v) and not k.startswith("i")
          and k not in ("setitem", "delitem")}
@@ -325,6 +326,8 @@ class Tracer:
             return V(tuple(self.to_v(e) for e in val), None, t)
         if t is dict:
             return V({k: self.to_v(e) for k, e in val.items()}, None, dict)
+        if t is set and not any(isinstance(e, Tensor) for e in val):
+            return V(set(val), None, set)
         if isinstance(val, Tensor) and not isinstance(val, FakeTensor):
             raise GraphBreak("a real tensor reached the trace without a source "
                              f"(shape {tuple(val.shape)})")

@@ -154,6 +154,16 @@ class Sequential(Module):
         return self
 
 
+def _abs_string_index(idx, n: int) -> str:
+    """The key of item idx of a list of n (ModuleList, ParameterList): str of 0 .. n-1."""
+    idx = operator.index(idx)
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range")
+    if idx < 0:
+        idx += n
+    return str(idx)
+
+
 class ModuleList(Module):
     """A list of modules, registered so their parameters are seen by the parent."""
 
@@ -163,12 +173,7 @@ class ModuleList(Module):
             self += modules
 
     def _get_abs_string_index(self, idx) -> str:
-        idx = operator.index(idx)
-        if not -len(self) <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range")
-        if idx < 0:
-            idx += len(self)
-        return str(idx)
+        return _abs_string_index(idx, len(self))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -327,12 +332,7 @@ class ParameterList(Module):
             self += values
 
     def _get_abs_string_index(self, idx) -> str:
-        idx = operator.index(idx)
-        if not -len(self) <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range")
-        if idx < 0:
-            idx += len(self)
-        return str(idx)
+        return _abs_string_index(idx, len(self))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):

@@ -74,6 +74,18 @@ def _forward_unimplemented(self, *input: Any) -> None:
                               '"forward" function')
 
 
+def _check_new_name(m, what: str, name, table: dict) -> None:
+    """PyTorch's checks of a new buffer's or parameter's name (its errors, its messages)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name should be a string. Got {typename(name)}")
+    if "." in name:
+        raise KeyError(f'{what} name can\'t contain "."')
+    if name == "":
+        raise KeyError(f'{what} name can\'t be empty string ""')
+    if hasattr(m, name) and name not in table:
+        raise KeyError(f"attribute '{name}' already exists")
+
+
 class Module:
     """Base class for all neural network modules.
 
@@ -129,14 +141,7 @@ class Module:
         """Add a buffer (state that is not a parameter, e.g. BatchNorm's running_mean)."""
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
-        if not isinstance(name, str):
-            raise TypeError(f"buffer name should be a string. Got {typename(name)}")
-        if "." in name:
-            raise KeyError('buffer name can\'t contain "."')
-        if name == "":
-            raise KeyError('buffer name can\'t be empty string ""')
-        if hasattr(self, name) and name not in self._buffers:
-            raise KeyError(f"attribute '{name}' already exists")
+        _check_new_name(self, "buffer", name, self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{typename(tensor)}' object to buffer '{name}' "
                             "(ember Tensor or None required)")
@@ -154,14 +159,7 @@ class Module:
         """Add a parameter; `module.name` then returns it."""
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
-        if not isinstance(name, str):
-            raise TypeError(f"parameter name should be a string. Got {typename(name)}")
-        if "." in name:
-            raise KeyError('parameter name can\'t contain "."')
-        if name == "":
-            raise KeyError('parameter name can\'t be empty string ""')
-        if hasattr(self, name) and name not in self._parameters:
-            raise KeyError(f"attribute '{name}' already exists")
+        _check_new_name(self, "parameter", name, self._parameters)
         if param is None:
             self._parameters[name] = None
             return

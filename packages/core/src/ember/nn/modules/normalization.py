@@ -18,6 +18,24 @@ def _shape(normalized_shape) -> tuple:
     return tuple(normalized_shape)
 
 
+def _affine(m: Module, affine: bool, bias: bool, shape, device, dtype) -> None:
+    """m.weight and m.bias: Parameters of `shape` (reset_parameters fills them), or None."""
+    on = {"weight": affine, "bias": affine and bias}
+    for name in ("weight", "bias"):
+        if on[name]:
+            setattr(m, name, Parameter(empty(shape, device=device, dtype=dtype)))
+        else:
+            m.register_parameter(name, None)
+
+
+def _reset_affine(m: Module) -> None:
+    """weight 1, bias 0 (where the module has them)."""
+    if m.weight is not None:
+        init.ones_(m.weight)
+    if getattr(m, "bias", None) is not None:
+        init.zeros_(m.bias)
+
+
 class LayerNorm(Module):
     """Normalizes over the last len(normalized_shape) dims; weight 1, bias 0."""
 
@@ -29,22 +47,11 @@ class LayerNorm(Module):
         self.normalized_shape = _shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, elementwise_affine, bias, self.normalized_shape, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -69,22 +76,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(empty(num_channels, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(num_channels, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, affine, bias, num_channels, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -112,8 +108,7 @@ class RMSNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
+        _reset_affine(self)
 
     def forward(self, x):
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)

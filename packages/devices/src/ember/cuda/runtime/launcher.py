@@ -22,8 +22,18 @@ SIGNATURES: dict = {}
 # EMBER_CUDA_FAKE_PLANS=1 (the fake device with TRITON_INTERPRET=1): interpreter launches are
 # cached as plans too (`FakeRun`), so the plan and native launch paths run in CI
 def fake_plans() -> bool:
-    """Read at each fake launch, not at import: tests turn it on after ember.cuda is loaded."""
-    return os.environ.get("EMBER_CUDA_FAKE_PLANS") == "1"
+    """Read at each fake launch, not at import: tests turn it on after ember.cuda is loaded. A
+    change drops the plan state made under the other setting (native_ops.reset_plans)."""
+    on = os.environ.get("EMBER_CUDA_FAKE_PLANS") == "1"
+    if on is not _FAKE_PLANS[0]:
+        if _FAKE_PLANS[0] is not None:
+            from .native_ops import reset_plans
+            reset_plans()
+        _FAKE_PLANS[0] = on
+    return on
+
+
+_FAKE_PLANS: list = [None]  # the setting fake_plans() last read
 
 
 def install_driver():

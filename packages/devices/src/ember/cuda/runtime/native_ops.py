@@ -243,6 +243,19 @@ _LEFT: dict = {}
 _RECORDINGS = 64
 
 
+def reset_plans() -> None:
+    """Forget every plan and recording budget: a setting the plans depend on changed (the fake
+    device's EMBER_CUDA_FAKE_PLANS), and recordings spent while no plan could come of them (a
+    fake launch is no plan without it) must not leave the op unplannable for the process."""
+    from ember import _native
+    from ember._device import get_backend
+    ARMED.clear()
+    _TAKEN.clear()
+    _LEFT.clear()
+    get_backend("cuda")._plans.clear()  # (pointwise launch plans: their runs are fake or not)
+    _native.clear_device_plans()
+
+
 def record_slot(f, backend, op, args):
     """Run a slot kernel f(backend, op, *args) with its device work recorded (kernels/base.py
     calls this for an armed op): the call itself is recorded, never a second run of it."""
