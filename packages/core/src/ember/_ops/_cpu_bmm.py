@@ -5,8 +5,9 @@ gives a GEMM under 64 MFLOP one thread (OpenBLAS's spin-waiting threads cost mor
 gain there): the attention products of a small GPT (64 matrices of 128x128x32) ran on one core
 while PyTorch splits the batch. Here the matrices are split across OpenMP threads, each calling
 numpy's BLAS (one thread) on its share; operands are read in place when each matrix is a plain
-or transposed BLAS layout (broadcast batch dims as offsets), else copied once. float32/float64
-only; otherwise (or without a compiler / BLAS symbol) `bmm` returns None and numpy's runs.
+or transposed BLAS layout (broadcast batch dims as offsets), else copied once. float32/float64,
+two threads or more; otherwise (or without a compiler / BLAS symbol) `bmm` returns None and
+numpy's matmul runs.
 """
 from __future__ import annotations
 
@@ -123,11 +124,13 @@ def bmm(a, b):
     nb = int(np.prod(batch, dtype=np.int64))
     if nb < 2 or 0 in (M, N, K) or b.shape[-2] != K:
         return None
+    nt = _cpu_conv._threads(2 * M * N * K * nb, nb)
+    if nt < 2:
+        return None   # one thread: numpy's loop over the batch is the same BLAS calls
     a, ta, lda = _layout(a, M, K)
     b, tb, ldb = _layout(b, K, N)
     oa, ob = _offsets(a, batch), _offsets(b, batch)
     out = np.empty(tuple(batch) + (M, N), a.dtype)
-    nt = _cpu_conv._threads(2 * M * N * K * nb, nb)
     dims = np.array([M, N, K, lda, ldb, ta, tb], np.int64)
     _cpu_conv._blas_one_thread()   # BLAS runs inside our threads: one thread each
     _FNS[sfx](a.ctypes.data, b.ctypes.data, out.ctypes.data, oa.ctypes.data, ob.ctypes.data, nb,
