@@ -22,6 +22,8 @@ def mode(request, monkeypatch):
             monkeypatch.setattr(m, "_lib", False)
         return request.param
     nt = 2 if request.param == "cpp-2-threads" else 1
+    monkeypatch.setenv("EMBER_CPU_STRIDED", "1")   # opt-in: on for these tests
+    monkeypatch.setattr(_cpu_strided, "_lib", None)
     monkeypatch.setattr(_cpu_conv, "_FLOPS_PER_THREAD", 1)
     monkeypatch.setattr(_cpu_norm, "_ELEMS_PER_THREAD", 1)
     monkeypatch.setattr(_cpu_strided, "MIN_ELEMS", 1)

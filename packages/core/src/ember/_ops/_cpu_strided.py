@@ -7,7 +7,9 @@ broadcast: stride 0, so a strided zero fill is a copy from a zero scalar) and `s
 (x C-contiguous, summed over its first k dims: bias gradients; rows split across threads,
 partial sums added in thread order). At one thread numpy's own loops are as fast, so both step
 aside there; they also return False / None where they do not apply (small, other dtypes, no
-compiler) and the caller runs numpy. EMBER_CPU_STRIDED=0 turns them off.
+compiler) and the caller runs numpy. Opt-in, EMBER_CPU_STRIDED=1: on the loaded 2-core machine
+the main thread's time for the GPT's sizes (1-4 MB) did not fall at two threads (the kernels
+split, but ~40 us of Python around each call ate the gain; RESULTS.md, session 8).
 """
 from __future__ import annotations
 
@@ -130,7 +132,7 @@ def _load():
     global _lib
     from . import _cpujit
     _lib = False
-    if os.environ.get("EMBER_CPU_STRIDED", "1") == "0" or not _cpujit.available():
+    if os.environ.get("EMBER_CPU_STRIDED", "0") != "1" or not _cpujit.available():
         return
     lib = _cpujit._build([_SRC])
     if lib is None:
