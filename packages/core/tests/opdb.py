@@ -124,6 +124,11 @@ def _attn_bwd_args(s, mask, scale):
     return g, q, k, v, mask, _softmax(sc, -1) @ v, lse, False, scale
 
 
+def _torch():
+    import torch
+    return torch
+
+
 def _F(name):
     def ref(*args, **kw):
         import torch.nn.functional as F
@@ -508,6 +513,15 @@ NN = [
         np.array(0.7), s.randn(3, 5), s.int(3), None, 1, -100, np.array(3.0))),
     R("nll_loss_nd", lambda s: (s.randn(3, 5), s.int(3))),
     R("cross_entropy_loss", lambda s: (s.randn(3, 5), s.int(3), None, 1, -100, 0.1)),
+    # cross_entropy's eager CPU op (log_softmax + nll_loss) and its one-pass backward
+    R("_log_softmax_nll", lambda s: (s.randn(3, 5), s.int(3), s.pos(5), 1, -100),
+      ref=lambda x, t, w, r, ii: _torch().ops.aten.nll_loss_forward(
+          _torch().log_softmax(x, 1), t, w, r, ii)),
+    R("_log_softmax_nll_backward", lambda s: (
+        np.array(0.7), s.randn(3, 5), s.int(3), None, 1, -100, np.array(3.0)),
+      ref=lambda g, x, t, w, r, ii, tw: _torch().ops.aten._log_softmax_backward_data(
+          _torch().ops.aten.nll_loss_backward(g, _torch().log_softmax(x, 1), t, w, r, ii, tw),
+          _torch().log_softmax(x, 1), 1, x.dtype)),
     *binary("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss",
             sample=lambda s: (s.randn(3, 4), s.randn(3, 4))),
     R("binary_cross_entropy", lambda s: (s.prob(3, 4), s.rand(3, 4))),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _foreach
+from . import _cpu_fused, _foreach
 from .adam import _accel, _fusable
 from .optimizer import Optimizer, _use_grad, required
 
@@ -93,6 +93,10 @@ def _sgd_fused(p, grad, buf, lr, momentum, dampening, wd, nesterov, maximize):
     """One momentum step on numpy views with in-place ufuncs: the operations of SGD.step's
     op-by-op path (after the first step, which creates the buffer), in the same order/dtype."""
     pp, g, b = p._np, grad._np, buf._np
+    if _cpu_fused.sgd(pp, g, b, lr, momentum, dampening, wd, nesterov, maximize):
+        p._bump()
+        buf._bump()
+        return
     if maximize:
         g = np.negative(g)
     if wd != 0:

@@ -1,5 +1,6 @@
 """Row kernels in C++ (core's C++ kernel cache): softmax / log_softmax over the last dim (forward
-and backward) and layer_norm forward and backward, one pass over each row while it is in cache.
+and backward), layer_norm forward and backward and cross_entropy's backward (from the logits and
+the class indices), one pass over each row while it is in cache.
 
 The numpy kernels make a full-size temporary per step (x - max, exp, the sum, the division; for
 layer_norm's backward about eight); here each row is read and written once or twice, with
@@ -15,7 +16,8 @@ import os
 
 import numpy as np
 
-__all__ = ["softmax", "softmax_backward", "layer_norm", "layer_norm_backward"]
+__all__ = ["softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
+           "cross_entropy_backward"]
 
 _SRC = r"""
 #include <cmath>
@@ -112,6 +114,23 @@ static void softmax_bwd_rows(const T* g, const T* y, T* gi, int64_t M, int64_t D
   }
 }
 
+// cross_entropy's backward from the logits x, softmax recomputed (a row pass as softmax_rows,
+// then a scaling pass while the rows are in cache): gi = c * (softmax(x) - onehot(t)), c = 0 for
+// an ignored row
+template <typename T>
+static void xent_bwd_rows(const T* x, const int64_t* t, const T* c, T* gi, int64_t M, int64_t D,
+                          int nt) {
+  softmax_rows<T, false>(x, gi, M, D, nt);
+  #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+  for (int64_t m = 0; m < M; ++m) {
+    T* o = gi + m * D;
+    const T cm = c[m];
+    #pragma omp simd
+    for (int64_t i = 0; i < D; ++i) o[i] *= cm;
+    if (t[m] >= 0 && t[m] < D) o[t[m]] -= cm;
+  }
+}
+
 template <typename T>
 static void ln_fwd(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t M,
                    int64_t D, double eps, int nt) {
@@ -198,6 +217,9 @@ extern "C" void emrow_softmax_bwd_##SFX(const T* g, const T* y, T* gi, int64_t M
                                         int log, int nt) {                                  \
   if (log) softmax_bwd_rows<T, true>(g, y, gi, M, D, nt);                                    \
   else softmax_bwd_rows<T, false>(g, y, gi, M, D, nt); }                                     \
+extern "C" void emrow_xent_bwd_##SFX(const T* x, const int64_t* t, const T* c, T* gi,        \
+                                     int64_t M, int64_t D, int nt) {                         \
+  xent_bwd_rows<T>(x, t, c, gi, M, D, nt); }                                                 \
 extern "C" void emrow_ln_fwd_##SFX(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, \
                                    int64_t M, int64_t D, double eps, int nt) {               \
   ln_fwd<T>(x, w, b, y, mean, rstd, M, D, eps, nt); }                                        \
@@ -227,6 +249,7 @@ def _load():
     p, i, i64, d = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_double
     sig = {"emrow_softmax": [p, p, i64, i64, i, i],
            "emrow_softmax_bwd": [p, p, p, i64, i64, i, i],
+           "emrow_xent_bwd": [p] * 4 + [i64, i64, i],
            "emrow_ln_fwd": [p] * 6 + [i64, i64, d, i],
            "emrow_ln_bwd": [p] * 8 + [i64, i64, i]}
     for sfx in ("f32", "f64"):
@@ -287,6 +310,19 @@ def softmax_backward(g, y, log: bool):
     M = y.size // D
     gi = np.empty(y.shape, y.dtype)
     fn(g.ctypes.data, y.ctypes.data, gi.ctypes.data, M, D, int(log), _threads(y.size, M))
+    return gi
+
+
+def cross_entropy_backward(x, t, c):
+    """c[m] * (softmax(x[m]) - onehot(t[m])) for logits x (M, D), class indices t (M,) and row
+    coefficients c (M,) of x's dtype (0 for ignored rows), or None."""
+    fn = _fn("emrow_xent_bwd", x.dtype)
+    if fn is None or x.ndim != 2 or x.size == 0 or c.dtype != x.dtype:
+        return None
+    x, t, c = _c(x), _c(t.astype(np.int64, copy=False)), _c(c)
+    M, D = x.shape
+    gi = np.empty(x.shape, x.dtype)
+    fn(x.ctypes.data, t.ctypes.data, c.ctypes.data, gi.ctypes.data, M, D, _threads(x.size, M))
     return gi
 
 

@@ -14,6 +14,7 @@ from .. import _dtype as D
 from .._dispatch import DynamicOutputShape, TensorMeta, torch_name
 from .._size import normalize_dim
 from .._tensor import Tensor
+from . import _cpu_strided
 from . import movement as M
 from ._registry import FUNCTIONS, OPS, defop
 
@@ -489,10 +490,16 @@ def _slice_backward_kernel(g, sizes, dim, start, end, step):
         out = np.zeros(tuple(sizes), g.dtype)
     else:  # only the rest is zeroed: the slice is written once
         out = np.empty(tuple(sizes), g.dtype)
-        out[lead + (slice(0, start),)] = 0
-        out[lead + (slice(end, None),)] = 0
-    out[lead + (slice(start, end, step),)] = g
+        _assign(out[lead + (slice(0, start),)], np.zeros((), g.dtype))
+        _assign(out[lead + (slice(end, None),)], np.zeros((), g.dtype))
+    _assign(out[lead + (slice(start, end, step),)], g)
     return out
+
+
+def _assign(dst, src):
+    """dst[...] = src (large ones on all threads: _cpu_strided)."""
+    if not _cpu_strided.copy(dst, src):
+        dst[...] = src
 
 
 def _slice_backward_meta(g, sizes, dim, start, end, step):

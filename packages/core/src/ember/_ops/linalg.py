@@ -14,6 +14,7 @@ from .. import _dtype as D
 from .._blas import gemm_threads
 from .._dispatch import TensorMeta, torch_name
 from .._size import broadcast_shapes, normalize_dim
+from . import _cpu_bmm
 from ._registry import FUNCTIONS, OPS, complex_vjp, defop
 
 __all__ = ["LinAlgError"]
@@ -133,6 +134,10 @@ def _matmul_np(a, b):
         out = np.empty(a.shape[:-1] + (m,), np.result_type(a, b))
         np.matmul(a.reshape(rows, a.shape[-1]), b, out=out.reshape(rows, m))
         return out
+    if a.ndim > 1 and b.ndim > 2:  # a stack of GEMMs: split over the batch on all threads
+        out = _cpu_bmm.bmm(a, b)
+        if out is not None:
+            return out
     return np.matmul(a, b)  # BLAS for float32/64, transposed views included: no copy here
 
 

@@ -10,8 +10,11 @@ import math
 
 import numpy as np
 
+from .. import _dispatch
 from .. import _dtype as D
 from .._dispatch import TensorMeta
+from .._tensor import Tensor
+from . import _cpu_norm
 from ._registry import OPS, defop
 
 NONE, MEAN, SUM = 0, 1, 2
@@ -146,7 +149,71 @@ defop("nll_loss_nd(Tensor self, Tensor target, Tensor? weight=None, int reductio
 
 
 # ---- cross_entropy ------------------------------------------------------------------------------
+# Eager CPU calls of the common case (2-d float32/64 logits, class indices, no label smoothing)
+# run log_softmax + nll_loss as one op whose backward is one C++ pass per row from the logits
+# (was a zero fill, a scatter and log_softmax's backward). Its decomposition is the two ops:
+# traced graphs (modes on), other devices and create_graph see what they saw before.
+def _lsm_nll_kernel(x, t, w, reduction, ignore_index):
+    return _nll_kernel(OPS["log_softmax"].kernels["cpu"](x, 1, None), t, w, reduction,
+                       ignore_index)
+
+
+def _lsm_nll_backward_kernel(g, x, t, w, reduction, ignore_index, total_weight):
+    _, ts, wt = _nll_prepare(x, t, w, ignore_index)
+    g = g.astype(wt.dtype).reshape(wt.shape) if reduction == NONE else g.astype(wt.dtype)
+    if reduction == MEAN:
+        with np.errstate(all="ignore"):
+            g = g / total_weight.astype(wt.dtype)
+    with np.errstate(all="ignore"):   # ignored rows get 0 (torch skips them: no 0 * inf)
+        c = np.where(t.reshape(wt.shape) != ignore_index, wt * g, 0).astype(wt.dtype)
+    gi = _cpu_norm.cross_entropy_backward(x, ts, c.astype(x.dtype))
+    if gi is None:   # numpy: the same formula, c * (softmax(x) - onehot(t))
+        sm = OPS["softmax"].kernels["cpu"](x, 1, None).astype(wt.dtype)
+        with np.errstate(all="ignore"):
+            gi = sm * c[:, None]
+            gi[np.arange(len(ts)), ts] -= c
+        gi = gi.astype(x.dtype)
+    return gi
+
+
+def _lsm_nll_meta(x, t, w, reduction, ii):
+    if x.ndim != 2:
+        raise RuntimeError(f"_log_softmax_nll: expected 2-d input, got {x.ndim}-d")
+    return _nll_meta(x, t, w, reduction, ii)
+
+
+def _lsm_nll_backward_decomp(g, x, t, w, reduction, ii, total):
+    lp = OPS["log_softmax"](x, 1)
+    return OPS["_log_softmax_backward_data"](nll_loss_backward(g, lp, t, w, reduction, ii, total),
+                                             lp, 1, x.dtype)
+
+
+_lsm_nll_backward = defop(
+    "_log_softmax_nll_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, "
+    "int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor",
+    function=False, method=False, kernels={"cpu": _lsm_nll_backward_kernel},
+    meta=lambda g, x, t, w, r, ii, tw: _lsm_nll_meta(x, t, w, r, ii) and TensorMeta(
+        tuple(x.shape), x.dtype),
+    decomp=_lsm_nll_backward_decomp, differentiable=("grad_output", "self"), supports="fc")
+_lsm_nll = defop(
+    "_log_softmax_nll(Tensor self, Tensor target, Tensor? weight, int reduction, "
+    "SymInt ignore_index) -> (Tensor output, Tensor total_weight)",
+    function=False, method=False, kernels={"cpu": _lsm_nll_kernel}, meta=_lsm_nll_meta,
+    decomp=lambda x, t, w, r, ii: nll_loss_forward(OPS["log_softmax"](x, 1), t, w, r, ii),
+    differentiable=("self",), supports="fc",
+    vjp=lambda grads, out, x, t, w, r, ii: (_lsm_nll_backward(grads[0], x, t, w, r, ii,
+                                                              out[1]),))
+
+
+def _fused_ok(x, t, label_smoothing) -> bool:
+    return (label_smoothing <= 0 and x.__class__ is Tensor and x.device.type == "cpu"
+            and x.ndim == 2 and x.dtype in (D.float32, D.float64)
+            and not t.dtype.is_floating_point and not _dispatch.special[0])
+
+
 def _cross_entropy(x, t, w, reduction, ignore_index, label_smoothing):
+    if _fused_ok(x, t, label_smoothing):
+        return _lsm_nll(x, t, w, reduction, ignore_index)[0]
     cdim = 1 if x.ndim >= 2 else 0
     C = x.shape[cdim]
     logp = OPS["log_softmax"](x, cdim)

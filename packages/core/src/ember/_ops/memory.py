@@ -9,7 +9,17 @@ from .._device import device as Device
 from .._device import get_backend
 from .._dispatch import TensorMeta
 from .._size import broadcast_shapes
+from . import _cpu_strided
 from ._registry import FUNCTIONS, METHODS, defop
+
+
+def c_copy(x):
+    """A C-contiguous copy of the numpy array x (large ones on all threads)."""
+    if x.size >= _cpu_strided.MIN_ELEMS:
+        out = np.empty(x.shape, x.dtype)
+        if _cpu_strided.copy(out, x):
+            return out
+    return np.array(x, copy=True, order="C")
 
 
 def _clone(x, memory_format):
@@ -19,7 +29,7 @@ def _clone(x, memory_format):
 defop("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
       # C order: CPU tensors are contiguous, and a "K"-order copy of a transposed view would be
       # copied a second time to become one
-      kernels={"cpu": lambda x, mf: np.array(x, copy=True, order="C")},
+      kernels={"cpu": lambda x, mf: c_copy(x)},
       meta=lambda x, mf: TensorMeta(x.shape, x.dtype), vjp=lambda g, out, x, mf: (g,))
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from .. import _dtype as D
 from .._dispatch import TensorMeta, _return_type, torch_name
 from .._size import normalize_dim
+from . import _cpu_strided
 from ._registry import OPS, bind_overloads, complex_vjp, defop
 from .creation import to_dtype
 
@@ -110,8 +111,14 @@ def _sum_dtype(xd, dtype):
 def _sumlike(npfn):
     def kernel(x, dim, keepdim, dtype):
         od = _sum_dtype(edtype(x), dtype)
+        dims = reduce_dims(dim, x.ndim)
+        if (npfn is np.sum and not keepdim and x.dtype == od.np and dims and dims[-1] < x.ndim - 1
+                and dims == tuple(range(len(dims)))):  # leading dims (bias gradients): threads
+            r = _cpu_strided.sum_leading(x, len(dims))
+            if r is not None:
+                return r
         a = opmath_np(x.astype(od.np, copy=False))
-        return np.asarray(npfn(a, axis=reduce_dims(dim, x.ndim), keepdims=keepdim)).astype(od.np)
+        return np.asarray(npfn(a, axis=dims, keepdims=keepdim)).astype(od.np)
     return kernel
 
 
