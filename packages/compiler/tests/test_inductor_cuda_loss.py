@@ -8,6 +8,7 @@ from cuda_helpers import run_script
 SCRIPT = r"""
 import re
 import numpy as np, ember
+import ember._dynamo
 import ember._inductor.graph as G
 F = ember.nn.functional
 
