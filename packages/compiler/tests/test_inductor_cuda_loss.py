@@ -80,3 +80,25 @@ def test_cross_entropy_cuda_decomposition():
 
 def test_cross_entropy_cpu_keeps_core_decomposition():
     exec(compile(CPU, "cpu_loss", "exec"), {})
+
+
+def test_flat_index_only_for_element_blocks():
+    """A pointwise kernel addresses in-order elements by `xindex`; a scalar's offset 0 stays 0
+    (as `xindex` it stored a whole block past a one-element buffer)."""
+    import ember
+    from ember._inductor.graph import build
+    from ember._inductor.lowering import GraphLowering
+    from ember.fx.experimental.proxy_tensor import make_fx
+
+    def sources(fn, *shapes):
+        gm = make_fx(fn)(*[ember.ones(*s) for s in shapes])
+        meta = [ember.empty(s, device="meta") for s in shapes]
+        g = GraphLowering(gm, meta, device="cuda").run()
+        return build(g, compile_kernels=False).sources
+
+    (scalar,) = sources(lambda a, b: a * 2 + b, (), ())
+    assert "xindex)" not in scalar and "tl.load(p0 + (0))" in scalar, scalar
+    (rows,) = sources(lambda a, b: a * 2 + b, (6, 5), (6, 5))
+    assert "tl.load(p0 + (xindex)" in rows and "tl.store(p2 + (xindex)" in rows, rows
+    (bcast,) = sources(lambda a, b: a * 2 + b, (6, 5), (5,))
+    assert "tl.load(p1 + (xindex)" not in bcast, bcast   # the broadcast operand: by column

@@ -186,7 +186,8 @@ class TritonKernel:
         """An access's offset: `xindex` itself where a pointwise kernel reads or writes its
         elements in order (Triton then sees the contiguous run and vectorizes it; the div/mod
         decomposition of xindex hid that), else the index expression."""
-        if self.flat is not None and sympy.expand(index - self.flat) == 0:
+        if self.flat is not None and self._block(index) and \
+                sympy.expand(index - self.flat) == 0:   # (a scalar's offset 0 stays 0)
             return "xindex"
         return pyexpr(index)
 
