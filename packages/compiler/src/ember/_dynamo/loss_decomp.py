@@ -102,8 +102,8 @@ def rewrite(gm):
         if r not in (_NONE, _MEAN, _SUM):
             continue
         pairs[n] = ls
-    if not pairs:
-        return gm
+    if not pairs or any(n.op == "call_module" for n in gm.graph.nodes):
+        return gm   # (the copy below carries constants and subgraphs, not submodules)
     g, env, drop = Graph(), {}, set(pairs.values())
     for n in gm.graph.nodes:
         if n in drop:
@@ -115,6 +115,8 @@ def rewrite(gm):
                 if u.args[1] == 0:
                     new.meta = dict(u.meta)
                     env[u] = new
+            if n.meta.get("recompute"):   # (traced inside ember.utils.checkpoint)
+                new.meta["recompute"] = n.meta["recompute"]
             continue
         if n.op == "call_function" and n.target is operator.getitem and n.args[0] in pairs:
             continue
