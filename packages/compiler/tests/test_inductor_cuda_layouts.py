@@ -114,7 +114,10 @@ for shape in ((2, 5, 12), (3, 7, 12)):
     with ember.no_grad():
         close(fs(t), (t * 2).sin() + 1)
     src = graphs[-1].last.kernel_src
-    assert "ks1: tl.constexpr" in src and "do_not_specialize=['xnumel', 'rnumel']" in src, src
+    # (element counts too: masks known per aligned run, loads vectorized; triton.const_numel)
+    assert "ks1: tl.constexpr" in src and "xnumel: tl.constexpr" in src and \
+        "do_not_specialize=[]" in src, src
+    assert "tl.load(p0 + (xindex)" in src, src   # elements in order: the flat index
 
 # ---- cross-entropy's backward: nll_loss_backward fused into log_softmax's backward ---------
 logits = ember.randn(2, 6, 40, device="cuda", requires_grad=True)

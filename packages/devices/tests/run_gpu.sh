@@ -37,6 +37,7 @@ if [[ $what == tests || $what == all ]]; then
     packages/compiler/tests/test_inductor_cuda_dynamic.py \
     packages/compiler/tests/test_inductor_cuda_random.py \
     packages/compiler/tests/test_inductor_cuda_gpt.py \
+    packages/compiler/tests/test_inductor_cuda_loss.py \
     packages/compiler/tests/test_inductor_cuda_dedup.py \
     packages/compiler/tests/test_compile_device_index.py \
     packages/compiler/tests/test_inductor_index64.py \

@@ -69,6 +69,8 @@ def aot_module(gm: GraphModule, example_inputs, fw_compiler=None, bw_compiler=No
         fgm = functionalize(gm)
         return wrap_compiled(fw_compiler(fgm, example_inputs), fgm, "inference")
     from .aot_symbolic import SymbolicTraceError, is_symbolic_graph, trace_joint_symbolic
+    from .loss_decomp import rewrite
+    gm = rewrite(gm)   # (cross_entropy on CUDA: no (N, C) log_softmax stored)
     if not _per_size and is_symbolic_graph(gm):
         try:
             jgm, n_out, diff = trace_joint_symbolic(gm, need)

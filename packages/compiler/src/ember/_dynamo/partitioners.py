@@ -80,6 +80,8 @@ def _recomputable(n) -> bool:
         return False
     if n.meta.get("recompute"):
         return True
+    if n.meta.get("save"):   # (a decomposition's small result of a long pass: loss_decomp.py)
+        return False
     if getattr(t, "pointwise", None) is not None or "view" in tags or "reduction" in tags:
         return True
     if not hasattr(t, "schema"):   # size arithmetic (operator.*, sym_size)

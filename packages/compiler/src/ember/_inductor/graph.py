@@ -482,7 +482,10 @@ def _triton_launch(s, ptrs, syms, sv, sym) -> str:
         grid = (-(-xn // xb),) if not s.K or col else (xn,)
         if getattr(s, "static", False):   # sizes as constexprs, after XBLOCK and RBLOCK
             cs = {y.name: sv.values[y] for y in syms}
-            return f"    _launch({s.name}, {grid}, ({ptrs},), {(xn, rn)}, {xb}, {rb}, {cs})"
+            if getattr(s, "const_numel", False):
+                cs.update(xnumel=xn, rnumel=rn)
+            ints = () if getattr(s, "const_numel", False) else (xn, rn)
+            return f"    _launch({s.name}, {grid}, ({ptrs},), {ints}, {xb}, {rb}, {cs})"
         ints = [sv.values[y] for y in syms] + [xn, rn]
         return f"    _launch({s.name}, {grid}, ({ptrs},), {tuple(ints)}, {xb}, {rb})"
     xn = pyexpr(sympy.expand(sympy.Mul(*s.R)))
@@ -498,14 +501,17 @@ def _triton_launch_tiled(s, ptrs, syms, sv, sym) -> str:
     from .triton import launch_config
     kind = "persistent" if s.K else "pointwise"
     xh, rh = sv.numel(s.R), max(1, sv.numel(s.K))   # (size hints in a dynamic graph)
-    xb, rb, nw = launch_config(kind, xh, rh)
+    xb, rb, nw = launch_config(kind, xh, rh, getattr(s, "const_numel", False))
     opts = {}
     if sym is None:
         grid = (-(-xh // xb),)
         if getattr(s, "static", False):   # sizes as constexprs, after XBLOCK and RBLOCK
             opts.update({y.name: sv.values[y] for y in syms})
+            if getattr(s, "const_numel", False):
+                opts.update(xnumel=xh, rnumel=rh)
             opts["num_warps"] = nw
-            return f"    _launch({s.name}, {grid}, ({ptrs},), {(xh, rh)}, {xb}, {rb}, {opts})"
+            ints = () if getattr(s, "const_numel", False) else (xh, rh)
+            return f"    _launch({s.name}, {grid}, ({ptrs},), {ints}, {xb}, {rb}, {opts})"
         ints = tuple([sv.values[y] for y in syms] + [xh, rh])
         opts["num_warps"] = nw
         return f"    _launch({s.name}, {grid}, ({ptrs},), {ints}, {xb}, {rb}, {opts})"

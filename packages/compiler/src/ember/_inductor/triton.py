@@ -117,6 +117,7 @@ class TritonKernel:
         self.mask = None
         self.f32_acc = False   # while emitting a reduction's term that accumulates in float32
         self.full = None          # a template's tile shape (source) for broadcast stores
+        self.flat = None          # a pointwise kernel's xindex as an index over its ranges
         # column tiles: a kernel with an outer reduction (kept dims innermost in memory) runs
         # XBLOCK outputs a program over [RBLOCK, XBLOCK] tiles (`column_body`)
         self.column = bool(kernel.K) and any(getattr(b, "column", False) for b in kernel.nodes
@@ -144,7 +145,7 @@ class TritonKernel:
         if buf.name in self.kernel.where:
             self.mem_reads.add(buf.name)
         block = self._block(index) or (pm is not None and pm.block)
-        at = pyexpr(index)
+        at = self._at(index)
         masks = [m for m in [self._mask_for(index)] if m] if block and self.mask else []
         if pm is not None:   # out of the piece: offset 0 (in bounds), the value unused
             at = f"tl.where({pm.code}, {at}, 0)"
@@ -175,11 +176,20 @@ class TritonKernel:
                     "[1, XBLOCK]"
             code = f"tl.full({shape}, {code}, {self.TL[buf.dtype]})"
         m = self._mask_for(index) if block and self.mask else ""
-        at = pyexpr(index)
+        at = self._at(index)
         if self.persistent and v.block and not block:   # (one row: a full reduction's result)
             at, m = f"{at} + tl.zeros([XBLOCK, RBLOCK], tl.int32)", "xmask & rmask"
         mask = f", mask={m}" if m else ""
         out.append(f"tl.store({self.ptr(buf)} + ({at}), {code}{mask})")
+
+    def _at(self, index) -> str:
+        """An access's offset: `xindex` itself where a pointwise kernel reads or writes its
+        elements in order (Triton then sees the contiguous run and vectorizes it; the div/mod
+        decomposition of xindex hid that), else the index expression."""
+        if self.flat is not None and self._block(index) and \
+                sympy.expand(index - self.flat) == 0:   # (a scalar's offset 0 stays 0)
+            return "xindex"
+        return pyexpr(index)
 
     # ---- code ------------------------------------------------------------------------------
     def _decompose(self, vs, ranges, flat: str) -> list:
@@ -217,6 +227,11 @@ class TritonKernel:
         if not k.K:  # pointwise: XBLOCK elements of the flattened outer ranges
             self.block_vars = set(k.xs)
             self.mask = "xmask"
+            stride, flat = sympy.Integer(1), sympy.Integer(0)
+            for v, n in zip(reversed(k.xs), reversed(k.R)):
+                flat, stride = flat + v * stride, stride * n
+            if os.environ.get("EMBER_INDUCTOR_FLAT_INDEX", "1") != "0":
+                self.flat = sympy.expand(flat)
             lines += ["xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)",
                       "xmask = xindex < xnumel"]
             lines += self._decompose(k.xs, k.R, "xindex")
@@ -504,9 +519,11 @@ class TritonKernel:
         text = "\n".join(body)
         syms = [s.name for s in self.sv.ordered() if s.name in text]
         static = static and k.template is None
+        cn = static and const_numel()   # (xnumel, rnumel constexprs too: see const_numel)
         params = [f"p{i}" for i in range(len(self.args))] + ([] if static else syms) + \
-            ["xnumel", "rnumel"]
+            ([] if cn else ["xnumel", "rnumel"])
         consts = "".join(f", {y}: tl.constexpr" for y in syms) if static else ""
+        consts += ", xnumel: tl.constexpr, rnumel: tl.constexpr" if cn else ""
         origins = []
         for b in k.nodes:
             origins += [o for o in b.origins if o not in origins]
@@ -516,10 +533,19 @@ class TritonKernel:
                 f"#   buffers {', '.join(b.name for b in k.nodes)}; "
                 f"ranges {list(k.R)} x {list(k.K)}",
                 f"@triton.jit(do_not_specialize="
-                f"{([] if static else syms) + ['xnumel', 'rnumel']!r})",
+                f"{([] if static else syms) + ([] if cn else ['xnumel', 'rnumel'])!r})",
                 f"def {name}({', '.join(params)}, XBLOCK: tl.constexpr, "
                 f"RBLOCK: tl.constexpr{consts}):"]
         return "\n".join(head + ["    " + x for x in body]) + "\n"
+
+
+def const_numel() -> bool:
+    """Whether a static kernel (sizes as constexprs) takes its element and row counts as
+    constexprs too: its masks (`xindex < xnumel`) are then known to be constant over aligned
+    runs of 16 and more, so Triton vectorizes the masked loads and stores (a runtime xnumel,
+    not specialized, left every masked access one element wide). EMBER_INDUCTOR_CONST_NUMEL=0:
+    runtime counts."""
+    return os.environ.get("EMBER_INDUCTOR_CONST_NUMEL", "1") != "0"
 
 
 def _exp_of_shift(first, second, t1, t2, shift) -> bool:
@@ -557,26 +583,36 @@ def _precision() -> str:
     return ember.get_float32_matmul_precision()
 
 
-def persistent_rows(kernel, sizevars, fixed: bool) -> bool:
+def _flag(name: str, default: bool) -> bool:
+    v = os.environ.get(name)
+    return default if v is None else v == "1"
+
+
+def persistent_rows(kernel, sizevars, fixed: bool, const: bool = False) -> bool:
     """Whether a reduction kernel's rows fit one block (`persistent_body`): sizes fixed for the
     wrapper (not a dynamic graph: its rows may grow past the block) and rnumel <= PERSIST_MAX.
-    Opt-in (EMBER_INDUCTOR_PERSISTENT=1): on an H100 the GPT-2 step's softmax and layer-norm
-    kernels took 10.6 + 1.6 ms persistent against 8.9 + 1.2 ms looped."""
+    On by default where the counts are constexprs (`const`, see const_numel): on an H100 the
+    GPT-2 step's softmax forward and backward took 2.45 + 2.34 ms looped, 2.33 + 1.76 ms
+    persistent; with runtime counts (unvectorized masked loads) persistent was the slower
+    (10.6 against 8.9 ms, session 7). EMBER_INDUCTOR_PERSISTENT=1 / 0 forces it."""
     if not fixed or not kernel.K or kernel.template is not None:
         return False
-    if os.environ.get("EMBER_INDUCTOR_PERSISTENT", "0") != "1":
-        return False   # (off by default: slower than the looped form on an H100, RESULTS.md)
+    if not _flag("EMBER_INDUCTOR_PERSISTENT", const):
+        return False
     return 2 <= sizevars.hint(sympy.Mul(*kernel.K)) <= PERSIST_MAX
 
 
-def launch_config(kind: str, xnumel: int, rnumel: int = 1):
+def launch_config(kind: str, xnumel: int, rnumel: int = 1, const: bool = False):
     """(XBLOCK, RBLOCK, num_warps) of a pointwise or persistent-reduction kernel. Pointwise:
-    256 elements a program (1024 on large tensors with EMBER_INDUCTOR_XBLOCK_BIG=1).
+    256 elements a program; 1024 on tensors of 2**18 elements or more where the counts are
+    constexprs (`const`: loads vectorized, 8 elements a thread; the GPT-2 step's GPU time on an
+    H100 31.2 -> 29.7 ms; with runtime counts 1024 was 1.2-2.9x slower, session 7).
+    EMBER_INDUCTOR_XBLOCK_BIG=1 / 0 forces it.
     Persistent: RBLOCK the row's power of two, as many rows as keep the tile at PERSIST_TILE
     elements (fewer where the grid would not fill the GPU), warps by the tile's size."""
-    if kind == "pointwise":   # (1024 on large tensors made the GPT-2 step's pointwise
-        big = os.environ.get("EMBER_INDUCTOR_XBLOCK_BIG") == "1"   # kernels 1.2-2.9x slower
-        return (1024 if big and xnumel >= 1 << 18 else XBLOCK), 1, 4   # on an H100)
+    if kind == "pointwise":
+        big = _flag("EMBER_INDUCTOR_XBLOCK_BIG", const)
+        return (1024 if big and xnumel >= 1 << 18 else XBLOCK), 1, 4
     rb = 16
     while rb < rnumel:
         rb *= 2
@@ -592,9 +628,11 @@ def generate(kernel, stored: set, name: str, sizevars, static: bool = False,
     """(source, argument buffers, size symbols, in-kernel buffers read back from memory);
     `static`: sizes as constexprs (`TritonKernel.source`); `fixed`: the wrapper's sizes never
     change (rows that fit a block are persistent reductions)."""
-    tk = TritonKernel(kernel, stored, sizevars, persistent_rows(kernel, sizevars, fixed))
+    const = static and kernel.template is None and const_numel()
+    tk = TritonKernel(kernel, stored, sizevars, persistent_rows(kernel, sizevars, fixed, const))
     src = tk.source(name, static)
     kernel.static = static and kernel.template is None
+    kernel.const_numel = kernel.static and const_numel()
     kernel.column = tk.column   # (the launch: a grid of XBLOCK_COLUMN outputs a program)
     kernel.persistent = tk.persistent
     syms = [s for s in sizevars.ordered() if s.name in src.split("def ", 1)[1].split(")")[0]]
