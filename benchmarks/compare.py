@@ -6,8 +6,8 @@
 
 --compile runs every workload through torch.compile / ember.compile (compared with
 torch.compile), each run with empty compile caches (first-step times are cold: fresh
-TORCHINDUCTOR_CACHE_DIR and EMBER_CPU_KERNEL_CACHE directories), and adds a column of PyTorch
-eager (one more torch run without --compile) for the targets set against eager.
+TORCHINDUCTOR_CACHE_DIR, EMBER_CPU_KERNEL_CACHE and TRITON_CACHE_DIR directories), and adds a
+column of PyTorch eager (one more torch run without --compile) for the targets set against eager.
 
 Each implementation runs in its own subprocess (ember is imported as `torch` there), torch
 first, then ember, then torch again (two anchors bracket ember on a noisy shared machine).
@@ -34,6 +34,7 @@ def run(impl: str, args, compile_: bool | None = None) -> dict:
         cache = tempfile.mkdtemp(prefix=f"bench-{impl}-")
         env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
         env["EMBER_CPU_KERNEL_CACHE"] = os.path.join(cache, "ember")
+        env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")   # ember's Triton kernels
     src = [os.path.join(ROOT, "packages", p, "src") for p in sorted(os.listdir(
         os.path.join(ROOT, "packages")))]
     env["PYTHONPATH"] = os.pathsep.join(src + [env.get("PYTHONPATH", "")])

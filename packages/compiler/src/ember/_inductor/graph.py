@@ -32,11 +32,16 @@ _NCPU = os.cpu_count() or 1
 class CompiledGraph:
     """What `build` makes: the wrapper source, the kernel source and the callable."""
 
+    first = None   # a CUDA graph's first run compiles its Triton kernels in parallel first
+
     def __init__(self, wrapper_src, kernel_src, fn, n_kernels, n_extern):
         self.wrapper_src, self.kernel_src, self.fn = wrapper_src, kernel_src, fn
         self.n_kernels, self.n_extern = n_kernels, n_extern
 
     def __call__(self, *args):
+        if self.first is not None:
+            self.first, first = None, self.first
+            first(self, args)
         return self.fn(args)
 
     def code(self) -> str:
@@ -182,8 +187,19 @@ def load(art: Artifact, gm) -> CompiledGraph | None:
             obj = getattr(obj, part)
         env[name] = obj
     exec(compile(art.wrapper, "<ember inductor wrapper>", "exec"), env)  # noqa: S102
-    return CompiledGraph(art.wrapper, "".join(art.sources), env["call"], art.n_kernels,
-                         art.n_extern)
+    cg = CompiledGraph(art.wrapper, "".join(art.sources), env["call"], art.n_kernels,
+                       art.n_extern)
+    if art.device != "cpu" and len(art.sources) > 1:
+        cg.first = _precompile
+    return cg
+
+
+def _precompile(cg, args):
+    from ember.cuda.runtime import driver as rt
+    if rt.FAKE:
+        return  # Triton's interpreter (or no launch at all): nothing to compile
+    from .triton_precompile import precompile
+    precompile(cg.fn.__globals__, cg.wrapper_src, args)
 
 
 _TRITON_FNS: dict = {}   # kernel name (the hash of its text) -> JITFunction, for this process

@@ -1,0 +1,214 @@
+"""A CUDA graph's Triton kernels compiled in parallel before its first run.
+
+Triton compiles a kernel at its first launch, holding the GIL (threads do not overlap them), so
+the kernels of a compiled graph compiled one after another: most of the first compiled step of
+a GPT-2 train step. Before a graph's first run its wrapper's launches are read (static graphs
+name every launch with literal grids, block sizes and constexprs: `_launch(kernel, grid, bufs,
+ints, XBLOCK, RBLOCK, opts)`), and each launch whose operands are known (the graph's inputs,
+buffers it allocates) is compiled in a pool of worker processes: `JITFunction.warmup` with
+stand-in pointers of the same dtypes and 16-byte alignment, under a driver that reports the
+GPU's target and touches no CUDA context. The workers write Triton's on-disk cache; the graph's
+own launches then compute the same keys and load the compiled kernels from it. A launch this
+cannot read compiles at its launch, as before; a failed worker costs nothing but its time.
+
+Real GPUs only (the fake device runs Triton's interpreter); `EMBER_COMPILE_WORKERS=0` turns it
+off (default: the CPU count, at most 16; one CPU: off).
+"""
+from __future__ import annotations
+
+import ast
+import logging
+import os
+
+__all__ = ["plan", "precompile", "workers"]
+
+log = logging.getLogger("ember._inductor")
+_POOL: list = [None, 0]   # (executor, the pid that made it)
+
+
+def workers() -> int:
+    n = os.environ.get("EMBER_COMPILE_WORKERS")
+    if n is not None:
+        return max(0, int(n))
+    cpus = os.cpu_count() or 1
+    return 0 if cpus < 2 else min(16, cpus)
+
+
+def _literal(node):
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _empties(tree) -> dict:
+    """{buffer name: dtype name} of the wrapper's `bufN = _empty(n, _E['ember.x'], dev)`."""
+    out = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "_empty"
+                and len(node.value.args) >= 2 and isinstance(node.value.args[1], ast.Subscript)):
+            ok, name = _literal(node.value.args[1].slice)
+            if ok and isinstance(name, str):
+                out[node.targets[0].id] = name
+    return out
+
+
+def plan(wrapper: str, args) -> list:
+    """The wrapper's launches whose operands are known before the run, as
+    (kernel name, [(dtype name, aligned)], ints, grid, constexprs); inputs `inN` are args[N]."""
+    tree = ast.parse(wrapper)
+    bufs = _empties(tree)
+    jobs, seen = [], set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "_launch" and len(node.args) >= 6
+                and isinstance(node.args[0], ast.Name) and isinstance(node.args[2], ast.Tuple)):
+            continue
+        lits = [_literal(a) for a in (node.args[1], node.args[3], node.args[4], node.args[5])]
+        opts = _literal(node.args[6]) if len(node.args) > 6 else (True, None)
+        if not all(ok for ok, _ in lits) or not opts[0]:
+            continue  # sizes from symbols: compiled at the launch
+        grid, ints, xblock, rblock = (v for _, v in lits)
+        kinds = []
+        for b in node.args[2].elts:
+            kind = _kind(b, bufs, args)
+            if kind is None:
+                break
+            kinds.append(kind)
+        else:
+            consts = {"XBLOCK": xblock, "RBLOCK": rblock, **(opts[1] or {})}
+            job = (node.args[0].id, kinds, list(ints), tuple(grid), consts)
+            key = repr(job)
+            if key not in seen:
+                seen.add(key)
+                jobs.append(job)
+    return jobs
+
+
+def _kind(node, bufs, args):
+    if not isinstance(node, ast.Name):
+        return None
+    name = node.id
+    if name in bufs:
+        return bufs[name], True   # the caching allocator's blocks are 512-byte aligned
+    if name.startswith("in") and name[2:].isdigit() and int(name[2:]) < len(args):
+        t = args[int(name[2:])]
+        if hasattr(t, "data_ptr") and hasattr(t, "dtype"):
+            return str(t.dtype), t.data_ptr() % 16 == 0
+    return None
+
+
+def precompile(fn_globals: dict, wrapper: str, args) -> int:
+    """Compile the wrapper's known launches in the worker pool and wait for them; the number
+    compiled there."""
+    n = workers()
+    if n < 2:
+        return 0
+    jobs = [j for j in plan(wrapper, args) if j[0] in fn_globals]
+    if len(jobs) < 2:
+        return 0
+    from ember.cuda.runtime import driver as rt
+    dev = rt.current_device()
+    cc = (rt.attribute(dev, "COMPUTE_CAPABILITY_MAJOR") * 10
+          + rt.attribute(dev, "COMPUTE_CAPABILITY_MINOR"))
+    pool = _executor(n)
+    futs = []
+    for name, kinds, ints, grid, consts in jobs:
+        fn = fn_globals[name]
+        path = getattr(getattr(fn, "fn", None), "__code__", None)
+        if path is None:
+            continue
+        futs.append(pool.submit(compile_job, path.co_filename, name, kinds, ints, grid, consts,
+                                cc))
+    done = 0
+    for f in futs:
+        try:
+            f.result()
+            done += 1
+        except Exception as e:  # noqa: BLE001 - the launch compiles it instead
+            log.debug("parallel Triton compile failed (%s: %s)", type(e).__name__, e)
+    return done
+
+
+def _executor(n):
+    if _POOL[0] is None or _POOL[1] != os.getpid():
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        ctx = mp.get_context("forkserver")   # a clean process: no CUDA context, no threads
+        ctx.set_forkserver_preload(["triton", "triton.language", __name__])
+        _POOL[0], _POOL[1] = ProcessPoolExecutor(n, mp_context=ctx), os.getpid()
+    return _POOL[0]
+
+
+# ---- in a worker ------------------------------------------------------------------------------
+
+class _Dtype:
+    """An ember dtype by name (its str is what Triton's specializer reads)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return self.name
+
+    __repr__ = __str__
+
+
+class _Ptr:
+    """A device pointer of a dtype: address 0 is 16-byte aligned, 8 is not."""
+
+    __slots__ = ("addr", "dtype")
+
+    def __init__(self, addr, dtype):
+        self.addr, self.dtype = addr, dtype
+
+    def data_ptr(self):
+        return self.addr
+
+
+_DRIVER: list = []
+
+
+def _target_driver(cc: int):
+    """Triton's active driver in a worker: the GPU's target, no CUDA context."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia import driver as nvd
+
+    class TargetOnly(nvd.CudaDriver):
+        def __init__(self):
+            pass
+
+        def get_current_device(self):
+            return 0
+
+        def set_current_device(self, device):
+            pass
+
+        def get_current_stream(self, device=None):
+            return 0
+
+        def get_current_target(self):
+            return GPUTarget("cuda", cc, 32)
+
+        @staticmethod
+        def is_active():
+            return True
+
+    if not _DRIVER or _DRIVER[0] != cc:
+        triton.runtime.driver.set_active(TargetOnly())
+        _DRIVER[:] = [cc]
+
+
+def compile_job(path, name, kinds, ints, grid, consts, cc) -> None:
+    """Compile one launch into Triton's cache (runs in a worker)."""
+    import importlib.util
+    _target_driver(cc)
+    spec = importlib.util.spec_from_file_location(f"ember_pre_{os.path.basename(path)[:-3]}",
+                                                  path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ptrs = [_Ptr(0 if aligned else 8, _Dtype(dt)) for dt, aligned in kinds]
+    getattr(mod, name).warmup(*ptrs, *ints, grid=grid, **consts)
