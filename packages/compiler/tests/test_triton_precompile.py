@@ -2,7 +2,7 @@
 (_inductor/triton_precompile.py): the launches read from the wrapper, and the keys the workers'
 compiles leave in Triton's cache are the ones the launcher's own launches look up. On the CPU:
 the graph is generated on the fake device without launches (EMBER_CUDA_FAKE=nolaunch, real
-JITFunctions), each kernel compiled for sm_90 in a forkserver worker."""
+JITFunctions), each kernel compiled for sm_90 in a worker process."""
 import os
 import subprocess
 import sys
@@ -36,11 +36,9 @@ assert all(j[0] in glb and j[3] and "XBLOCK" in j[4] for j in jobs), jobs
 def nfiles():
     return sum(len(fs) for _, _, fs in os.walk(os.environ["TRITON_CACHE_DIR"]))
 
-pool = P._executor(2)
-futs = [pool.submit(P.compile_job, glb[n].fn.__code__.co_filename, n, k, i, g, c, 90)
-        for n, k, i, g, c in jobs]
-for fu in futs:
-    fu.result()
+done = P._Pool.get(2).run([[glb[n].fn.__code__.co_filename, n, k, i, list(g), c, 90]
+                           for n, k, i, g, c in jobs])
+assert done == len(jobs), (done, jobs)
 compiled = nfiles()
 assert compiled > 0
 

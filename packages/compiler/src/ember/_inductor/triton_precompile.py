@@ -12,7 +12,8 @@ own launches then compute the same keys and load the compiled kernels from it. A
 cannot read compiles at its launch, as before; a failed worker costs nothing but its time.
 
 Real GPUs only (the fake device runs Triton's interpreter); `EMBER_COMPILE_WORKERS=0` turns it
-off (default: the CPU count, at most 16; one CPU: off).
+off (default: the CPU count, at most 16; one CPU: off). The workers are this file run as a
+script, fed one job a line.
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ import os
 __all__ = ["plan", "precompile", "workers"]
 
 log = logging.getLogger("ember._inductor")
-_POOL: list = [None, 0]   # (executor, the pid that made it)
 
 
 def workers() -> int:
@@ -101,45 +101,68 @@ def _kind(node, bufs, args):
 
 
 def precompile(fn_globals: dict, wrapper: str, args) -> int:
-    """Compile the wrapper's known launches in the worker pool and wait for them; the number
-    compiled there."""
+    """Compile the wrapper's known launches in the worker processes and wait for them; the
+    number compiled there."""
     n = workers()
     if n < 2:
         return 0
-    jobs = [j for j in plan(wrapper, args) if j[0] in fn_globals]
+    jobs = []
+    for name, kinds, ints, grid, consts in plan(wrapper, args):
+        code = getattr(getattr(fn_globals.get(name), "fn", None), "__code__", None)
+        if code is not None:
+            jobs.append([code.co_filename, name, kinds, ints, list(grid), consts])
     if len(jobs) < 2:
         return 0
     from ember.cuda.runtime import driver as rt
     dev = rt.current_device()
     cc = (rt.attribute(dev, "COMPUTE_CAPABILITY_MAJOR") * 10
           + rt.attribute(dev, "COMPUTE_CAPABILITY_MINOR"))
-    pool = _executor(n)
-    futs = []
-    for name, kinds, ints, grid, consts in jobs:
-        fn = fn_globals[name]
-        path = getattr(getattr(fn, "fn", None), "__code__", None)
-        if path is None:
-            continue
-        futs.append(pool.submit(compile_job, path.co_filename, name, kinds, ints, grid, consts,
-                                cc))
-    done = 0
-    for f in futs:
-        try:
-            f.result()
-            done += 1
-        except Exception as e:  # noqa: BLE001 - the launch compiles it instead
-            log.debug("parallel Triton compile failed (%s: %s)", type(e).__name__, e)
-    return done
+    try:
+        return _Pool.get(n).run([j + [cc] for j in jobs])
+    except (OSError, ValueError) as e:  # no worker: each launch compiles its kernel
+        log.debug("parallel Triton compile unavailable (%s)", e)
+        return 0
 
 
-def _executor(n):
-    if _POOL[0] is None or _POOL[1] != os.getpid():
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-        ctx = mp.get_context("forkserver")   # a clean process: no CUDA context, no threads
-        ctx.set_forkserver_preload(["triton", "triton.language", __name__])
-        _POOL[0], _POOL[1] = ProcessPoolExecutor(n, mp_context=ctx), os.getpid()
-    return _POOL[0]
+class _Pool:
+    """Worker processes running this file as a script (no ember import, and never the user's
+    main module, which multiprocessing's spawn and forkserver would run again): one JSON job a
+    line on stdin, one reply a line on stdout."""
+
+    _one = None
+
+    def __init__(self, n):
+        import subprocess
+        import sys
+        self.pid = os.getpid()
+        self.procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       text=True, env=dict(os.environ)) for _ in range(n)]
+
+    @classmethod
+    def get(cls, n):
+        p = cls._one
+        if p is None or p.pid != os.getpid() or any(q.poll() is not None for q in p.procs):
+            p = cls._one = cls(n)
+        return p
+
+    def run(self, jobs) -> int:
+        import json
+        share = [jobs[i::len(self.procs)] for i in range(len(self.procs))]
+        for q, mine in zip(self.procs, share):
+            for j in mine:
+                q.stdin.write(json.dumps(j) + "\n")
+            q.stdin.flush()
+        done = 0
+        for q, mine in zip(self.procs, share):
+            for _ in mine:
+                line = q.stdout.readline()
+                if not line:
+                    raise OSError("a Triton compile worker exited")
+                done += line.startswith("ok")
+                if not line.startswith("ok"):
+                    log.debug("parallel Triton compile failed: %s", line.strip())
+        return done
 
 
 # ---- in a worker ------------------------------------------------------------------------------
@@ -193,6 +216,8 @@ def _target_driver(cc: int):
         def get_current_target(self):
             return GPUTarget("cuda", cc, 32)
 
+        launcher_cls = nvd.CudaLauncher
+
         @staticmethod
         def is_active():
             return True
@@ -211,4 +236,36 @@ def compile_job(path, name, kinds, ints, grid, consts, cc) -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     ptrs = [_Ptr(0 if aligned else 8, _Dtype(dt)) for dt, aligned in kinds]
-    getattr(mod, name).warmup(*ptrs, *ints, grid=grid, **consts)
+    kernel = getattr(mod, name).warmup(*ptrs, *ints, grid=grid, **consts)
+    # the kernel's C launcher (Triton builds one a signature with the C compiler, into its cache,
+    # at the kernel's first launch in Tritons before 3.9): built here, loaded there
+    import triton
+    cls = getattr(triton.runtime.driver.active, "launcher_cls", None)
+    if cls is not None and kernel is not None:
+        try:
+            cls(kernel.src, kernel.metadata)
+        except Exception:  # noqa: BLE001 - a Triton whose launcher needs the GPU: built there
+            pass
+
+
+def _serve() -> None:
+    import json
+    import sys
+    import traceback
+    for line in sys.stdin:
+        try:
+            path, name, kinds, ints, grid, consts, cc = json.loads(line)
+            compile_job(path, name, kinds, ints, tuple(grid), consts, cc)
+            sys.stdout.write("ok\n")
+        except Exception as e:  # noqa: BLE001 - reported; the launch compiles it
+            msg = "".join(traceback.format_exception_only(type(e), e)).replace("\n", " ")
+            sys.stdout.write(f"error {msg}\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    import sys
+    # run as a script, this file's folder leads sys.path: its triton.py would shadow Triton
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    _serve()
