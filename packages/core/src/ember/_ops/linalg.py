@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._blas import gemm_threads
+from .._bmm import split_matmul
 from .._dispatch import TensorMeta, torch_name
 from .._size import broadcast_shapes, normalize_dim
 from ._registry import FUNCTIONS, OPS, complex_vjp, defop
@@ -133,6 +134,10 @@ def _matmul_np(a, b):
         out = np.empty(a.shape[:-1] + (m,), np.result_type(a, b))
         np.matmul(a.reshape(rows, a.shape[-1]), b, out=out.reshape(rows, m))
         return out
+    if b.ndim > 2 and a.ndim > 2:  # a batch of small matrices: halves on two threads
+        out = split_matmul(a, b, 2 * rows * k * m)
+        if out is not None:
+            return out
     return np.matmul(a, b)  # BLAS for float32/64, transposed views included: no copy here
 
 
