@@ -41,7 +41,8 @@ def test_split_equals_serial(monkeypatch, shapes):
                         lambda *x: calls.append(1) or real(*x))
     ember.set_num_threads(2)
     got = (a @ b).numpy()
-    assert calls and _bmm.split_matmul(a.numpy(), b.numpy(), 10 ** 9) is not None
+    each = 2 * a.shape[-2] * a.shape[-1] * b.shape[-1]
+    assert calls and _bmm.split_matmul(a.numpy(), b.numpy(), each) is not None
     want = _serial(monkeypatch, lambda: (a @ b).numpy())
     np.testing.assert_array_equal(got, want)
     ref = torch.tensor(a.numpy()) @ torch.tensor(b.numpy())
@@ -75,10 +76,11 @@ def test_no_split_where_it_does_not_pay(monkeypatch):
     ember.set_num_threads(2)
     assert _bmm.split_matmul(a, b, 2 * 128 * 32 * 128) is not None
     assert _bmm.split_matmul(a[:4, :8], b[:4, :, :8], 2 * 8 * 32 * 8) is None   # little work
-    assert _bmm.split_matmul(a[:1], b[:1], 10 ** 9) is None                    # one entry
-    assert _bmm.split_matmul(a.astype(np.int32), b.astype(np.int32), 10 ** 9) is None
+    assert _bmm.split_matmul(a[:1], b[:1], 10 ** 8) is None                    # one entry
+    assert _bmm.split_matmul(a.astype(np.int32), b.astype(np.int32), 10 ** 6) is None
+    assert _bmm.split_matmul(a, b, 2 * _blas.FLOPS_PER_THREAD) is None   # BLAS threads each
     ember.set_num_threads(1)
-    assert _bmm.split_matmul(a, b, 10 ** 9) is None
+    assert _bmm.split_matmul(a, b, 10 ** 6) is None
     ember.set_num_threads(2)
     monkeypatch.setattr(_blas, "free_cores", lambda: 1)   # a loaded machine
-    assert _bmm.split_matmul(a, b, 10 ** 9) is None
+    assert _bmm.split_matmul(a, b, 10 ** 6) is None

@@ -43,8 +43,8 @@ def split_matmul(a: np.ndarray, b: np.ndarray, flops_each: int):
     for s in batch:
         n *= s
     if batch[0] < 2 or n * flops_each < MIN_FLOPS or _blas.max_threads() < 2 \
-            or _blas.free_cores() < 2:
-        return None
+            or flops_each // _blas.FLOPS_PER_THREAD >= 2 or _blas.free_cores() < 2:
+        return None   # (large matrices: BLAS threads each call itself, never two at once)
     a = np.broadcast_to(a, batch + a.shape[-2:])
     b = np.broadcast_to(b, batch + b.shape[-2:])
     out = np.empty(batch + (a.shape[-2], b.shape[-1]), a.dtype)
