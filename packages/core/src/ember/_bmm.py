@@ -8,7 +8,10 @@ worker thread runs one half (numpy releases the GIL inside matmul) while the cal
 other. Every matrix is still one single-threaded BLAS call, so the values are those of the
 serial loop bit for bit. Only with two or more threads allowed (`ember.set_num_threads`) and
 free (`_blas.free_cores`: the load-average cap the GEMMs use), and from `MIN_FLOPS` of work in
-all (a handoff costs ~0.1 ms). EMBER_BMM_SPLIT=0 turns it off.
+all (a handoff costs ~0.1 ms). On by default only where OpenBLAS's workers sleep after a GEMM
+(`_blas_env`, EMBER_BLAS_SPIN=0): its spinning worker holds the core the second half needs, and
+the compiled GPT step at 2 threads read 265 / 284 ms split vs 238 / 236 ms not (load 1.4).
+EMBER_BMM_SPLIT=1 / 0 forces it on / off.
 """
 from __future__ import annotations
 
@@ -16,12 +19,12 @@ import os
 
 import numpy as np
 
-from . import _blas
+from . import _blas, _blas_env
 
 __all__ = ["split_matmul"]
 
 MIN_FLOPS = 1 << 24   # 16 MFLOP in all (~0.4 ms on one core): a handoff costs ~0.1 ms
-_ON = os.environ.get("EMBER_BMM_SPLIT", "1") != "0"
+_ON = os.environ.get("EMBER_BMM_SPLIT", "1" if _blas_env.applied else "0") != "0"
 _pool = [None, 0]     # (ThreadPoolExecutor, the pid that made it: none survives a fork)
 
 
