@@ -4,8 +4,9 @@
 >>> torch.ones(2, 3).sum().item()
 6.0
 """
-from pkgutil import extend_path
+from pkgutil import extend_path  # noqa: I001 - _blas_env must come before numpy
 
+from . import _blas_env  # noqa: F401 - before numpy loads OpenBLAS (EMBER_BLAS_SPIN=0)
 import numpy as _np
 
 __path__ = extend_path(__path__, __name__)

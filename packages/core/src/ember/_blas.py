@@ -21,6 +21,9 @@ import numpy as np
 __all__ = ["gemm_threads", "set_max_threads", "max_threads", "free_cores"]
 
 FLOPS_PER_THREAD = 1 << 26  # 64 MFLOP: idle, the GPT/MLP GEMMs gain from a second thread
+# (EMBER_GEMM_FLOPS_PER_THREAD: for an A/B on an idle machine; the GPT's 128x128 projections,
+# 2^26 FLOP each, run on one thread at this value)
+FLOPS_PER_THREAD = int(os.environ.get("EMBER_GEMM_FLOPS_PER_THREAD", FLOPS_PER_THREAD))
 _SYMBOLS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
             "openblas_set_num_threads")
 _set = None      # the library's set_num_threads, or None

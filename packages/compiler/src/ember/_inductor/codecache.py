@@ -55,7 +55,8 @@ def cache_key(gm, args, flags: str = "") -> str:
              os.environ.get("EMBER_INDUCTOR_STATIC_SIZES", "1"),   # (graph.static_sizes)
              *(os.environ.get(f"EMBER_INDUCTOR_{k}", "") for k in ("PERSISTENT", "ONLINE",
                                                                    "XBLOCK_BIG")),
-             os.environ.get("TRITON_INTERPRET", "0")]   # (no libdevice in the interpreter)
+             os.environ.get("TRITON_INTERPRET", "0"),   # (no libdevice in the interpreter)
+             os.environ.get("EMBER_CPU_GRAIN", "")]     # (the kernels' thread counts)
     for a in args:
         if isinstance(a, Tensor):
             parts.append(f"T{a.dtype}{a.device.type}{tuple(a._shape)}{tuple(a._stride)}")

@@ -317,6 +317,8 @@ class CppKernel:
                 v = self.h.v(b.fn(self.h, k.xs, ()))
                 self.store(b, k.store_index(b), v, post)
         self.scopes.pop()
+        if len(R) == 1 and n >= _COLUMNS_SPLIT:
+            return _split_columns(lines + _nest(k.xs, R, post), str(k.xs[0]), n)
         return lines + _nest(k.xs, R, post)
 
     def loop_phase(self, bufs) -> list:
@@ -501,6 +503,7 @@ def _vectorizable(b) -> bool:
 
 
 _COLUMNS_MAX = 8192   # most accumulators of a column-sum kernel (on the stack)
+_COLUMNS_SPLIT = 32   # columns from which a column-sum kernel splits them across threads
 
 
 def _columns(ck) -> bool:
@@ -598,6 +601,20 @@ def _parallel_nest(vs, ranges, body, parallel_dims) -> list:
     col = f" collapse({n})" if n > 1 else ""
     return [f"#pragma omp parallel for{col} num_threads(nt) if(nt > 1)"] + _nest(vs, ranges,
                                                                                    body)
+
+
+def _split_columns(body, x, n) -> list:
+    """A column-sum kernel's body run by nt threads, each summing its own block of columns
+    (multiples of 16: whole vectors) over every row: each column adds its terms in the same
+    order on any thread count, so results do not depend on nt."""
+    loop = re.compile(rf"for \(int64_t ({x}|i) = 0; \1 < {n}; \+\+\1\)")
+    out = ["#pragma omp parallel num_threads(nt) if(nt > 1)", "{",
+           "  const int64_t c_nt = omp_get_num_threads(), c_t = omp_get_thread_num();",
+           f"  const int64_t c_w = (({n} + c_nt - 1) / c_nt + 15) / 16 * 16;",
+           f"  const int64_t c_lo = c_t * c_w < {n} ? c_t * c_w : {n};",
+           f"  const int64_t c_hi = c_lo + c_w < {n} ? c_lo + c_w : {n};"]
+    out += ["  " + loop.sub(r"for (int64_t \1 = c_lo; \1 < c_hi; ++\1)", line) for line in body]
+    return out + ["}"]
 
 
 def _parallel_reduction(pre, loops, post, reds) -> list:

@@ -17,7 +17,7 @@ from ember import _flags
 from ember._ops import _cpujit
 from ember._tensor import Tensor
 
-from . import cpp, index64
+from . import cpp, cpu_threads, index64
 from .ir import ComputedBuffer, ExternBuffer, InputBuffer, TBox
 from .lowering import SymVal
 from .scheduler import Kernel, reads_of, schedule
@@ -25,7 +25,7 @@ from .sizevars import pyexpr
 
 __all__ = ["CompiledGraph", "build"]
 
-_GRAIN = 1 << 18   # elements per thread at least (waking a thread costs more below it)
+_GRAIN = 1 << 18   # elements per thread at least, where a kernel has no grain (cpu_threads)
 _NCPU = os.cpu_count() or 1
 
 
@@ -118,6 +118,7 @@ def build(g, sym=None, plan=None, compile_kernels=True):
                 x for x in src.splitlines() if not x.startswith("#"))
             s.name = "kernel_" + hashlib.sha256(text.encode()).hexdigest()[:16]
             s.launch_args = (args, syms)
+            s.grain = None if cuda else cpu_threads.grain(src)
             kernels.setdefault(s.name, src.replace("KERNEL_NAME", s.name))
     art = Artifact()
     art.device = g.device
@@ -295,16 +296,9 @@ def _compile(sources):
     else:  # g++ runs in subprocesses: threads overlap them
         from concurrent.futures import ThreadPoolExecutor
         _cpujit._build([])   # probes (-march=native, libmvec) once, before the threads
-        # _build sets OMP_WAIT_POLICY around its first load; set here, no thread races on it
-        policy = "OMP_WAIT_POLICY" not in os.environ
-        if policy:
-            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-        try:
-            with ThreadPoolExecutor(len(parts)) as ex:
-                libs = list(ex.map(_cpujit._build, parts))
-        finally:
-            if policy:
-                os.environ.pop("OMP_WAIT_POLICY", None)
+        # _build sets OpenMP's wait policy around its first load; set here, no thread races
+        with _cpujit.omp_env(), ThreadPoolExecutor(len(parts)) as ex:
+            libs = list(ex.map(_cpujit._build, parts))
     for part, lib in zip(parts, libs):
         if lib is None:
             raise RuntimeError("ember inductor: the C++ kernels did not compile")
@@ -419,10 +413,11 @@ def _wrapper(g, steps, stored, art, sym=None, plan=None):  # noqa: C901
                 lines.append(_triton_launch(s, ptrs, syms, sv, sym))
             elif sym is not None:
                 work = sympy.Mul(*s.R) * sympy.Mul(*s.K)
-                lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, _nt({pyexpr(work)}))")
+                lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, _nt({pyexpr(work)}, "
+                             f"{_kgrain(s)}))")
             else:
                 work = sv.numel(s.R) * max(1, sv.numel(s.K))
-                nt = max(1, min(_flags._threads or _NCPU, work // _GRAIN))
+                nt = cpu_threads.static_threads(work, _kgrain(s), _flags._threads or _NCPU)
                 # more than one thread: capped at call time by the cores the load leaves free
                 nts = str(nt) if nt == 1 else f"_ntc({nt})"
                 lines.append(f"    {s.name}(_ptrs({ptrs}), _KS, {nts})")
@@ -667,8 +662,12 @@ def _out(x, kind, shape, stride, offset):
     return _as_tensor(x, kind, shape, stride, offset)
 
 
-def _nthreads(work):
-    return _ntcap(max(1, min(_flags._threads or _NCPU, work // _GRAIN)))
+def _kgrain(s) -> int:
+    return getattr(s, "grain", None) or _GRAIN
+
+
+def _nthreads(work, grain=_GRAIN):
+    return _ntcap(cpu_threads.static_threads(work, grain, _flags._threads or _NCPU))
 
 
 def _ntcap(nt):

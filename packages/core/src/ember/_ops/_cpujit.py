@@ -20,6 +20,7 @@ EMBER_CPU_JIT=0 turns it off.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import logging
@@ -67,6 +68,7 @@ _mvec = None       # glibc's vector math library links here (x86-64 glibc >= 2.3
 _MVEC_FLAGS = ("-DEMBER_MVEC", "-lmvec")
 _kernels: dict = {}  # key -> [(guards, fn or None)]
 _NCPU = os.cpu_count() or 1
+OMP_SPIN_COUNT = int(os.environ.get("EMBER_OMP_SPIN", "0"))   # see omp_env
 _threads_after_fork = None  # 1 in a forked child: GNU OpenMP's thread pool is not fork-safe
 
 
@@ -158,19 +160,36 @@ def _build(sources: list[str]):
     except OSError as e:
         _log.warning("ember: C++ kernel cache failed, using numpy kernels: %s", e)
         return None
-    # GNU OpenMP reads its settings when it loads (with the first kernel library): idle threads
-    # sleep at once instead of spinning, which on a busy machine steals the caller's core
-    policy = "OMP_WAIT_POLICY" not in os.environ
-    if policy:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     try:
-        return ctypes.CDLL(path)
+        with omp_env():
+            return ctypes.CDLL(path)
     except OSError as e:
         _log.warning("ember: could not load C++ kernels (%s), using numpy kernels", e)
         return None
+
+
+@contextlib.contextmanager
+def omp_env():
+    """GNU OpenMP's wait policy while a kernel library loads (libgomp reads it once, when the
+    first one brings it in): idle pool threads sleep at once (PASSIVE) instead of spinning ~9 ms
+    (libgomp's default), which on a busy machine steals the caller's core. EMBER_OMP_SPIN=n:
+    they spin n pauses first (~45 ns each on the 2-core EPYC: 1000 is ~45 us), so a parallel
+    region right after another finds its thread awake and the caller does not sleep at the join;
+    opt-in: the spin also takes the core from the BLAS thread of the GEMM that usually follows a
+    kernel (+9 ms of CPU a GPT step at 2000, measured under load). With more threads than cores
+    (throttled) they sleep at once either way. A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT wins."""
+    env = os.environ
+    if "OMP_WAIT_POLICY" in env or "GOMP_SPINCOUNT" in env:
+        yield
+        return
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
+    if OMP_SPIN_COUNT > 0:
+        env["GOMP_SPINCOUNT"] = str(OMP_SPIN_COUNT)
+    try:
+        yield
     finally:
-        if policy:
-            del os.environ["OMP_WAIT_POLICY"]
+        env.pop("OMP_WAIT_POLICY", None)
+        env.pop("GOMP_SPINCOUNT", None)
 
 
 def _compile(src: str, flags, d: str, path: str, has_kernels: bool) -> bool:
