@@ -1,4 +1,4 @@
-"""`_blas_env` (opt-in, EMBER_BLAS_SPIN=0): OPENBLAS_THREAD_TIMEOUT is set around ember's first
+"""`_blas_env` (default; EMBER_BLAS_SPIN=1 off): OPENBLAS_THREAD_TIMEOUT is set around ember's first
 numpy import (OpenBLAS's idle workers sleep at once) and not left in the environment; by
 default, with numpy imported first or the user's own value it is left alone."""
 import os
@@ -25,7 +25,8 @@ def _probe(pre="", **env):
     ("", {"EMBER_BLAS_SPIN": "0"}, ["True", "None"]),
     ("import numpy; ", {"EMBER_BLAS_SPIN": "0"}, ["False", "None"]),
     ("", {"EMBER_BLAS_SPIN": "0", "OPENBLAS_THREAD_TIMEOUT": "20"}, ["False", "20"]),
-    ("", {}, ["False", "None"]),
+    ("", {}, ["True", "None"]),
+    ("", {"EMBER_BLAS_SPIN": "1"}, ["False", "None"]),
 ])
 def test_timeout_set_only_around_numpys_load(pre, env, want):
     assert _probe(pre, **env) == want
