@@ -11,6 +11,7 @@ SCRIPT = r"""
 import os, sys
 import ember
 from ember._inductor import codecache, graph as G, triton_precompile as P
+from ember.cuda.runtime import precompile_worker as W
 
 got = []
 orig = G.load
@@ -36,7 +37,7 @@ assert all(j[0] in glb and j[3] and "XBLOCK" in j[4] for j in jobs), jobs
 def nfiles():
     return sum(len(fs) for _, _, fs in os.walk(os.environ["TRITON_CACHE_DIR"]))
 
-done = P._Pool.get(2).run([[glb[n].fn.__code__.co_filename, n, k, i, list(g), c, 90]
+done = W.Pool.get(2).run([[glb[n].fn.__code__.co_filename, n, k, i, list(g), c, 90]
                            for n, k, i, g, c in jobs])
 assert done == len(jobs), (done, jobs)
 compiled = nfiles()
@@ -45,7 +46,7 @@ assert compiled > 0
 # the launcher's first launch (fresh JITFunctions, ember's own pointer objects) finds them
 from ember.cuda.kernels.pointwise import load_kernel
 from ember.cuda.runtime.launcher import Ptr
-P._target_driver(90)
+W._target_driver(90)
 for n, k, i, g, c in jobs:
     fn = load_kernel(open(glb[n].fn.__code__.co_filename).read(), n)
     ptrs = [Ptr(512 if al else 514, getattr(ember, dt.split(".")[-1])) for dt, al in k]
