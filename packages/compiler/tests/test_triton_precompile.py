@@ -37,9 +37,10 @@ assert all(j[0] in glb and j[3] and "XBLOCK" in j[4] for j in jobs), jobs
 def nfiles():
     return sum(len(fs) for _, _, fs in os.walk(os.environ["TRITON_CACHE_DIR"]))
 
-done = W.Pool.get(2).run([[glb[n].fn.__code__.co_filename, n, k, i, list(g), c, 90]
-                           for n, k, i, g, c in jobs])
-assert done == len(jobs), (done, jobs)
+pool = W.Pool.get(2)
+done = pool.run([[glb[n].fn.__code__.co_filename, n, k, i, list(g), c, 90]
+                 for n, k, i, g, c in jobs])
+assert done == len(jobs), (done, pool.errors, jobs)
 compiled = nfiles()
 assert compiled > 0
 

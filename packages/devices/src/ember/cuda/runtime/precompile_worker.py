@@ -27,6 +27,7 @@ class Pool:
         import subprocess
         import sys
         self.pid = os.getpid()
+        self.errors: list = []   # the workers' error lines (the launches compile those kernels)
         self.procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__)],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        text=True, env=dict(os.environ)) for _ in range(n)]
@@ -53,6 +54,7 @@ class Pool:
                     raise OSError("a Triton compile worker exited")
                 done += line.startswith("ok")
                 if not line.startswith("ok"):
+                    self.errors.append(line.strip())
                     log.debug("parallel Triton compile failed: %s", line.strip())
         return done
 
@@ -157,7 +159,8 @@ def _serve() -> None:
 
 if __name__ == "__main__":
     import sys
-    # run as a script, this file's folder leads sys.path: its triton.py would shadow Triton
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    # run as a script, this file's folder leads sys.path (symbolic links resolved, as Bazel's
+    # runfiles are): its driver.py and the like must not shadow top-level modules
+    here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
     _serve()
