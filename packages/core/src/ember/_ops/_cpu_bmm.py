@@ -12,7 +12,6 @@ numpy's matmul runs.
 from __future__ import annotations
 
 import ctypes
-import os
 
 import numpy as np
 
@@ -59,18 +58,9 @@ _SFX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 
 def _load():
     global _lib
-    from . import _cpujit
     _lib = False
-    if os.environ.get("EMBER_CPU_BMM", "1") == "0" or not _cpujit.available():
-        return
-    try:
-        gemm = _cpu_conv._find_gemm()
-    except Exception:  # noqa: BLE001 - no BLAS symbol: numpy's matmul runs
-        gemm = {}
-    if not gemm:
-        return
-    lib = _cpujit._build([_SRC])
-    if lib is None:
+    lib, gemm = _cpu_conv.build_with_gemm("EMBER_CPU_BMM", [_SRC])
+    if lib is None:   # numpy's matmul runs
         return
     p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     for sfx in ("f32", "f64"):

@@ -290,19 +290,25 @@ def _find_gemm():
     return {}
 
 
-def _load():
-    global _lib
+def build_with_gemm(flag: str, sources) -> tuple:
+    """(library, {dtype: BLAS gemm address}) for C++ sources that call BLAS's int64 gemm, or
+    (None, {}) where the environment variable `flag` is 0, no compiler works or no such BLAS
+    symbol is found (numpy's kernels run then)."""
     from . import _cpujit
-    _lib = False
-    if os.environ.get("EMBER_CPU_CONV", "1") == "0" or not _cpujit.available():
-        return
+    if os.environ.get(flag, "1") == "0" or not _cpujit.available():
+        return None, {}
     try:
         gemm = _find_gemm()
-    except Exception:  # noqa: BLE001 - no BLAS symbol: numpy's kernels run
+    except Exception:  # noqa: BLE001 - no BLAS symbol
         gemm = {}
-    if not gemm:
-        return
-    lib = _cpujit._build([_SRC])
+    lib = _cpujit._build(sources) if gemm else None
+    return (lib, gemm) if lib is not None else (None, {})
+
+
+def _load():
+    global _lib
+    _lib = False
+    lib, gemm = build_with_gemm("EMBER_CPU_CONV", [_SRC])
     if lib is None:
         return
     p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
